@@ -1,0 +1,187 @@
+'use strict';
+// StorageTransaction over a held write lease. Every member runs its native
+// call synchronously on the transaction's connection; the promise it
+// returns is already settled.
+
+const { invalidArgument, withCode } = require('./errors');
+const V = require('./values');
+
+// A transaction dropped without commit or rollback must not hold the write
+// lease forever: roll it back when it is collected.
+const abandoned = new FinalizationRegistry(({ native, id, release }) => {
+  try {
+    native.unlock(id, false);
+  } catch {
+    // The storage was closed meanwhile; nothing is held any more.
+  } finally {
+    release();
+  }
+});
+
+const METHODS = [
+  'getRow',
+  'getTombstoneSeq',
+  'clearTombstone',
+  'getPushResult',
+  'scanRows',
+  'lockPartitionForPush',
+  'lockPartitionForCommitValidation',
+  'commitRejectedPushResult',
+  'upsertRow',
+  'deleteRow',
+  'appendCommit',
+  'putPushResult',
+  'setBlobRefs',
+  'readServeGate',
+  'prefetchRows',
+  'commit',
+  'rollback',
+];
+
+class NativeTransaction {
+  #native;
+  #id;
+  #release;
+  #storage;
+  #finished = false;
+
+  constructor(storage, native, lease) {
+    this.#storage = storage;
+    this.#native = native;
+    this.#id = lease.id;
+    this.#release = lease.release;
+    abandoned.register(this, { native, id: lease.id, release: lease.release }, this);
+    // Own, writable methods: hosts and tests wrap or replace them.
+    for (const name of METHODS) this[name] = NativeTransaction.prototype[name].bind(this);
+  }
+
+  #end() {
+    if (this.#finished) return;
+    this.#finished = true;
+    abandoned.unregister(this);
+    this.#release();
+  }
+
+  #call(fn) {
+    if (this.#finished) throw withCode(new Error('transaction already finished'), 'ERR_SYNCULAR_TX_FINISHED');
+    try {
+      return fn(this.#native, this.#id);
+    } catch (err) {
+      throw this.#storage._translate(err);
+    }
+  }
+
+  async getRow(table, rowId) {
+    const r = this.#call((n, id) => n.txGetRow(id, table, rowId));
+    return r === null ? undefined : V.rowOut(r);
+  }
+
+  async getTombstoneSeq(table, rowId) {
+    return this.#call((n, id) => n.txGetTombstoneSeq(id, table, rowId)) ?? undefined;
+  }
+
+  async clearTombstone(table, rowId) {
+    this.#call((n, id) => n.txClearTombstone(id, table, rowId));
+  }
+
+  async getPushResult(clientId, clientCommitId) {
+    const text = this.#call((n, id) => n.txGetPushResult(id, clientId, clientCommitId));
+    return this.#storage._pushResultOut(text);
+  }
+
+  async scanRows(query) {
+    if (!query || typeof query !== 'object') throw invalidArgument('scanRows: query must be an object');
+    const filter = V.filterJson(query.scopeFilter);
+    const rows = this.#call((n, id) =>
+      n.txScanRows(id, query.table, filter, query.afterRowId ?? '', query.limit),
+    );
+    return V.rowsOut(rows);
+  }
+
+  async lockPartitionForPush() {
+    this.#call((n, id) => n.txLockPartitionForPush(id));
+  }
+
+  /** @deprecated alias kept for 0.15.x hosts. */
+  async lockPartitionForCommitValidation() {
+    this.#call((n, id) => n.txLockPartitionForPush(id));
+  }
+
+  async commitRejectedPushResult(clientId, clientCommitId, result) {
+    const json = V.serializePushResult(result);
+    try {
+      this.#call((n, id) => n.txCommitRejectedPushResult(id, clientId, clientCommitId, json));
+    } finally {
+      if (!this.#native.isHeld(this.#id)) this.#end();
+    }
+  }
+
+  async upsertRow(table, row, context) {
+    if (!row || typeof row !== 'object') throw invalidArgument('upsertRow: row must be a StoredRow');
+    const scopes = JSON.stringify(row.scopes ?? {});
+    this.#call((n, id) =>
+      n.txUpsertRow(
+        id,
+        table,
+        row.rowId,
+        row.serverVersion,
+        scopes,
+        row.payload,
+        row.columnVersions ?? undefined,
+        context?.opIndex,
+      ),
+    );
+  }
+
+  async deleteRow(table, rowId) {
+    this.#call((n, id) => n.txDeleteRow(id, table, rowId));
+  }
+
+  async appendCommit(commit) {
+    if (!commit || typeof commit !== 'object' || !Array.isArray(commit.changes)) {
+      throw invalidArgument('appendCommit: commit must be a NewCommit with a changes array');
+    }
+    const changes = commit.changes.map(V.changeIn);
+    return this.#call((n, id) =>
+      n.txAppendCommit(id, commit.clientId, commit.clientCommitId, commit.actorId, commit.createdAtMs, changes),
+    );
+  }
+
+  async putPushResult(clientId, clientCommitId, result) {
+    const json = V.serializePushResult(result);
+    this.#call((n, id) => n.txPutPushResult(id, clientId, clientCommitId, json));
+  }
+
+  async setBlobRefs(table, rowId, blobIds) {
+    if (!Array.isArray(blobIds)) throw invalidArgument('setBlobRefs: blobIds must be an array');
+    this.#call((n, id) => n.txSetBlobRefs(id, table, rowId, blobIds));
+  }
+
+  async readServeGate(runningSchemaVersion) {
+    return V.gateOut(this.#call((n, id) => n.txReadServeGate(id, runningSchemaVersion)));
+  }
+
+  async prefetchRows(table, rowIds) {
+    if (!Array.isArray(rowIds)) throw invalidArgument('prefetchRows: rowIds must be an array');
+    this.#call((n, id) => n.txPrefetchRows(id, table));
+  }
+
+  async commit() {
+    try {
+      this.#call((n, id) => n.unlock(id, true));
+    } finally {
+      if (!this.#finished && !this.#native.isHeld(this.#id)) this.#end();
+    }
+  }
+
+  async rollback() {
+    if (this.#finished) return;
+    try {
+      this.#native.unlock(this.#id, false);
+    } finally {
+      this.#end();
+    }
+  }
+}
+
+module.exports = { NativeTransaction };

@@ -1,0 +1,227 @@
+'use strict';
+// Value adaptation between the host's shapes and the native layer's:
+// schema flattening (Maps/Sets cannot cross), stored JSON text written with
+// JSON.stringify so it is byte-identical to the in-tree storages, and the
+// exact undefined/omitted-field conventions of the contract.
+
+const { invalidArgument } = require('./errors');
+
+function tablesOf(schema) {
+  const t = schema?.tables;
+  if (t instanceof Map) return [...t.values()];
+  if (Array.isArray(t)) return t;
+  if (t && typeof t === 'object') return Object.values(t);
+  throw invalidArgument('ensureSchema: schema.tables must be a Map of compiled tables');
+}
+
+// Materialization default of the host's schema compiler, for hosts whose
+// compiled tables do not carry `materialize`.
+function defaultMaterialize(t) {
+  const encrypted = new Set(t.encryptedColumnIndices ?? []);
+  if (encrypted.size === 0) return true;
+  const scopeColumns = new Set((t.scopePatterns ?? []).map((p) => p.columnIndex));
+  for (let i = 0; i < t.columns.length; i++) {
+    if (i === (t.primaryKeyIndex ?? 0) || scopeColumns.has(i)) continue;
+    if (!encrypted.has(i)) return true;
+  }
+  return false;
+}
+
+/** CompiledSchema → the JSON text the native layer parses. */
+function flattenSchema(schema) {
+  if (!schema || typeof schema !== 'object') throw invalidArgument('ensureSchema: schema must be a CompiledSchema');
+  if (!Number.isSafeInteger(schema.version) || schema.version < 0) {
+    throw invalidArgument('ensureSchema: schema.version must be a non-negative safe integer');
+  }
+  const tables = tablesOf(schema).map((t) => {
+    if (!t || typeof t.name !== 'string' || !Array.isArray(t.columns)) {
+      throw invalidArgument('ensureSchema: every table needs a name and columns');
+    }
+    return {
+      name: t.name,
+      columns: t.columns.map((c) => ({ name: c.name, type: c.type, nullable: c.nullable === true })),
+      primaryKeyIndex: t.primaryKeyIndex ?? 0,
+      materialize: typeof t.materialize === 'boolean' ? t.materialize : defaultMaterialize(t),
+      indexes: (t.indexes ?? []).map((i) => ({ name: i.name, columns: [...i.columns], unique: i.unique === true })),
+    };
+  });
+  const layouts = {};
+  for (const t of tables) layouts[t.name] = t.columns;
+  return JSON.stringify({ version: schema.version, tables, layouts: JSON.stringify(layouts) });
+}
+
+function declarationsOf(checkpoints) {
+  if (checkpoints == null) return [];
+  if (!Array.isArray(checkpoints)) throw invalidArgument('checkpoints must be an array of declarations');
+  return checkpoints.map((d) => ({ partition: d.partition, name: d.name, schemaVersion: d.schemaVersion }));
+}
+
+// ---- rows and commits --------------------------------------------------------
+
+function rowOut(r) {
+  const row = { rowId: r.rowId, serverVersion: r.serverVersion, scopes: JSON.parse(r.scopes), payload: r.payload };
+  if (r.columnVersions != null) row.columnVersions = r.columnVersions;
+  return row;
+}
+
+function rowsOut(list) {
+  const out = new Array(list.length);
+  for (let i = 0; i < list.length; i++) out[i] = rowOut(list[i]);
+  return out;
+}
+
+function changeIn(c, i) {
+  if (!c || typeof c !== 'object') throw invalidArgument(`changes[${i}] must be an object`);
+  let op;
+  if (c.op === 'upsert') op = 1;
+  else if (c.op === 'delete') op = 2;
+  else throw invalidArgument(`changes[${i}].op must be 'upsert' or 'delete'`);
+  return {
+    table: c.table,
+    rowId: c.rowId,
+    op,
+    rowVersion: c.rowVersion ?? undefined,
+    scopes: JSON.stringify(c.scopes ?? {}),
+    payload: c.payload ?? undefined,
+  };
+}
+
+function changeOut(c) {
+  const out = { table: c.table, rowId: c.rowId, op: c.op === 1 ? 'upsert' : 'delete' };
+  if (c.rowVersion != null) out.rowVersion = c.rowVersion;
+  out.scopes = JSON.parse(c.scopes);
+  if (c.payload != null) out.payload = c.payload;
+  return out;
+}
+
+function commitOut(c) {
+  return { commitSeq: c.commitSeq, createdAtMs: c.createdAtMs, actorId: c.actorId, changes: c.changes.map(changeOut) };
+}
+
+function filterJson(filter) {
+  if (filter == null) return '{}';
+  if (typeof filter !== 'object' || Array.isArray(filter)) throw invalidArgument('scopeFilter must be an object');
+  return JSON.stringify(filter);
+}
+
+// ---- push results (storage-layout §5.1) --------------------------------------
+
+function toBase64(bytes) {
+  if (bytes == null) return '';
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
+}
+
+function fromBase64(text) {
+  // atob, as the in-tree SQLite storage decodes: an invalid character makes
+  // the record unreadable.
+  const bin = atob(text);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+function serializeOpResult(r) {
+  if (r.status === 'conflict') {
+    const o = {
+      opIndex: r.opIndex,
+      status: r.status,
+      code: r.code,
+      message: r.message,
+      serverVersion: r.serverVersion,
+      serverRow: toBase64(r.serverRow),
+    };
+    if (r.conflictColumns !== undefined) o.conflictColumns = toBase64(r.conflictColumns);
+    return o;
+  }
+  if (r.status === 'error') {
+    const o = { opIndex: r.opIndex, status: r.status, code: r.code, message: r.message, retryable: r.retryable };
+    if (r.details !== undefined) o.details = r.details;
+    return o;
+  }
+  return { opIndex: r.opIndex, status: r.status };
+}
+
+function serializePushResult(result) {
+  if (!result || typeof result !== 'object' || !Array.isArray(result.results)) {
+    throw invalidArgument('push result must be an object with a results array');
+  }
+  const o = { status: result.status };
+  if (result.commitSeq !== undefined) o.commitSeq = result.commitSeq;
+  if (result.recordedAtMs !== undefined) o.recordedAtMs = result.recordedAtMs;
+  if (result.cacheIdentity !== undefined) o.cacheIdentity = result.cacheIdentity;
+  o.results = result.results.map(serializeOpResult);
+  return JSON.stringify(o);
+}
+
+function parseOpResult(r) {
+  if (r.status === 'conflict') {
+    return {
+      opIndex: r.opIndex,
+      status: 'conflict',
+      code: r.code ?? '',
+      message: r.message ?? '',
+      serverVersion: r.serverVersion ?? 0,
+      serverRow: fromBase64(r.serverRow ?? ''),
+      conflictColumns: fromBase64(r.conflictColumns ?? ''),
+    };
+  }
+  if (r.status === 'error') {
+    const o = {
+      opIndex: r.opIndex,
+      status: 'error',
+      code: r.code ?? '',
+      message: r.message ?? '',
+      retryable: r.retryable ?? false,
+    };
+    if (r.details !== undefined) o.details = r.details;
+    return o;
+  }
+  return { opIndex: r.opIndex, status: 'applied' };
+}
+
+/** Stored text → StoredPushResult; `undefined` when unreadable. */
+function parsePushResult(text) {
+  try {
+    const v = JSON.parse(text);
+    if (!v || typeof v !== 'object' || !Array.isArray(v.results)) return undefined;
+    const o = { status: v.status };
+    if (v.commitSeq !== undefined) o.commitSeq = v.commitSeq;
+    if (v.recordedAtMs !== undefined) o.recordedAtMs = v.recordedAtMs;
+    if (v.cacheIdentity !== undefined) o.cacheIdentity = v.cacheIdentity;
+    o.results = v.results.map(parseOpResult);
+    return o;
+  } catch {
+    return undefined;
+  }
+}
+
+// ---- clients and the gate ----------------------------------------------------
+
+function clientOut(c) {
+  return {
+    clientId: c.clientId,
+    actorId: c.actorId,
+    wireVersion: c.wireVersion,
+    cursor: c.cursor,
+    updatedAtMs: c.updatedAtMs,
+    subscriptions: JSON.parse(c.subscriptions),
+  };
+}
+
+function gateOut(g) {
+  return { storedSchemaVersion: g.storedSchemaVersion, logEpoch: g.logEpoch ?? undefined, pending: g.pending };
+}
+
+module.exports = {
+  flattenSchema,
+  declarationsOf,
+  rowOut,
+  rowsOut,
+  changeIn,
+  commitOut,
+  filterJson,
+  serializePushResult,
+  parsePushResult,
+  clientOut,
+  gateOut,
+};

@@ -1,0 +1,122 @@
+//! Engine-neutral records that flow between the engine and its callers.
+//! JSON-valued fields stay as the text the host wrote (`JSON.stringify`
+//! output), so they are stored byte-identical to the in-tree storages.
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRow {
+    pub row_id: String,
+    pub server_version: i64,
+    pub scopes_json: String,
+    pub payload: Vec<u8>,
+    pub column_versions: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeOp {
+    Upsert,
+    Delete,
+}
+
+impl ChangeOp {
+    pub fn code(self) -> i64 {
+        match self {
+            ChangeOp::Upsert => 1,
+            ChangeOp::Delete => 2,
+        }
+    }
+
+    pub fn from_code(code: i64) -> ChangeOp {
+        if code == 1 {
+            ChangeOp::Upsert
+        } else {
+            ChangeOp::Delete
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub table: String,
+    pub row_id: String,
+    pub op: ChangeOp,
+    pub row_version: Option<i64>,
+    pub scopes_json: String,
+    pub payload: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewCommit {
+    pub client_id: String,
+    pub client_commit_id: String,
+    pub actor_id: String,
+    pub created_at_ms: i64,
+    pub changes: Vec<Change>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredCommit {
+    pub commit_seq: i64,
+    pub created_at_ms: i64,
+    pub actor_id: String,
+    pub changes: Vec<Change>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegistryEntry {
+    pub partition: String,
+    pub log_epoch: String,
+    pub epoch_required: bool,
+    pub last_authenticated_at_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientRecord {
+    pub client_id: String,
+    pub actor_id: String,
+    pub wire_version: i64,
+    pub cursor: i64,
+    pub updated_at_ms: i64,
+    pub subscriptions_json: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientCursor {
+    pub client_id: String,
+    pub cursor: i64,
+    pub updated_at_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PruneResult {
+    pub previous_horizon_seq: i64,
+    pub horizon_seq: i64,
+    pub removed_commits: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checkpoint {
+    pub partition: String,
+    pub name: String,
+    pub schema_version: i64,
+    pub state: String,
+    pub watermark: i64,
+    pub owner_epoch: i64,
+    pub observed_rows: i64,
+    pub updated_at_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckpointDeclaration {
+    pub partition: String,
+    pub name: String,
+    pub schema_version: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServeGate {
+    pub stored_schema_version: i64,
+    pub log_epoch: Option<String>,
+    pub pending: Vec<(String, String)>,
+}
+
+pub const MAX_SAFE_INTEGER: i64 = 9_007_199_254_740_991;

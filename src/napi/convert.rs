@@ -1,0 +1,259 @@
+//! JS-facing shapes and argument checks.
+
+use crate::error::{Error, Result};
+use crate::model::*;
+use napi::bindgen_prelude::Uint8Array;
+use napi_derive::napi;
+
+/// A JS number that must be a safe integer (NaN, fractions, ±Infinity and
+/// values beyond 2^53 are refused, never truncated).
+pub fn int(v: f64, name: &str) -> Result<i64> {
+    if v.is_finite() && v.fract() == 0.0 && v.abs() <= MAX_SAFE_INTEGER as f64 {
+        Ok(v as i64)
+    } else {
+        Err(Error::invalid(format!(
+            "{name} must be a safe integer, got {v}"
+        )))
+    }
+}
+
+pub fn non_negative(v: f64, name: &str) -> Result<i64> {
+    let i = int(v, name)?;
+    if i < 0 {
+        return Err(Error::invalid(format!("{name} must be ≥ 0, got {v}")));
+    }
+    Ok(i)
+}
+
+#[napi(object)]
+pub struct JsRow {
+    pub row_id: String,
+    pub server_version: i64,
+    pub scopes: String,
+    pub payload: Uint8Array,
+    pub column_versions: Option<Uint8Array>,
+}
+
+impl From<StoredRow> for JsRow {
+    fn from(r: StoredRow) -> JsRow {
+        JsRow {
+            row_id: r.row_id,
+            server_version: r.server_version,
+            scopes: r.scopes_json,
+            payload: Uint8Array::new(r.payload),
+            column_versions: r.column_versions.map(Uint8Array::new),
+        }
+    }
+}
+
+#[napi(object)]
+pub struct JsChange {
+    pub table: String,
+    pub row_id: String,
+    /// 1 = upsert, 2 = delete (the stored op code).
+    pub op: u32,
+    pub row_version: Option<f64>,
+    pub scopes: String,
+    pub payload: Option<Uint8Array>,
+}
+
+impl JsChange {
+    pub fn into_change(self, i: usize) -> Result<Change> {
+        let op = match self.op {
+            1 => ChangeOp::Upsert,
+            2 => ChangeOp::Delete,
+            other => {
+                return Err(Error::invalid(format!(
+                    "changes[{i}].op must be 'upsert' or 'delete' (got {other})"
+                )))
+            }
+        };
+        Ok(Change {
+            table: self.table,
+            row_id: self.row_id,
+            op,
+            row_version: self.row_version.map(|v| int(v, "rowVersion")).transpose()?,
+            scopes_json: self.scopes,
+            payload: self.payload.map(|p| p.to_vec()),
+        })
+    }
+}
+
+impl From<Change> for JsChange {
+    fn from(c: Change) -> JsChange {
+        JsChange {
+            table: c.table,
+            row_id: c.row_id,
+            op: c.op.code() as u32,
+            row_version: c.row_version.map(|v| v as f64),
+            scopes: c.scopes_json,
+            payload: c.payload.map(Uint8Array::new),
+        }
+    }
+}
+
+#[napi(object)]
+pub struct JsCommit {
+    pub commit_seq: i64,
+    pub created_at_ms: i64,
+    pub actor_id: String,
+    pub changes: Vec<JsChange>,
+}
+
+impl From<StoredCommit> for JsCommit {
+    fn from(c: StoredCommit) -> JsCommit {
+        JsCommit {
+            commit_seq: c.commit_seq,
+            created_at_ms: c.created_at_ms,
+            actor_id: c.actor_id,
+            changes: c.changes.into_iter().map(JsChange::from).collect(),
+        }
+    }
+}
+
+#[napi(object)]
+pub struct JsRegistryEntry {
+    pub partition: String,
+    pub log_epoch: String,
+    pub epoch_required: bool,
+    pub last_authenticated_at_ms: i64,
+}
+
+impl From<RegistryEntry> for JsRegistryEntry {
+    fn from(e: RegistryEntry) -> Self {
+        JsRegistryEntry {
+            partition: e.partition,
+            log_epoch: e.log_epoch,
+            epoch_required: e.epoch_required,
+            last_authenticated_at_ms: e.last_authenticated_at_ms,
+        }
+    }
+}
+
+#[napi(object)]
+pub struct JsClientRecord {
+    pub client_id: String,
+    pub actor_id: String,
+    pub wire_version: i64,
+    pub cursor: i64,
+    pub updated_at_ms: i64,
+    pub subscriptions: String,
+}
+
+impl From<ClientRecord> for JsClientRecord {
+    fn from(c: ClientRecord) -> Self {
+        JsClientRecord {
+            client_id: c.client_id,
+            actor_id: c.actor_id,
+            wire_version: c.wire_version,
+            cursor: c.cursor,
+            updated_at_ms: c.updated_at_ms,
+            subscriptions: c.subscriptions_json,
+        }
+    }
+}
+
+#[napi(object)]
+pub struct JsClientCursor {
+    pub client_id: String,
+    pub cursor: i64,
+    pub updated_at_ms: i64,
+}
+
+impl From<ClientCursor> for JsClientCursor {
+    fn from(c: ClientCursor) -> Self {
+        JsClientCursor {
+            client_id: c.client_id,
+            cursor: c.cursor,
+            updated_at_ms: c.updated_at_ms,
+        }
+    }
+}
+
+#[napi(object)]
+pub struct JsPruneResult {
+    pub previous_horizon_seq: i64,
+    pub horizon_seq: i64,
+    pub removed_commits: i64,
+}
+
+impl From<PruneResult> for JsPruneResult {
+    fn from(p: PruneResult) -> Self {
+        JsPruneResult {
+            previous_horizon_seq: p.previous_horizon_seq,
+            horizon_seq: p.horizon_seq,
+            removed_commits: p.removed_commits,
+        }
+    }
+}
+
+#[napi(object)]
+pub struct JsPending {
+    pub partition: String,
+    pub name: String,
+}
+
+#[napi(object)]
+pub struct JsServeGate {
+    pub stored_schema_version: i64,
+    pub log_epoch: Option<String>,
+    pub pending: Vec<JsPending>,
+}
+
+impl From<ServeGate> for JsServeGate {
+    fn from(g: ServeGate) -> Self {
+        JsServeGate {
+            stored_schema_version: g.stored_schema_version,
+            log_epoch: g.log_epoch,
+            pending: g
+                .pending
+                .into_iter()
+                .map(|(partition, name)| JsPending { partition, name })
+                .collect(),
+        }
+    }
+}
+
+#[napi(object)]
+pub struct JsCheckpoint {
+    pub partition: String,
+    pub name: String,
+    pub schema_version: i64,
+    pub state: String,
+    pub watermark: i64,
+    pub owner_epoch: i64,
+    pub observed_rows: i64,
+    pub updated_at_ms: i64,
+}
+
+impl From<Checkpoint> for JsCheckpoint {
+    fn from(c: Checkpoint) -> Self {
+        JsCheckpoint {
+            partition: c.partition,
+            name: c.name,
+            schema_version: c.schema_version,
+            state: c.state,
+            watermark: c.watermark,
+            owner_epoch: c.owner_epoch,
+            observed_rows: c.observed_rows,
+            updated_at_ms: c.updated_at_ms,
+        }
+    }
+}
+
+#[napi(object)]
+pub struct JsDeclaration {
+    pub partition: String,
+    pub name: String,
+    pub schema_version: f64,
+}
+
+impl JsDeclaration {
+    pub fn into_model(self) -> Result<CheckpointDeclaration> {
+        Ok(CheckpointDeclaration {
+            schema_version: int(self.schema_version, "checkpoint schemaVersion")?,
+            partition: self.partition,
+            name: self.name,
+        })
+    }
+}

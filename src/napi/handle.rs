@@ -1,0 +1,646 @@
+//! `SqliteHandle`: one storage's engine, as the JS shim sees it. Methods
+//! taking `lease` run under the write lease the shim acquired with
+//! `tryLock`/`lockAsync`; the others read committed state.
+
+use super::convert::*;
+use super::guard;
+use super::tasks::{LockTask, ScanTask, WindowTask};
+use crate::error::Error;
+use crate::model::{ClientRecord, NewCommit, StoredRow};
+use crate::schema::Schema;
+use crate::scope::ScopeFilter;
+use crate::sqlite::{Config, Location, PruneTarget, SqliteEngine, Synchronous};
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[napi]
+pub struct SqliteHandle {
+    engine: Arc<SqliteEngine>,
+}
+
+fn filter(json: &str) -> crate::Result<ScopeFilter> {
+    ScopeFilter::parse(json)
+}
+
+#[napi]
+impl SqliteHandle {
+    /// Validates the options; the database opens on first use.
+    #[napi(constructor)]
+    pub fn new(
+        url: Option<String>,
+        synchronous: Option<String>,
+        busy_timeout_ms: Option<f64>,
+    ) -> Result<Self> {
+        guard(|| {
+            let location = Location::parse(url.as_deref())?;
+            let synchronous = Synchronous::parse(synchronous.as_deref())?;
+            let busy = busy_timeout_ms
+                .map(|v| non_negative(v, "busyTimeoutMs"))
+                .transpose()?
+                .unwrap_or(30_000);
+            Ok(SqliteHandle {
+                engine: Arc::new(SqliteEngine::new(Config {
+                    location,
+                    synchronous,
+                    busy_timeout: Duration::from_millis(busy as u64),
+                })),
+            })
+        })
+    }
+
+    #[napi]
+    pub fn close(&self) {
+        self.engine.close();
+    }
+
+    // ---- the write lease ------------------------------------------------------
+
+    #[napi]
+    pub fn try_lock(&self, partition: Option<String>) -> Result<Option<u32>> {
+        guard(|| self.engine.try_lock(partition.as_deref()))
+    }
+
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn lock_async(&self, partition: Option<String>) -> AsyncTask<LockTask> {
+        AsyncTask::new(LockTask {
+            engine: self.engine.clone(),
+            partition,
+        })
+    }
+
+    #[napi]
+    pub fn unlock(&self, lease: u32, commit: bool) -> Result<()> {
+        guard(|| self.engine.unlock(lease, commit))
+    }
+
+    #[napi]
+    pub fn is_held(&self, lease: u32) -> bool {
+        self.engine.is_held(lease)
+    }
+
+    // ---- schema and partitions --------------------------------------------------
+
+    #[napi]
+    pub fn ensure_schema(
+        &self,
+        lease: u32,
+        schema_json: String,
+        declarations: Vec<JsDeclaration>,
+        now_ms: f64,
+    ) -> Result<bool> {
+        guard(|| {
+            let schema = Schema::parse(&schema_json)?;
+            let decls = declarations
+                .into_iter()
+                .map(JsDeclaration::into_model)
+                .collect::<crate::Result<Vec<_>>>()?;
+            self.engine
+                .ensure_schema(lease, schema, &decls, int(now_ms, "nowMs")?)
+        })
+    }
+
+    #[napi]
+    pub fn schema_version(&self) -> i64 {
+        self.engine.writer_version()
+    }
+
+    #[napi]
+    pub fn touch_partition(
+        &self,
+        lease: u32,
+        partition: String,
+        at_ms: f64,
+        epoch: String,
+    ) -> Result<JsRegistryEntry> {
+        guard(|| {
+            let at = int(at_ms, "authenticatedAtMs")?;
+            self.engine
+                .touch_partition(lease, &partition, at, &epoch)
+                .map(Into::into)
+        })
+    }
+
+    #[napi]
+    pub fn rotate_partition_log_epoch(
+        &self,
+        lease: u32,
+        partition: String,
+        epoch: String,
+        at_ms: f64,
+    ) -> Result<JsRegistryEntry> {
+        guard(|| {
+            let at = int(at_ms, "authenticatedAtMs")?;
+            self.engine
+                .rotate_partition_log_epoch(lease, &partition, &epoch, at)
+                .map(Into::into)
+        })
+    }
+
+    #[napi]
+    pub fn list_partition_registry(&self) -> Result<Vec<JsRegistryEntry>> {
+        guard(|| {
+            Ok(self
+                .engine
+                .list_partition_registry()?
+                .into_iter()
+                .map(Into::into)
+                .collect())
+        })
+    }
+
+    #[napi]
+    pub fn get_partition_log_epoch(&self, partition: String) -> Result<Option<String>> {
+        guard(|| self.engine.get_partition_log_epoch(&partition))
+    }
+
+    // ---- the log ------------------------------------------------------------------
+
+    #[napi]
+    pub fn get_max_commit_seq(&self, partition: String) -> Result<i64> {
+        guard(|| self.engine.get_max_commit_seq(&partition))
+    }
+
+    #[napi]
+    pub fn get_horizon_seq(&self, partition: String) -> Result<i64> {
+        guard(|| self.engine.get_horizon_seq(&partition))
+    }
+
+    #[napi]
+    pub fn set_horizon_seq(&self, lease: u32, partition: String, seq: f64) -> Result<()> {
+        guard(|| {
+            let seq = non_negative(seq, "seq")?;
+            self.engine.set_horizon_seq(lease, &partition, seq)
+        })
+    }
+
+    /// `log_epoch` absent selects the legacy 0.15.x form.
+    #[napi]
+    pub fn prune_commits_through(
+        &self,
+        lease: u32,
+        partition: String,
+        through_seq: f64,
+        log_epoch: Option<String>,
+    ) -> Result<JsPruneResult> {
+        guard(|| {
+            let through = non_negative(through_seq, "throughSeq")
+                .map_err(|_| Error::query("sync.storage.invalid_prune_cursor"))?;
+            let target = match &log_epoch {
+                Some(e) if e.is_empty() => {
+                    return Err(Error::query("sync.storage.invalid_prune_cursor"))
+                }
+                Some(e) => PruneTarget::Checked {
+                    log_epoch: e,
+                    through_seq: through,
+                },
+                None => PruneTarget::Legacy(through),
+            };
+            self.engine
+                .prune_commits_through(lease, &partition, target)
+                .map(Into::into)
+        })
+    }
+
+    #[napi]
+    pub fn get_commit_seq_before(&self, partition: String, before_ms: f64) -> Result<i64> {
+        guard(|| {
+            self.engine
+                .get_commit_seq_before(&partition, int(before_ms, "createdBeforeMs")?)
+        })
+    }
+
+    // ---- reads -------------------------------------------------------------------
+
+    #[napi]
+    pub fn get_row(
+        &self,
+        partition: String,
+        table: String,
+        row_id: String,
+    ) -> Result<Option<JsRow>> {
+        guard(|| {
+            Ok(self
+                .engine
+                .get_row(&partition, &table, &row_id)?
+                .map(Into::into))
+        })
+    }
+
+    #[napi]
+    pub fn get_push_result(
+        &self,
+        partition: String,
+        client_id: String,
+        commit_id: String,
+    ) -> Result<Option<String>> {
+        guard(|| {
+            self.engine
+                .get_push_result(&partition, &client_id, &commit_id)
+        })
+    }
+
+    #[napi(ts_return_type = "Promise<JsCommit[]>")]
+    pub fn read_commit_window(
+        &self,
+        partition: String,
+        table: String,
+        filter_json: String,
+        after_seq: f64,
+        through_seq: f64,
+        limit_changes: f64,
+    ) -> Result<AsyncTask<WindowTask>> {
+        guard(|| {
+            Ok(AsyncTask::new(WindowTask {
+                engine: self.engine.clone(),
+                partition,
+                table,
+                filter: filter(&filter_json)?,
+                after_seq: int(after_seq, "afterSeq")?,
+                through_seq: int(through_seq, "throughSeq")?,
+                limit_changes: int(limit_changes, "limitChanges")?,
+            }))
+        })
+    }
+
+    #[napi]
+    pub fn latest_scoped_change_seq(
+        &self,
+        partition: String,
+        table: String,
+        filter_json: String,
+    ) -> Result<i64> {
+        guard(|| {
+            self.engine
+                .latest_scoped_change_seq(&partition, &table, &filter(&filter_json)?)
+        })
+    }
+
+    #[napi(ts_return_type = "Promise<JsRow[]>")]
+    pub fn scan_rows(
+        &self,
+        partition: String,
+        table: String,
+        filter_json: String,
+        after_row_id: String,
+        limit: f64,
+    ) -> Result<AsyncTask<ScanTask>> {
+        guard(|| {
+            let filter = filter(&filter_json)?;
+            if filter.is_empty() {
+                return Err(Error::query("sync.storage.scan_requires_scope"));
+            }
+            // Resolve the table now so an unknown one fails before any work.
+            self.engine.loaded().schema.table(&table)?;
+            Ok(AsyncTask::new(ScanTask {
+                engine: self.engine.clone(),
+                partition,
+                table,
+                filter,
+                after_row_id,
+                limit: int(limit, "limit")?,
+            }))
+        })
+    }
+
+    #[napi]
+    pub fn read_serve_gate(&self, partition: String, running: f64) -> Result<JsServeGate> {
+        guard(|| {
+            Ok(self
+                .engine
+                .read_serve_gate(&partition, int(running, "runningSchemaVersion")?)?
+                .into())
+        })
+    }
+
+    #[napi]
+    pub fn read_checkpoints(&self, partition: String) -> Result<Vec<JsCheckpoint>> {
+        guard(|| {
+            Ok(self
+                .engine
+                .read_checkpoints(&partition)?
+                .into_iter()
+                .map(Into::into)
+                .collect())
+        })
+    }
+
+    #[napi]
+    pub fn writer_fence_allows(&self, partition: String, version: f64) -> Result<bool> {
+        guard(|| {
+            self.engine
+                .writer_fence_allows(&partition, int(version, "writerVersion")?)
+        })
+    }
+
+    // ---- clients -------------------------------------------------------------------
+
+    #[napi]
+    pub fn get_client_record(
+        &self,
+        partition: String,
+        client_id: String,
+    ) -> Result<Option<JsClientRecord>> {
+        guard(|| {
+            Ok(self
+                .engine
+                .get_client_record(&partition, &client_id)?
+                .map(Into::into))
+        })
+    }
+
+    #[napi]
+    pub fn list_client_records(&self, partition: String) -> Result<Vec<JsClientRecord>> {
+        guard(|| {
+            Ok(self
+                .engine
+                .list_client_records(&partition)?
+                .into_iter()
+                .map(Into::into)
+                .collect())
+        })
+    }
+
+    #[napi]
+    #[allow(clippy::too_many_arguments)]
+    pub fn put_client_record(
+        &self,
+        lease: u32,
+        partition: String,
+        client_id: String,
+        actor_id: String,
+        wire_version: f64,
+        cursor: f64,
+        updated_at_ms: f64,
+        subscriptions_json: String,
+    ) -> Result<()> {
+        guard(|| {
+            let record = ClientRecord {
+                client_id,
+                actor_id,
+                wire_version: int(wire_version, "wireVersion")?,
+                cursor: int(cursor, "cursor")?,
+                updated_at_ms: int(updated_at_ms, "updatedAtMs")?,
+                subscriptions_json,
+            };
+            self.engine.put_client_record(lease, &partition, &record)
+        })
+    }
+
+    #[napi]
+    pub fn list_client_cursors(&self, partition: String) -> Result<Vec<JsClientCursor>> {
+        guard(|| {
+            Ok(self
+                .engine
+                .list_client_cursors(&partition)?
+                .into_iter()
+                .map(Into::into)
+                .collect())
+        })
+    }
+
+    /// With `actor_id` and `log_epoch`: the guarded realtime advance;
+    /// without: `updateClientCursor`.
+    #[napi]
+    #[allow(clippy::too_many_arguments)]
+    pub fn advance_client_cursor(
+        &self,
+        lease: u32,
+        partition: String,
+        client_id: String,
+        actor_id: Option<String>,
+        log_epoch: Option<String>,
+        cursor: f64,
+        updated_at_ms: f64,
+    ) -> Result<()> {
+        guard(|| {
+            let guard_pair = actor_id.as_deref().zip(log_epoch.as_deref());
+            self.engine.advance_client_cursor(
+                lease,
+                &partition,
+                &client_id,
+                guard_pair,
+                int(cursor, "cursor")?,
+                int(updated_at_ms, "updatedAtMs")?,
+            )
+        })
+    }
+
+    #[napi]
+    pub fn get_active_client_cursor_floor(
+        &self,
+        partition: String,
+        cutoff_ms: f64,
+    ) -> Result<Option<i64>> {
+        guard(|| {
+            self.engine
+                .get_active_client_cursor_floor(&partition, int(cutoff_ms, "cutoffMs")?)
+        })
+    }
+
+    #[napi]
+    pub fn declare_checkpoint(
+        &self,
+        lease: u32,
+        partition: String,
+        name: String,
+        schema_version: f64,
+        now_ms: f64,
+    ) -> Result<JsCheckpoint> {
+        guard(|| {
+            let d = crate::model::CheckpointDeclaration {
+                partition,
+                name,
+                schema_version: int(schema_version, "schemaVersion")?,
+            };
+            Ok(self
+                .engine
+                .declare_checkpoint(lease, &d, int(now_ms, "nowMs")?)?
+                .into())
+        })
+    }
+
+    // ---- the transaction -------------------------------------------------------------
+
+    #[napi]
+    pub fn tx_get_row(&self, lease: u32, table: String, row_id: String) -> Result<Option<JsRow>> {
+        guard(|| {
+            Ok(self
+                .engine
+                .tx_get_row(lease, &table, &row_id)?
+                .map(Into::into))
+        })
+    }
+
+    #[napi]
+    pub fn tx_get_tombstone_seq(
+        &self,
+        lease: u32,
+        table: String,
+        row_id: String,
+    ) -> Result<Option<i64>> {
+        guard(|| self.engine.tx_get_tombstone_seq(lease, &table, &row_id))
+    }
+
+    #[napi]
+    pub fn tx_clear_tombstone(&self, lease: u32, table: String, row_id: String) -> Result<()> {
+        guard(|| self.engine.tx_clear_tombstone(lease, &table, &row_id))
+    }
+
+    #[napi]
+    pub fn tx_get_push_result(
+        &self,
+        lease: u32,
+        client_id: String,
+        commit_id: String,
+    ) -> Result<Option<String>> {
+        guard(|| {
+            self.engine
+                .tx_get_push_result(lease, &client_id, &commit_id)
+        })
+    }
+
+    #[napi]
+    pub fn tx_scan_rows(
+        &self,
+        lease: u32,
+        table: String,
+        filter_json: String,
+        after_row_id: String,
+        limit: f64,
+    ) -> Result<Vec<JsRow>> {
+        guard(|| {
+            let rows = self.engine.tx_scan_rows(
+                lease,
+                &table,
+                &filter(&filter_json)?,
+                &after_row_id,
+                int(limit, "limit")?,
+            )?;
+            Ok(rows.into_iter().map(Into::into).collect())
+        })
+    }
+
+    #[napi]
+    pub fn tx_lock_partition_for_push(&self, lease: u32) -> Result<()> {
+        guard(|| self.engine.tx_lock_partition_for_push(lease))
+    }
+
+    #[napi]
+    pub fn tx_commit_rejected_push_result(
+        &self,
+        lease: u32,
+        client_id: String,
+        commit_id: String,
+        result_json: String,
+    ) -> Result<()> {
+        guard(|| {
+            self.engine
+                .tx_commit_rejected_push_result(lease, &client_id, &commit_id, &result_json)
+        })
+    }
+
+    #[napi]
+    #[allow(clippy::too_many_arguments)]
+    pub fn tx_upsert_row(
+        &self,
+        lease: u32,
+        table: String,
+        row_id: String,
+        server_version: f64,
+        scopes_json: String,
+        payload: Uint8Array,
+        column_versions: Option<Uint8Array>,
+        op_index: Option<f64>,
+    ) -> Result<()> {
+        guard(|| {
+            let op_index = op_index
+                .map(|v| non_negative(v, "opIndex"))
+                .transpose()?
+                .map(|v| v as u32);
+            let row = StoredRow {
+                row_id,
+                server_version: int(server_version, "serverVersion")?,
+                scopes_json,
+                payload: payload.to_vec(),
+                column_versions: column_versions.map(|c| c.to_vec()),
+            };
+            self.engine.tx_upsert_row(lease, &table, &row, op_index)
+        })
+    }
+
+    #[napi]
+    pub fn tx_delete_row(&self, lease: u32, table: String, row_id: String) -> Result<()> {
+        guard(|| self.engine.tx_delete_row(lease, &table, &row_id))
+    }
+
+    #[napi]
+    pub fn tx_append_commit(
+        &self,
+        lease: u32,
+        client_id: String,
+        client_commit_id: String,
+        actor_id: String,
+        created_at_ms: f64,
+        changes: Vec<JsChange>,
+    ) -> Result<i64> {
+        guard(|| {
+            let commit = NewCommit {
+                client_id,
+                client_commit_id,
+                actor_id,
+                created_at_ms: int(created_at_ms, "createdAtMs")?,
+                changes: changes
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, c)| c.into_change(i))
+                    .collect::<crate::Result<_>>()?,
+            };
+            self.engine.tx_append_commit(lease, &commit)
+        })
+    }
+
+    #[napi]
+    pub fn tx_put_push_result(
+        &self,
+        lease: u32,
+        client_id: String,
+        commit_id: String,
+        result_json: String,
+    ) -> Result<()> {
+        guard(|| {
+            self.engine
+                .tx_put_push_result(lease, &client_id, &commit_id, &result_json)
+        })
+    }
+
+    #[napi]
+    pub fn tx_set_blob_refs(
+        &self,
+        lease: u32,
+        table: String,
+        row_id: String,
+        blob_ids: Vec<String>,
+    ) -> Result<()> {
+        guard(|| {
+            self.engine
+                .tx_set_blob_refs(lease, &table, &row_id, &blob_ids)
+        })
+    }
+
+    #[napi]
+    pub fn tx_read_serve_gate(&self, lease: u32, running: f64) -> Result<JsServeGate> {
+        guard(|| {
+            Ok(self
+                .engine
+                .tx_read_serve_gate(lease, int(running, "runningSchemaVersion")?)?
+                .into())
+        })
+    }
+
+    #[napi]
+    pub fn tx_prefetch_rows(&self, lease: u32, table: String) -> Result<()> {
+        guard(|| self.engine.tx_prefetch_rows(lease, &table))
+    }
+}

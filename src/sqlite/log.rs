@@ -1,0 +1,206 @@
+//! The commit log: dense commitSeq allocation, appends with their change
+//! scope index and tombstones, the horizon and pruning.
+
+use super::conn::map_err;
+use crate::error::{Error, Result};
+use crate::model::{ChangeOp, NewCommit, PruneResult};
+use crate::scope::scope_pairs;
+use rusqlite::{params, Connection, OptionalExtension};
+
+pub fn max_commit_seq(conn: &Connection, partition: &str) -> Result<i64> {
+    conn.prepare_cached("SELECT max_commit_seq FROM sync_partitions WHERE partition = ?1")
+        .and_then(|mut st| st.query_row([partition], |r| r.get(0)).optional())
+        .map(|v| v.unwrap_or(0))
+        .map_err(map_err)
+}
+
+pub fn horizon_seq(conn: &Connection, partition: &str) -> Result<i64> {
+    conn.prepare_cached("SELECT horizon_seq FROM sync_partitions WHERE partition = ?1")
+        .and_then(|mut st| st.query_row([partition], |r| r.get(0)).optional())
+        .map(|v| v.unwrap_or(0))
+        .map_err(map_err)
+}
+
+pub fn commit_seq_before(conn: &Connection, partition: &str, before_ms: i64) -> Result<i64> {
+    conn.prepare_cached(
+        "SELECT coalesce(max(commit_seq), 0) FROM sync_commits WHERE partition = ?1 AND created_at_ms < ?2",
+    )
+    .and_then(|mut st| st.query_row(params![partition, before_ms], |r| r.get(0)))
+    .map_err(map_err)
+}
+
+/// Monotonic: the stored horizon never goes down.
+pub fn set_horizon_seq(conn: &Connection, partition: &str, seq: i64) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO sync_partitions (partition, horizon_seq) VALUES (?1, ?2)
+         ON CONFLICT (partition) DO UPDATE SET horizon_seq = max(horizon_seq, excluded.horizon_seq)",
+    )
+    .and_then(|mut st| st.execute(params![partition, seq]))
+    .map_err(map_err)?;
+    Ok(())
+}
+
+/// Runs `f` inside a savepoint so a failure leaves nothing staged.
+pub fn atomically<T>(conn: &Connection, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    conn.execute_batch("SAVEPOINT syncular_step")
+        .map_err(map_err)?;
+    match f() {
+        Ok(v) => {
+            conn.execute_batch("RELEASE SAVEPOINT syncular_step")
+                .map_err(map_err)?;
+            Ok(v)
+        }
+        Err(e) => {
+            let _ = conn.execute_batch(
+                "ROLLBACK TO SAVEPOINT syncular_step; RELEASE SAVEPOINT syncular_step",
+            );
+            Err(e)
+        }
+    }
+}
+
+/// Appends one commit (storage-layout §8). Returns its commitSeq.
+pub fn append_commit(
+    conn: &Connection,
+    partition: &str,
+    commit: &NewCommit,
+    writer_version: i64,
+) -> Result<i64> {
+    // Parse every scope map before writing anything.
+    let pairs: Vec<Vec<(String, String)>> = commit
+        .changes
+        .iter()
+        .map(|c| scope_pairs(&c.scopes_json))
+        .collect::<Result<_>>()?;
+    atomically(conn, || {
+        conn.prepare_cached("INSERT OR IGNORE INTO sync_partitions (partition) VALUES (?1)")
+            .and_then(|mut st| st.execute([partition]))
+            .map_err(map_err)?;
+        let seq: i64 = conn
+            .prepare_cached(
+                "UPDATE sync_partitions SET max_commit_seq = max_commit_seq + 1 WHERE partition = ?1 RETURNING max_commit_seq",
+            )
+            .and_then(|mut st| st.query_row([partition], |r| r.get(0)))
+            .map_err(map_err)?;
+        conn.prepare_cached(
+            "INSERT INTO sync_commits (partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms, writer_version)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )
+        .and_then(|mut st| {
+            st.execute(params![
+                partition,
+                seq,
+                commit.client_id,
+                commit.client_commit_id,
+                commit.actor_id,
+                commit.created_at_ms,
+                writer_version
+            ])
+        })
+        .map_err(map_err)?;
+        if commit.changes.is_empty() {
+            return Ok(seq);
+        }
+        let mut ins_change = conn
+            .prepare_cached(
+                "INSERT INTO sync_changes (partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )
+            .map_err(map_err)?;
+        let mut ins_scope = conn
+            .prepare_cached(
+                "INSERT OR IGNORE INTO sync_change_scopes (partition, tbl, var, value, commit_seq) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .map_err(map_err)?;
+        let mut ins_tomb = conn
+            .prepare_cached(
+                "INSERT INTO sync_tombstones (partition, tbl, row_id, commit_seq) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (partition, tbl, row_id) DO UPDATE SET commit_seq = excluded.commit_seq",
+            )
+            .map_err(map_err)?;
+        for (idx, (change, pairs)) in commit.changes.iter().zip(&pairs).enumerate() {
+            let (row_version, payload) = match change.op {
+                ChangeOp::Upsert => (change.row_version, change.payload.as_deref()),
+                ChangeOp::Delete => (None, None),
+            };
+            ins_change
+                .execute(params![
+                    partition,
+                    seq,
+                    idx as i64,
+                    change.table,
+                    change.row_id,
+                    change.op.code(),
+                    row_version,
+                    change.scopes_json,
+                    payload
+                ])
+                .map_err(map_err)?;
+            for (var, value) in pairs {
+                ins_scope
+                    .execute(params![partition, change.table, var, value, seq])
+                    .map_err(map_err)?;
+            }
+            if change.op == ChangeOp::Delete {
+                ins_tomb
+                    .execute(params![partition, change.table, change.row_id, seq])
+                    .map_err(map_err)?;
+            }
+        }
+        Ok(seq)
+    })
+}
+
+pub enum PruneTarget<'a> {
+    /// 0.24 form: epoch-checked.
+    Checked {
+        log_epoch: &'a str,
+        through_seq: i64,
+    },
+    /// 0.15.x form `(partition, seq)`.
+    Legacy(i64),
+}
+
+/// Raises the horizon and removes everything at or below it (§9). Runs
+/// under the caller's write lease, so it is one atomic step.
+pub fn prune(conn: &Connection, partition: &str, target: PruneTarget<'_>) -> Result<PruneResult> {
+    let through = match target {
+        PruneTarget::Checked {
+            log_epoch,
+            through_seq,
+        } => {
+            let stored: Option<String> = conn
+                .prepare_cached(
+                    "SELECT log_epoch FROM sync_partition_registry WHERE partition = ?1",
+                )
+                .and_then(|mut st| st.query_row([partition], |r| r.get(0)).optional())
+                .map_err(map_err)?;
+            if stored.as_deref() != Some(log_epoch) {
+                return Err(Error::query("sync.storage.prune_epoch_mismatch"));
+            }
+            through_seq
+        }
+        PruneTarget::Legacy(seq) => seq,
+    };
+    let previous = horizon_seq(conn, partition)?;
+    let horizon = previous.max(through);
+    set_horizon_seq(conn, partition, horizon)?;
+    let removed = conn
+        .prepare_cached("DELETE FROM sync_commits WHERE partition = ?1 AND commit_seq <= ?2")
+        .and_then(|mut st| st.execute(params![partition, horizon]))
+        .map_err(map_err)? as i64;
+    for stmt in [
+        "DELETE FROM sync_changes WHERE partition = ?1 AND commit_seq <= ?2",
+        "DELETE FROM sync_change_scopes WHERE partition = ?1 AND commit_seq <= ?2",
+        "DELETE FROM sync_tombstones WHERE partition = ?1 AND commit_seq <= ?2",
+    ] {
+        conn.prepare_cached(stmt)
+            .and_then(|mut st| st.execute(params![partition, horizon]))
+            .map_err(map_err)?;
+    }
+    Ok(PruneResult {
+        previous_horizon_seq: previous,
+        horizon_seq: horizon,
+        removed_commits: removed,
+    })
+}

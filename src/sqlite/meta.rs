@@ -1,0 +1,336 @@
+//! Partition registry, client records, idempotency records, checkpoints,
+//! the writer fence and the serve gate.
+
+use super::conn::map_err;
+use crate::error::{Error, Result};
+use crate::model::{
+    Checkpoint, CheckpointDeclaration, ClientCursor, ClientRecord, RegistryEntry, ServeGate,
+};
+use rusqlite::{params, Connection, OptionalExtension};
+
+// ---- registry ---------------------------------------------------------------
+
+fn registry_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<RegistryEntry> {
+    Ok(RegistryEntry {
+        partition: r.get(0)?,
+        log_epoch: r.get(1)?,
+        epoch_required: r.get::<_, i64>(2)? != 0,
+        last_authenticated_at_ms: r.get(3)?,
+    })
+}
+
+const REGISTRY_FIELDS: &str = "partition, log_epoch, epoch_required, last_authenticated_at_ms";
+
+pub fn touch_partition(
+    conn: &Connection,
+    partition: &str,
+    at_ms: i64,
+    initial_epoch: &str,
+) -> Result<RegistryEntry> {
+    if initial_epoch.is_empty() {
+        return Err(Error::plain(
+            "ERR_SYNCULAR_EMPTY_EPOCH",
+            "initial log epoch must be non-empty",
+        ));
+    }
+    conn.prepare_cached(&format!(
+        "INSERT INTO sync_partition_registry ({REGISTRY_FIELDS}) VALUES (?1, ?2, 0, ?3)
+         ON CONFLICT (partition) DO UPDATE SET last_authenticated_at_ms = excluded.last_authenticated_at_ms
+         RETURNING {REGISTRY_FIELDS}"
+    ))
+    .and_then(|mut st| st.query_row(params![partition, initial_epoch, at_ms], registry_from).optional())
+    .map_err(map_err)?
+    .ok_or_else(|| Error::plain("ERR_SYNCULAR_NOT_PERSISTED", "partition registry write did not persist"))
+}
+
+pub fn rotate_epoch(
+    conn: &Connection,
+    partition: &str,
+    epoch: &str,
+    at_ms: i64,
+) -> Result<RegistryEntry> {
+    if epoch.is_empty() {
+        return Err(Error::plain(
+            "ERR_SYNCULAR_EMPTY_EPOCH",
+            "log epoch must be non-empty",
+        ));
+    }
+    let entry = conn
+        .prepare_cached(&format!(
+            "INSERT INTO sync_partition_registry ({REGISTRY_FIELDS}) VALUES (?1, ?2, 1, ?3)
+             ON CONFLICT (partition) DO UPDATE SET log_epoch = excluded.log_epoch, epoch_required = 1,
+               last_authenticated_at_ms = excluded.last_authenticated_at_ms
+             RETURNING {REGISTRY_FIELDS}"
+        ))
+        .and_then(|mut st| st.query_row(params![partition, epoch, at_ms], registry_from))
+        .map_err(map_err)?;
+    conn.prepare_cached("DELETE FROM sync_clients WHERE partition = ?1")
+        .and_then(|mut st| st.execute([partition]))
+        .map_err(map_err)?;
+    Ok(entry)
+}
+
+pub fn list_registry(conn: &Connection) -> Result<Vec<RegistryEntry>> {
+    let mut st = conn
+        .prepare_cached(&format!(
+            "SELECT {REGISTRY_FIELDS} FROM sync_partition_registry ORDER BY partition"
+        ))
+        .map_err(map_err)?;
+    let rows = st.query_map([], registry_from).map_err(map_err)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(map_err)
+}
+
+pub fn log_epoch(conn: &Connection, partition: &str) -> Result<Option<String>> {
+    conn.prepare_cached("SELECT log_epoch FROM sync_partition_registry WHERE partition = ?1")
+        .and_then(|mut st| st.query_row([partition], |r| r.get(0)).optional())
+        .map_err(map_err)
+}
+
+// ---- push results -----------------------------------------------------------
+
+pub fn get_push_result(
+    conn: &Connection,
+    partition: &str,
+    client_id: &str,
+    commit_id: &str,
+) -> Result<Option<String>> {
+    conn.prepare_cached(
+        "SELECT result FROM sync_push_results WHERE partition = ?1 AND client_id = ?2 AND client_commit_id = ?3",
+    )
+    .and_then(|mut st| st.query_row([partition, client_id, commit_id], |r| r.get(0)).optional())
+    .map_err(map_err)
+}
+
+/// First writer wins.
+pub fn put_push_result(
+    conn: &Connection,
+    partition: &str,
+    client_id: &str,
+    commit_id: &str,
+    json: &str,
+) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT OR IGNORE INTO sync_push_results (partition, client_id, client_commit_id, result) VALUES (?1, ?2, ?3, ?4)",
+    )
+    .and_then(|mut st| st.execute([partition, client_id, commit_id, json]))
+    .map_err(map_err)?;
+    Ok(())
+}
+
+// ---- clients ----------------------------------------------------------------
+
+const CLIENT_FIELDS: &str =
+    "client_id, actor_id, wire_version, cursor, updated_at_ms, subscriptions";
+
+fn client_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<ClientRecord> {
+    Ok(ClientRecord {
+        client_id: r.get(0)?,
+        actor_id: r.get(1)?,
+        wire_version: r.get(2)?,
+        cursor: r.get(3)?,
+        updated_at_ms: r.get(4)?,
+        subscriptions_json: r.get(5)?,
+    })
+}
+
+pub fn get_client(
+    conn: &Connection,
+    partition: &str,
+    client_id: &str,
+) -> Result<Option<ClientRecord>> {
+    conn.prepare_cached(&format!(
+        "SELECT {CLIENT_FIELDS} FROM sync_clients WHERE partition = ?1 AND client_id = ?2"
+    ))
+    .and_then(|mut st| st.query_row([partition, client_id], client_from).optional())
+    .map_err(map_err)
+}
+
+pub fn list_clients(conn: &Connection, partition: &str) -> Result<Vec<ClientRecord>> {
+    let mut st = conn
+        .prepare_cached(&format!(
+            "SELECT {CLIENT_FIELDS} FROM sync_clients WHERE partition = ?1 ORDER BY updated_at_ms DESC"
+        ))
+        .map_err(map_err)?;
+    let rows = st.query_map([partition], client_from).map_err(map_err)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(map_err)
+}
+
+pub fn put_client(conn: &Connection, partition: &str, c: &ClientRecord) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO sync_clients (partition, client_id, actor_id, wire_version, cursor, subscriptions, updated_at_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )
+    .and_then(|mut st| {
+        st.execute(params![
+            partition,
+            c.client_id,
+            c.actor_id,
+            c.wire_version,
+            c.cursor,
+            c.subscriptions_json,
+            c.updated_at_ms
+        ])
+    })
+    .map_err(map_err)?;
+    Ok(())
+}
+
+pub fn list_cursors(conn: &Connection, partition: &str) -> Result<Vec<ClientCursor>> {
+    let mut st = conn
+        .prepare_cached("SELECT client_id, cursor, updated_at_ms FROM sync_clients WHERE partition = ?1 ORDER BY client_id")
+        .map_err(map_err)?;
+    let rows = st
+        .query_map([partition], |r| {
+            Ok(ClientCursor {
+                client_id: r.get(0)?,
+                cursor: r.get(1)?,
+                updated_at_ms: r.get(2)?,
+            })
+        })
+        .map_err(map_err)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(map_err)
+}
+
+/// Monotonic cursor advance; with `guard`, only for the matching actor under
+/// the partition's current epoch. A missing record stays missing.
+pub fn advance_cursor(
+    conn: &Connection,
+    partition: &str,
+    client_id: &str,
+    guard: Option<(&str, &str)>,
+    cursor: i64,
+    at_ms: i64,
+) -> Result<()> {
+    match guard {
+        Some((actor_id, epoch)) => conn
+            .prepare_cached(
+                "UPDATE sync_clients SET cursor = max(cursor, ?3), updated_at_ms = max(updated_at_ms, ?4)
+                 WHERE partition = ?1 AND client_id = ?2 AND actor_id = ?5
+                   AND EXISTS (SELECT 1 FROM sync_partition_registry r WHERE r.partition = ?1 AND r.log_epoch = ?6)",
+            )
+            .and_then(|mut st| st.execute(params![partition, client_id, cursor, at_ms, actor_id, epoch])),
+        None => conn
+            .prepare_cached(
+                "UPDATE sync_clients SET cursor = max(cursor, ?3), updated_at_ms = max(updated_at_ms, ?4)
+                 WHERE partition = ?1 AND client_id = ?2",
+            )
+            .and_then(|mut st| st.execute(params![partition, client_id, cursor, at_ms])),
+    }
+    .map_err(map_err)?;
+    Ok(())
+}
+
+pub fn active_cursor_floor(
+    conn: &Connection,
+    partition: &str,
+    cutoff_ms: i64,
+) -> Result<Option<i64>> {
+    conn.prepare_cached(
+        "SELECT min(cursor) FROM sync_clients WHERE partition = ?1 AND updated_at_ms >= ?2",
+    )
+    .and_then(|mut st| st.query_row(params![partition, cutoff_ms], |r| r.get(0)))
+    .map_err(map_err)
+}
+
+// ---- checkpoints, fence, gate -------------------------------------------------
+
+const CHECKPOINT_FIELDS: &str =
+    "partition, name, schema_version, state, watermark, owner_epoch, observed_rows, updated_at_ms";
+
+fn checkpoint_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<Checkpoint> {
+    Ok(Checkpoint {
+        partition: r.get(0)?,
+        name: r.get(1)?,
+        schema_version: r.get(2)?,
+        state: r.get(3)?,
+        watermark: r.get(4)?,
+        owner_epoch: r.get(5)?,
+        observed_rows: r.get(6)?,
+        updated_at_ms: r.get(7)?,
+    })
+}
+
+pub fn read_checkpoints(conn: &Connection, partition: &str) -> Result<Vec<Checkpoint>> {
+    let mut st = conn
+        .prepare_cached(&format!(
+            "SELECT {CHECKPOINT_FIELDS} FROM sync_backfill_checkpoints WHERE partition = ?1 ORDER BY name"
+        ))
+        .map_err(map_err)?;
+    let rows = st
+        .query_map([partition], checkpoint_from)
+        .map_err(map_err)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(map_err)
+}
+
+/// Inserts a `declared` row when absent and raises the writer fence.
+pub fn declare_checkpoint(
+    conn: &Connection,
+    d: &CheckpointDeclaration,
+    now_ms: i64,
+) -> Result<Checkpoint> {
+    conn.prepare_cached(
+        "INSERT INTO sync_backfill_checkpoints (partition, name, schema_version, state, watermark, owner_epoch, observed_rows, updated_at_ms)
+         VALUES (?1, ?2, ?3, 'declared', 0, 0, 0, ?4) ON CONFLICT (partition, name) DO NOTHING",
+    )
+    .and_then(|mut st| st.execute(params![d.partition, d.name, d.schema_version, now_ms]))
+    .map_err(map_err)?;
+    conn.prepare_cached(
+        "INSERT INTO sync_writer_fence (partition, required_writer_version) VALUES (?1, ?2)
+         ON CONFLICT (partition) DO UPDATE SET required_writer_version = max(required_writer_version, excluded.required_writer_version)",
+    )
+    .and_then(|mut st| st.execute(params![d.partition, d.schema_version]))
+    .map_err(map_err)?;
+    conn.prepare_cached(&format!(
+        "SELECT {CHECKPOINT_FIELDS} FROM sync_backfill_checkpoints WHERE partition = ?1 AND name = ?2"
+    ))
+    .and_then(|mut st| st.query_row(params![d.partition, d.name], checkpoint_from).optional())
+    .map_err(map_err)?
+    .ok_or_else(|| Error::query("sync.storage.checkpoint_not_declared"))
+}
+
+/// Every incomplete checkpoint at `version`, across partitions.
+pub fn pending_checkpoints(conn: &Connection, version: i64) -> Result<Vec<(String, String)>> {
+    let mut st = conn
+        .prepare_cached(
+            "SELECT partition, name FROM sync_backfill_checkpoints WHERE schema_version = ?1 AND state <> 'activated'",
+        )
+        .map_err(map_err)?;
+    let rows = st
+        .query_map([version], |r| Ok((r.get(0)?, r.get(1)?)))
+        .map_err(map_err)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(map_err)
+}
+
+pub fn stored_schema_version(conn: &Connection) -> Result<Option<(i64, String)>> {
+    let exists: bool = conn
+        .prepare_cached(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sync_schema_meta'",
+        )
+        .and_then(|mut st| st.exists([]))
+        .map_err(map_err)?;
+    if !exists {
+        return Ok(None);
+    }
+    conn.prepare_cached("SELECT schema_version, layouts FROM sync_schema_meta WHERE id = 1")
+        .and_then(|mut st| st.query_row([], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+        .map_err(map_err)
+}
+
+pub fn read_serve_gate(conn: &Connection, partition: &str, running: i64) -> Result<ServeGate> {
+    let stored = stored_schema_version(conn)?.map_or(0, |(v, _)| v);
+    Ok(ServeGate {
+        stored_schema_version: stored,
+        log_epoch: log_epoch(conn, partition)?,
+        pending: pending_checkpoints(conn, running)?,
+    })
+}
+
+pub fn writer_fence_allows(conn: &Connection, partition: &str, version: i64) -> Result<bool> {
+    let required: Option<i64> = conn
+        .prepare_cached(
+            "SELECT required_writer_version FROM sync_writer_fence WHERE partition = ?1",
+        )
+        .and_then(|mut st| st.query_row([partition], |r| r.get(0)).optional())
+        .map_err(map_err)?;
+    Ok(required.is_none_or(|r| version >= r))
+}

@@ -1,0 +1,337 @@
+//! The embedded SQLite engine.
+//!
+//! One writer connection per storage, used on the calling thread: SQLite
+//! point work costs a few microseconds, less than any thread hop. The write
+//! lock (`BEGIN IMMEDIATE`) is held as a numbered lease: a transaction owns
+//! it from `begin` to `commit`/`rollback`, a storage-level write for one
+//! call. The caller (the JS shim) queues leases in submission order.
+//! Reads run on a pool of WAL reader connections, on or off the calling
+//! thread; an in-memory database has a single connection that serves both.
+
+mod conn;
+mod log;
+mod meta;
+mod ops;
+mod rows;
+mod schema_sync;
+pub mod sql;
+mod window;
+
+pub use conn::{Config, Location, Synchronous};
+pub use log::PruneTarget;
+pub use window::WindowQuery;
+
+use crate::error::{Error, Result};
+use crate::schema::Schema;
+use conn::map_err;
+use rusqlite::Connection;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::{Duration, Instant};
+
+/// Poisoning only means another call panicked mid-way; the connection
+/// itself is still consistent (SQLite rolls back on the next BEGIN), so
+/// keep serving.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[derive(Debug)]
+struct Lease {
+    id: u32,
+    partition: Option<String>,
+    savepoint: bool,
+}
+
+struct Writer {
+    conn: Connection,
+    lease: Option<Lease>,
+    next_id: u32,
+}
+
+enum Readers {
+    /// In-memory: the writer's connection is the only one.
+    Shared,
+    Pool(Mutex<Vec<Connection>>),
+}
+
+struct Db {
+    writer: Mutex<Writer>,
+    readers: Readers,
+}
+
+/// A schema with the statement text of each of its tables.
+pub struct Loaded {
+    pub schema: Schema,
+    sql: Vec<rows::TableSql>,
+}
+
+impl Loaded {
+    fn new(schema: Schema) -> Loaded {
+        let sql = schema.tables.iter().map(rows::TableSql::new).collect();
+        Loaded { schema, sql }
+    }
+}
+
+/// What a lease-holding call sees.
+pub struct Held<'a> {
+    pub conn: &'a Connection,
+    pub partition: Option<&'a str>,
+    savepoint: &'a mut bool,
+}
+
+const MAX_IDLE_READERS: usize = 4;
+
+pub struct SqliteEngine {
+    cfg: Config,
+    db: Mutex<Option<Arc<Db>>>,
+    loaded: RwLock<Option<Arc<Loaded>>>,
+    closed: std::sync::atomic::AtomicBool,
+}
+
+impl SqliteEngine {
+    pub fn new(cfg: Config) -> SqliteEngine {
+        SqliteEngine {
+            cfg,
+            db: Mutex::new(None),
+            loaded: RwLock::new(None),
+            closed: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    fn db(&self) -> Result<Arc<Db>> {
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(Error::plain("ERR_SYNCULAR_CLOSED", "storage is closed"));
+        }
+        let mut slot = lock(&self.db);
+        if let Some(db) = slot.as_ref() {
+            return Ok(db.clone());
+        }
+        let writer = conn::open_writer(&self.cfg)?;
+        let readers = match self.cfg.location {
+            Location::Memory => Readers::Shared,
+            Location::File(_) => Readers::Pool(Mutex::new(Vec::new())),
+        };
+        let db = Arc::new(Db {
+            writer: Mutex::new(Writer {
+                conn: writer,
+                lease: None,
+                next_id: 1,
+            }),
+            readers,
+        });
+        *slot = Some(db.clone());
+        Ok(db)
+    }
+
+    /// Releases every connection; later calls fail with `storage is closed`.
+    pub fn close(&self) {
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Release);
+        if let Some(db) = lock(&self.db).take() {
+            let mut w = lock(&db.writer);
+            if w.lease.take().is_some() {
+                let _ = w.conn.execute_batch("ROLLBACK");
+            }
+            if let Readers::Pool(p) = &db.readers {
+                lock(p).clear();
+            }
+        }
+    }
+
+    /// The schema this storage last ensured, with its statement text.
+    pub fn loaded(&self) -> Arc<Loaded> {
+        self.loaded
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_else(|| Arc::new(Loaded::new(Schema::empty())))
+    }
+
+    fn set_loaded(&self, schema: Schema) {
+        *self.loaded.write().unwrap_or_else(|p| p.into_inner()) =
+            Some(Arc::new(Loaded::new(schema)));
+    }
+
+    /// The schema version this storage writes commits as (0 before
+    /// `ensureSchema`).
+    pub fn writer_version(&self) -> i64 {
+        self.loaded
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map_or(0, |l| l.schema.version)
+    }
+
+    // ---- the write lease --------------------------------------------------
+
+    fn grant(w: &mut Writer, partition: Option<&str>) -> u32 {
+        let id = w.next_id;
+        w.next_id = w.next_id.wrapping_add(1).max(1);
+        w.lease = Some(Lease {
+            id,
+            partition: partition.map(str::to_owned),
+            savepoint: false,
+        });
+        id
+    }
+
+    /// Tries to take the write lock without waiting. `Ok(None)`: another
+    /// connection holds it; retry with [`lock_blocking`](Self::lock_blocking)
+    /// off the calling thread.
+    pub fn try_lock(&self, partition: Option<&str>) -> Result<Option<u32>> {
+        let db = self.db()?;
+        let mut w = lock(&db.writer);
+        if w.lease.is_some() {
+            return Err(Error::plain(
+                "ERR_SYNCULAR_WRITER_BUSY",
+                "the write lock is already held by this storage; calls must be queued",
+            ));
+        }
+        match w.conn.execute_batch("BEGIN IMMEDIATE") {
+            Ok(()) => Ok(Some(Self::grant(&mut w, partition))),
+            Err(e) if conn::is_busy(&e) => Ok(None),
+            Err(e) => Err(map_err(e)),
+        }
+    }
+
+    /// Waits for the write lock (another process holds it); call off the JS
+    /// thread.
+    pub fn lock_blocking(&self, partition: Option<&str>) -> Result<u32> {
+        let deadline = Instant::now() + self.cfg.busy_timeout;
+        let mut pause = Duration::from_micros(200);
+        loop {
+            if let Some(id) = self.try_lock(partition)? {
+                return Ok(id);
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Busy);
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+
+    /// Ends the lease: commit or roll back. Releasing a lease that is no
+    /// longer held is a no-op when rolling back (idempotent rollback) and an
+    /// error when committing.
+    pub fn unlock(&self, id: u32, commit: bool) -> Result<()> {
+        let db = self.db()?;
+        let mut w = lock(&db.writer);
+        match &w.lease {
+            Some(l) if l.id == id => {}
+            _ if commit => return Err(Error::tx_finished()),
+            _ => return Ok(()),
+        }
+        w.lease = None;
+        if commit {
+            if let Err(e) = w.conn.execute_batch("COMMIT") {
+                let _ = w.conn.execute_batch("ROLLBACK");
+                return Err(map_err(e));
+            }
+            Ok(())
+        } else {
+            // A failed ROLLBACK (the engine already rolled back) leaves the
+            // connection in autocommit, which is what we want.
+            let _ = w.conn.execute_batch("ROLLBACK");
+            Ok(())
+        }
+    }
+
+    pub fn is_held(&self, id: u32) -> bool {
+        self.db()
+            .map(|db| lock(&db.writer).lease.as_ref().is_some_and(|l| l.id == id))
+            .unwrap_or(false)
+    }
+
+    /// Runs `f` under lease `id`.
+    pub fn with_lease<T>(&self, id: u32, f: impl FnOnce(Held<'_>) -> Result<T>) -> Result<T> {
+        let db = self.db()?;
+        let mut guard = lock(&db.writer);
+        let w = &mut *guard;
+        let Some(lease) = w.lease.as_mut().filter(|l| l.id == id) else {
+            return Err(Error::tx_finished());
+        };
+        f(Held {
+            conn: &w.conn,
+            partition: lease.partition.as_deref(),
+            savepoint: &mut lease.savepoint,
+        })
+    }
+
+    /// Runs a read on a reader connection (committed state).
+    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let db = self.db()?;
+        match &db.readers {
+            Readers::Shared => f(&lock(&db.writer).conn),
+            Readers::Pool(pool) => {
+                let conn = match lock(pool).pop() {
+                    Some(c) => c,
+                    None => conn::open_reader(&self.cfg)?,
+                };
+                let out = f(&conn);
+                // A reader left inside a transaction would pin an old
+                // snapshot; drop it instead of pooling it.
+                if conn.is_autocommit() {
+                    let mut idle = lock(pool);
+                    if idle.len() < MAX_IDLE_READERS {
+                        idle.push(conn);
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    /// Runs `f` in one read transaction, so several statements share one
+    /// snapshot.
+    pub fn read_snapshot<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.read(|c| {
+            let shared = !c.is_autocommit();
+            if !shared {
+                c.execute_batch("BEGIN").map_err(map_err)?;
+            }
+            let out = f(c);
+            if !shared {
+                let _ = c.execute_batch("COMMIT");
+            }
+            out
+        })
+    }
+}
+
+impl Held<'_> {
+    pub fn partition(&self) -> Result<&str> {
+        self.partition.ok_or_else(|| {
+            Error::plain(
+                "ERR_SYNCULAR_NO_PARTITION",
+                "this lease is not bound to a partition",
+            )
+        })
+    }
+
+    pub fn open_savepoint(&mut self) -> Result<()> {
+        if !*self.savepoint {
+            self.conn.execute_batch(sql::SAVEPOINT).map_err(map_err)?;
+            *self.savepoint = true;
+        }
+        Ok(())
+    }
+
+    /// Discards everything staged since the savepoint and closes it.
+    pub fn rollback_savepoint(&mut self) -> Result<()> {
+        if !*self.savepoint {
+            return Err(Error::plain(
+                "ERR_SYNCULAR_NO_SAVEPOINT",
+                "push rejection requires its apply savepoint",
+            ));
+        }
+        self.conn
+            .execute_batch(sql::ROLLBACK_TO_SAVEPOINT)
+            .map_err(map_err)?;
+        self.conn
+            .execute_batch(sql::RELEASE_SAVEPOINT)
+            .map_err(map_err)?;
+        *self.savepoint = false;
+        Ok(())
+    }
+}

@@ -1,0 +1,359 @@
+//! Row tables: point reads, upserts with their projection and scope index,
+//! deletes, tombstones, blob references and scope scans. Every function
+//! takes the connection it runs on, so the same code serves a transaction
+//! (staged writes visible) and a committed-state reader.
+
+use super::conn::{is_constraint, map_err};
+use super::sql::placeholders;
+use crate::codec::{self, Value};
+use crate::error::{Error, Result};
+use crate::model::StoredRow;
+use crate::schema::{quote_ident, Table};
+use crate::scope::{scope_pairs, ScopeFilter};
+use rusqlite::types::{ToSqlOutput, ValueRef};
+use rusqlite::{params, Connection, OptionalExtension, ToSql};
+
+/// Statement text per row table, built once per loaded schema.
+pub struct TableSql {
+    select_row: String,
+    select_scopes: String,
+    upsert: String,
+    delete_row: String,
+    /// `SELECT` list + `FROM` for scans, ahead of the candidate join.
+    table_quoted: String,
+}
+
+const ROW_FIELDS: &str = r#""_sync_row_id", "_sync_server_version", "_sync_scopes", "_sync_payload", "_sync_column_versions""#;
+
+impl TableSql {
+    pub fn new(t: &Table) -> TableSql {
+        let q = &t.quoted;
+        let app_cols: Vec<String> = if t.materialize {
+            t.columns.iter().map(|c| quote_ident(&c.name)).collect()
+        } else {
+            Vec::new()
+        };
+        let mut cols = vec![
+            r#""_sync_partition""#.to_owned(),
+            r#""_sync_row_id""#.to_owned(),
+        ];
+        cols.extend(app_cols.iter().cloned());
+        for m in [
+            r#""_sync_server_version""#,
+            r#""_sync_scopes""#,
+            r#""_sync_payload""#,
+            r#""_sync_column_versions""#,
+        ] {
+            cols.push(m.to_owned());
+        }
+        let updates: Vec<String> = cols[2..]
+            .iter()
+            .map(|c| format!("{c} = excluded.{c}"))
+            .collect();
+        TableSql {
+            select_row: format!(
+                r#"SELECT {ROW_FIELDS} FROM {q} WHERE "_sync_partition" = ?1 AND "_sync_row_id" = ?2"#
+            ),
+            select_scopes: format!(
+                r#"SELECT "_sync_scopes" FROM {q} WHERE "_sync_partition" = ?1 AND "_sync_row_id" = ?2"#
+            ),
+            upsert: format!(
+                r#"INSERT INTO {q} ({}) VALUES ({}) ON CONFLICT ("_sync_partition", "_sync_row_id") DO UPDATE SET {}"#,
+                cols.join(", "),
+                placeholders(cols.len()),
+                updates.join(", ")
+            ),
+            delete_row: format!(
+                r#"DELETE FROM {q} WHERE "_sync_partition" = ?1 AND "_sync_row_id" = ?2"#
+            ),
+            table_quoted: q.clone(),
+        }
+    }
+}
+
+/// A decoded payload value bound as its projection (storage-layout §3.2).
+pub struct Projected<'a>(pub &'a Value<'a>);
+
+impl ToSql for Projected<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::Borrowed(match self.0 {
+            Value::Null => ValueRef::Null,
+            Value::Text(s) => ValueRef::Text(s.as_bytes()),
+            Value::Integer(i) => ValueRef::Integer(*i),
+            Value::Float(f) => ValueRef::Real(*f),
+            Value::Boolean(b) => ValueRef::Integer(i64::from(*b)),
+            Value::Bytes(b) => ValueRef::Blob(b),
+        }))
+    }
+}
+
+pub fn row_from(r: &rusqlite::Row<'_>, offset: usize) -> rusqlite::Result<StoredRow> {
+    Ok(StoredRow {
+        row_id: r.get(offset)?,
+        server_version: r.get(offset + 1)?,
+        scopes_json: r.get(offset + 2)?,
+        payload: r.get(offset + 3)?,
+        column_versions: r.get(offset + 4)?,
+    })
+}
+
+pub fn get_row(
+    conn: &Connection,
+    sql: &TableSql,
+    partition: &str,
+    row_id: &str,
+) -> Result<Option<StoredRow>> {
+    let mut st = conn.prepare_cached(&sql.select_row).map_err(map_err)?;
+    st.query_row(params![partition, row_id], |r| row_from(r, 0))
+        .optional()
+        .map_err(map_err)
+}
+
+pub fn get_row_scopes(
+    conn: &Connection,
+    sql: &TableSql,
+    partition: &str,
+    row_id: &str,
+) -> Result<Option<String>> {
+    let mut st = conn.prepare_cached(&sql.select_scopes).map_err(map_err)?;
+    st.query_row(params![partition, row_id], |r| r.get(0))
+        .optional()
+        .map_err(map_err)
+}
+
+/// Writes the full stored row, its projection and its row-scope index
+/// entries. A failing projection insert writes nothing.
+pub fn upsert_row(
+    conn: &Connection,
+    table: &Table,
+    sql: &TableSql,
+    partition: &str,
+    row: &StoredRow,
+    op_index: Option<u32>,
+) -> Result<()> {
+    let new_pairs = scope_pairs(&row.scopes_json)?;
+    let values = if table.materialize {
+        codec::decode_row(&table.defs, &row.payload)?
+    } else {
+        Vec::new()
+    };
+    let old_scopes = get_row_scopes(conn, sql, partition, &row.row_id)?;
+
+    let projected: Vec<Projected<'_>> = values.iter().map(Projected).collect();
+    let mut binds: Vec<&dyn ToSql> = Vec::with_capacity(projected.len() + 6);
+    binds.push(&partition);
+    binds.push(&row.row_id);
+    for p in &projected {
+        binds.push(p);
+    }
+    binds.push(&row.server_version);
+    binds.push(&row.scopes_json);
+    binds.push(&row.payload);
+    binds.push(&row.column_versions);
+    let mut st = conn.prepare_cached(&sql.upsert).map_err(map_err)?;
+    if let Err(e) = st.execute(&*binds) {
+        return Err(if is_constraint(&e) {
+            Error::Constraint {
+                op_index,
+                cause: e.to_string(),
+            }
+        } else {
+            map_err(e)
+        });
+    }
+    if old_scopes.as_deref() != Some(row.scopes_json.as_str()) {
+        if old_scopes.is_some() {
+            delete_row_scope_entries(conn, partition, &table.name, &row.row_id)?;
+        }
+        insert_row_scope_entries(conn, partition, &table.name, &row.row_id, &new_pairs)?;
+    }
+    Ok(())
+}
+
+fn delete_row_scope_entries(
+    conn: &Connection,
+    partition: &str,
+    table: &str,
+    row_id: &str,
+) -> Result<()> {
+    conn.prepare_cached(
+        "DELETE FROM sync_row_scopes WHERE partition = ?1 AND tbl = ?2 AND row_id = ?3",
+    )
+    .and_then(|mut st| st.execute(params![partition, table, row_id]))
+    .map_err(map_err)?;
+    Ok(())
+}
+
+fn insert_row_scope_entries(
+    conn: &Connection,
+    partition: &str,
+    table: &str,
+    row_id: &str,
+    pairs: &[(String, String)],
+) -> Result<()> {
+    if pairs.is_empty() {
+        return Ok(());
+    }
+    let mut st = conn
+        .prepare_cached(
+            "INSERT OR IGNORE INTO sync_row_scopes (partition, tbl, var, value, row_id) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .map_err(map_err)?;
+    for (var, value) in pairs {
+        st.execute(params![partition, table, var, value, row_id])
+            .map_err(map_err)?;
+    }
+    Ok(())
+}
+
+/// Removes the row, its scope entries and its blob references; the
+/// tombstone comes from `appendCommit`.
+pub fn delete_row(
+    conn: &Connection,
+    table: &Table,
+    sql: &TableSql,
+    partition: &str,
+    row_id: &str,
+) -> Result<()> {
+    delete_row_scope_entries(conn, partition, &table.name, row_id)?;
+    let mut st = conn.prepare_cached(&sql.delete_row).map_err(map_err)?;
+    st.execute(params![partition, row_id]).map_err(|e| {
+        if is_constraint(&e) {
+            Error::Constraint {
+                op_index: None,
+                cause: e.to_string(),
+            }
+        } else {
+            map_err(e)
+        }
+    })?;
+    conn.prepare_cached(
+        "DELETE FROM sync_blob_refs WHERE partition = ?1 AND tbl = ?2 AND row_id = ?3",
+    )
+    .and_then(|mut st| st.execute(params![partition, &table.name, row_id]))
+    .map_err(map_err)?;
+    Ok(())
+}
+
+pub fn get_tombstone_seq(
+    conn: &Connection,
+    partition: &str,
+    table: &str,
+    row_id: &str,
+) -> Result<Option<i64>> {
+    conn.prepare_cached(
+        "SELECT commit_seq FROM sync_tombstones WHERE partition = ?1 AND tbl = ?2 AND row_id = ?3",
+    )
+    .and_then(|mut st| {
+        st.query_row(params![partition, table, row_id], |r| r.get(0))
+            .optional()
+    })
+    .map_err(map_err)
+}
+
+pub fn clear_tombstone(
+    conn: &Connection,
+    partition: &str,
+    table: &str,
+    row_id: &str,
+) -> Result<()> {
+    conn.prepare_cached(
+        "DELETE FROM sync_tombstones WHERE partition = ?1 AND tbl = ?2 AND row_id = ?3",
+    )
+    .and_then(|mut st| st.execute(params![partition, table, row_id]))
+    .map_err(map_err)?;
+    Ok(())
+}
+
+pub fn set_blob_refs(
+    conn: &Connection,
+    partition: &str,
+    table: &str,
+    row_id: &str,
+    blob_ids: &[String],
+) -> Result<()> {
+    conn.prepare_cached(
+        "DELETE FROM sync_blob_refs WHERE partition = ?1 AND tbl = ?2 AND row_id = ?3",
+    )
+    .and_then(|mut st| st.execute(params![partition, table, row_id]))
+    .map_err(map_err)?;
+    let mut st = conn
+        .prepare_cached("INSERT OR IGNORE INTO sync_blob_refs (partition, tbl, row_id, blob_id) VALUES (?1, ?2, ?3, ?4)")
+        .map_err(map_err)?;
+    for id in blob_ids {
+        st.execute(params![partition, table, row_id, id])
+            .map_err(map_err)?;
+    }
+    Ok(())
+}
+
+/// One page of a scope scan (storage-layout §7.5): candidates from the
+/// row-scope index on the first filter variable, verified against the
+/// whole filter, ordered by the database's TEXT order of `row_id`.
+pub fn scan_rows(
+    conn: &Connection,
+    table: &Table,
+    sql: &TableSql,
+    partition: &str,
+    filter: &ScopeFilter,
+    after_row_id: &str,
+    limit: i64,
+) -> Result<Vec<StoredRow>> {
+    let Some((var, values)) = filter.probe() else {
+        return Err(Error::query("sync.storage.scan_requires_scope"));
+    };
+    if values.is_empty() || limit <= 0 {
+        return Ok(Vec::new());
+    }
+    let batch = limit.max(64);
+    let text = format!(
+        r#"SELECT c.row_id, t."_sync_server_version", t."_sync_scopes", t."_sync_payload", t."_sync_column_versions"
+FROM (SELECT DISTINCT row_id FROM sync_row_scopes
+      WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND row_id > ?4 AND value IN ({})
+      ORDER BY row_id LIMIT ?5) c
+LEFT JOIN {} t ON t."_sync_partition" = ?1 AND t."_sync_row_id" = c.row_id
+ORDER BY c.row_id"#,
+        (0..values.len())
+            .map(|i| format!("?{}", i + 6))
+            .collect::<Vec<_>>()
+            .join(","),
+        sql.table_quoted
+    );
+    let mut st = conn.prepare_cached(&text).map_err(map_err)?;
+    let mut out = Vec::new();
+    let mut after = after_row_id.to_owned();
+    loop {
+        let mut binds: Vec<&dyn ToSql> = vec![&partition, &table.name, &var, &after, &batch];
+        for v in values {
+            binds.push(v);
+        }
+        let mut rows = st.query(&*binds).map_err(map_err)?;
+        let mut seen = 0i64;
+        let mut last = None;
+        while let Some(r) = rows.next().map_err(map_err)? {
+            seen += 1;
+            let row_id: String = r.get(0).map_err(map_err)?;
+            let payload: Option<Vec<u8>> = r.get(3).map_err(map_err)?;
+            if let Some(payload) = payload {
+                let scopes_json: String = r.get(2).map_err(map_err)?;
+                if filter.matches_json(&scopes_json) {
+                    out.push(StoredRow {
+                        row_id: row_id.clone(),
+                        server_version: r.get(1).map_err(map_err)?,
+                        scopes_json,
+                        payload,
+                        column_versions: r.get(4).map_err(map_err)?,
+                    });
+                    if out.len() as i64 >= limit {
+                        return Ok(out);
+                    }
+                }
+            }
+            last = Some(row_id);
+        }
+        match last {
+            Some(l) if seen >= batch => after = l,
+            _ => return Ok(out),
+        }
+    }
+}

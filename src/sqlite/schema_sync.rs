@@ -1,0 +1,484 @@
+//! `ensureSchema` on SQLite (storage-layout §14.6): the incomplete
+//! checkpoint refusal, same-version layout checks, and the schema-version
+//! bump (retire tables, DDL, payload rewrites, marker, declarations), all
+//! under one write lease so it commits or rolls back as a whole.
+
+use super::conn::map_err;
+use super::meta;
+use super::rows::Projected;
+use super::sql;
+use crate::codec::{self, ColumnType, Value};
+use crate::error::{Error, Result};
+use crate::model::CheckpointDeclaration;
+use crate::schema::{parse_layouts, physical_index_name, quote_ident, LayoutColumn, Schema, Table};
+use rusqlite::{params, Connection, ToSql};
+
+pub fn sqlite_type(ty: ColumnType) -> &'static str {
+    match ty {
+        ColumnType::String | ColumnType::BlobRef | ColumnType::Json => "TEXT",
+        ColumnType::Integer | ColumnType::Boolean => "INTEGER",
+        ColumnType::Float => "REAL",
+        ColumnType::Bytes | ColumnType::Crdt => "BLOB",
+    }
+}
+
+/// (name, declared type, not null, pk position) of the meta columns.
+const META_COLUMNS: &[(&str, &str, bool, i64)] = &[
+    ("_sync_partition", "TEXT", true, 1),
+    ("_sync_row_id", "TEXT", true, 2),
+    ("_sync_server_version", "INTEGER", true, 0),
+    ("_sync_scopes", "TEXT", true, 0),
+    ("_sync_payload", "BLOB", true, 0),
+    ("_sync_column_versions", "BLOB", false, 0),
+];
+
+struct PhysicalColumn {
+    name: String,
+    ty: String,
+    not_null: bool,
+    pk: i64,
+}
+
+fn physical_columns(conn: &Connection, table: &str) -> Result<Vec<PhysicalColumn>> {
+    let mut st = conn
+        .prepare("SELECT name, type, \"notnull\", pk FROM pragma_table_info(?1)")
+        .map_err(map_err)?;
+    let rows = st
+        .query_map([table], |r| {
+            Ok(PhysicalColumn {
+                name: r.get(0)?,
+                ty: r.get(1)?,
+                not_null: r.get::<_, i64>(2)? != 0,
+                pk: r.get(3)?,
+            })
+        })
+        .map_err(map_err)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(map_err)
+}
+
+fn table_exists(conn: &Connection, table: &str) -> Result<bool> {
+    conn.prepare_cached("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1")
+        .and_then(|mut st| st.exists([table]))
+        .map_err(map_err)
+}
+
+pub fn check_incomplete_checkpoints(
+    conn: &Connection,
+    version: i64,
+    declared: &[CheckpointDeclaration],
+) -> Result<()> {
+    for (partition, name) in meta::pending_checkpoints(conn, version)? {
+        if !declared
+            .iter()
+            .any(|d| d.partition == partition && d.name == name)
+        {
+            return Err(Error::query_with(
+                "sync.storage.checkpoint_incomplete",
+                &[("partition", &partition), ("name", &name)],
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What `ensureSchema` did, for callers and tests.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Unchanged,
+    Migrated { from: Option<i64> },
+}
+
+pub fn ensure_schema(
+    conn: &Connection,
+    schema: &Schema,
+    declarations: &[CheckpointDeclaration],
+    now_ms: i64,
+) -> Result<Outcome> {
+    check_incomplete_checkpoints(conn, schema.version, declarations)?;
+    conn.execute_batch(sql::SCHEMA_META_DDL).map_err(map_err)?;
+    let stored = meta::stored_schema_version(conn)?;
+    match stored {
+        Some((v, _)) if v > schema.version => Err(Error::plain(
+            "ERR_SYNCULAR_SCHEMA_NEWER",
+            format!(
+                "stored schema version {v} is newer than the running schema version {}: refusing to run an older server against a migrated database",
+                schema.version
+            ),
+        )),
+        Some((v, layouts)) if v == schema.version => {
+            check_stored_layout(schema, &layouts)?;
+            for t in &schema.tables {
+                check_physical(conn, t)?;
+            }
+            Ok(Outcome::Unchanged)
+        }
+        other => {
+            let from = other.as_ref().map(|(v, _)| *v);
+            let old = other.map(|(_, l)| parse_layouts(&l)).unwrap_or_default();
+            migrate(conn, schema, &old)?;
+            conn.prepare_cached(
+                "INSERT INTO sync_schema_meta (id, schema_version, layouts) VALUES (1, ?1, ?2)
+                 ON CONFLICT (id) DO UPDATE SET schema_version = excluded.schema_version, layouts = excluded.layouts",
+            )
+            .and_then(|mut st| st.execute(params![schema.version, schema.layouts]))
+            .map_err(map_err)?;
+            for d in declarations {
+                meta::declare_checkpoint(conn, d, now_ms)?;
+            }
+            Ok(Outcome::Migrated { from })
+        }
+    }
+}
+
+fn check_stored_layout(schema: &Schema, stored_text: &str) -> Result<()> {
+    let stored = parse_layouts(stored_text);
+    for t in &schema.tables {
+        let want = t.layout();
+        let have: &[LayoutColumn] = stored
+            .iter()
+            .find(|(n, _)| *n == t.name)
+            .map_or(&[], |(_, c)| c);
+        if want.as_slice() != have {
+            let at = want
+                .iter()
+                .zip(have)
+                .position(|(a, b)| a != b)
+                .unwrap_or(want.len().min(have.len()));
+            let column = want
+                .get(at)
+                .or(have.get(at))
+                .map_or("", |c| c.name.as_str());
+            return Err(Error::query_with(
+                "sync.storage.stored_layout_mismatch",
+                &[("table", &t.name), ("column", column)],
+            ));
+        }
+    }
+    for (name, _) in &stored {
+        if !schema.has_table(name) {
+            return Err(Error::query_with(
+                "sync.storage.stored_layout_mismatch",
+                &[("table", name)],
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn physical_mismatch(table: &str, reason: &str, extra: &[(&str, &str)]) -> Error {
+    let mut d = vec![("table", table), ("reason", reason)];
+    d.extend_from_slice(extra);
+    Error::query_with("sync.storage.physical_layout_mismatch", &d)
+}
+
+fn check_physical(conn: &Connection, t: &Table) -> Result<()> {
+    let cols = physical_columns(conn, &t.name)?;
+    if cols.is_empty() {
+        return Err(physical_mismatch(&t.name, "missing_table", &[]));
+    }
+    for (name, ty, not_null, pk) in META_COLUMNS {
+        let Some(c) = cols.iter().find(|c| c.name == *name) else {
+            return Err(physical_mismatch(
+                &t.name,
+                "missing_column",
+                &[("column", name)],
+            ));
+        };
+        if !c.ty.eq_ignore_ascii_case(ty) {
+            let actual = c.ty.to_ascii_uppercase();
+            return Err(physical_mismatch(
+                &t.name,
+                "type",
+                &[("column", name), ("expected", ty), ("actual", &actual)],
+            ));
+        }
+        if c.not_null != *not_null {
+            let (e, a) = if *not_null {
+                ("NOT NULL", "NULL")
+            } else {
+                ("NULL", "NOT NULL")
+            };
+            return Err(physical_mismatch(
+                &t.name,
+                "nullability",
+                &[("column", name), ("expected", e), ("actual", a)],
+            ));
+        }
+        if c.pk != *pk {
+            let (e, a) = (pk.to_string(), c.pk.to_string());
+            return Err(physical_mismatch(
+                &t.name,
+                "primary_key",
+                &[("column", name), ("expected", &e), ("actual", &a)],
+            ));
+        }
+    }
+    if t.materialize {
+        for c in &t.columns {
+            if !cols.iter().any(|p| p.name == c.name) {
+                return Err(physical_mismatch(
+                    &t.name,
+                    "missing_column",
+                    &[("column", &c.name)],
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn refuse_migration(table: &str, why: String) -> Error {
+    Error::plain(
+        "ERR_SYNCULAR_MIGRATION_REFUSED",
+        format!("schema migration of table \"{table}\" is outside the append-only subset: {why}"),
+    )
+}
+
+/// The stored layout must be a prefix of the new one; added columns must be
+/// nullable. Returns whether columns were added.
+fn check_append_only(t: &Table, old: &[LayoutColumn]) -> Result<bool> {
+    let new = t.layout();
+    for (i, o) in old.iter().enumerate() {
+        match new.get(i) {
+            None => {
+                return Err(refuse_migration(
+                    &t.name,
+                    format!("column \"{}\" was removed", o.name),
+                ))
+            }
+            Some(n) if n != o => {
+                return Err(refuse_migration(
+                    &t.name,
+                    format!("column \"{}\" changed", o.name),
+                ));
+            }
+            _ => {}
+        }
+    }
+    for n in &new[old.len()..] {
+        if !n.nullable {
+            return Err(refuse_migration(
+                &t.name,
+                format!("added column \"{}\" is not nullable", n.name),
+            ));
+        }
+    }
+    Ok(new.len() > old.len())
+}
+
+fn migrate(conn: &Connection, schema: &Schema, old: &[(String, Vec<LayoutColumn>)]) -> Result<()> {
+    let mut retired: Vec<&str> = old
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .filter(|n| !schema.has_table(n))
+        .collect();
+    retired.sort_unstable();
+    for name in retired {
+        conn.execute("DELETE FROM sync_row_scopes WHERE tbl = ?1", [name])
+            .map_err(map_err)?;
+        conn.execute("DELETE FROM sync_blob_refs WHERE tbl = ?1", [name])
+            .map_err(map_err)?;
+        conn.execute_batch(&format!("DROP TABLE IF EXISTS {}", quote_ident(name)))
+            .map_err(map_err)?;
+    }
+
+    struct Plan<'a> {
+        table: &'a Table,
+        old_defs: Option<Vec<codec::ColumnDef>>,
+    }
+    let mut plans = Vec::new();
+    // Index drops first, then creates, as the in-tree storage orders them.
+    for t in &schema.tables {
+        if table_exists(conn, &t.name)? {
+            drop_managed_indexes(conn, t)?;
+        }
+    }
+    for t in &schema.tables {
+        let old_layout = old
+            .iter()
+            .find(|(n, _)| *n == t.name)
+            .map(|(_, c)| c.as_slice());
+        if !table_exists(conn, &t.name)? {
+            create_table(conn, t)?;
+            create_indexes(conn, t)?;
+            continue;
+        }
+        let grew = match old_layout {
+            Some(cols) => check_append_only(t, cols)?,
+            None => false,
+        };
+        let physical = physical_columns(conn, &t.name)?;
+        let mut added_projection = false;
+        if t.materialize {
+            for c in &t.columns {
+                if !physical.iter().any(|p| p.name == c.name) {
+                    conn.execute_batch(&format!(
+                        "ALTER TABLE {} ADD COLUMN {} {}",
+                        t.quoted,
+                        quote_ident(&c.name),
+                        sqlite_type(c.def.ty)
+                    ))
+                    .map_err(map_err)?;
+                    added_projection = true;
+                }
+            }
+        }
+        if !physical.iter().any(|p| p.name == "_sync_column_versions") {
+            conn.execute_batch(&format!(
+                "ALTER TABLE {} ADD COLUMN \"_sync_column_versions\" BLOB",
+                t.quoted
+            ))
+            .map_err(map_err)?;
+        }
+        create_indexes(conn, t)?;
+        let old_defs = match (grew, old_layout) {
+            (true, Some(cols)) => Some(
+                cols.iter()
+                    .map(|c| codec::ColumnDef {
+                        ty: ColumnType::parse(&c.ty).unwrap_or(ColumnType::Bytes),
+                        nullable: c.nullable,
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        };
+        if old_defs.is_some() || added_projection {
+            plans.push(Plan { table: t, old_defs });
+        }
+    }
+    for p in plans {
+        rewrite_rows(conn, p.table, p.old_defs.as_deref())?;
+    }
+    Ok(())
+}
+
+fn create_table(conn: &Connection, t: &Table) -> Result<()> {
+    let mut cols = vec![
+        "\"_sync_partition\" TEXT NOT NULL".to_owned(),
+        "\"_sync_row_id\" TEXT NOT NULL".to_owned(),
+    ];
+    if t.materialize {
+        for c in &t.columns {
+            let nn = if c.def.nullable { "" } else { " NOT NULL" };
+            cols.push(format!(
+                "{} {}{nn}",
+                quote_ident(&c.name),
+                sqlite_type(c.def.ty)
+            ));
+        }
+    }
+    cols.extend(
+        [
+            "\"_sync_server_version\" INTEGER NOT NULL",
+            "\"_sync_scopes\" TEXT NOT NULL",
+            "\"_sync_payload\" BLOB NOT NULL",
+            "\"_sync_column_versions\" BLOB",
+            "PRIMARY KEY (\"_sync_partition\", \"_sync_row_id\")",
+        ]
+        .map(str::to_owned),
+    );
+    conn.execute_batch(&format!(
+        "CREATE TABLE IF NOT EXISTS {} ({})",
+        t.quoted,
+        cols.join(", ")
+    ))
+    .map_err(map_err)
+}
+
+fn drop_managed_indexes(conn: &Connection, t: &Table) -> Result<()> {
+    let names: Vec<String> = {
+        let mut st = conn
+            .prepare("SELECT name FROM pragma_index_list(?1) WHERE origin = 'c'")
+            .map_err(map_err)?;
+        let rows = st.query_map([&t.name], |r| r.get(0)).map_err(map_err)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(map_err)?
+    };
+    for n in names {
+        if n.starts_with("sync_ix_") || t.indexes.iter().any(|i| i.name == n) {
+            conn.execute_batch(&format!("DROP INDEX IF EXISTS {}", quote_ident(&n)))
+                .map_err(map_err)?;
+        }
+    }
+    Ok(())
+}
+
+fn create_indexes(conn: &Connection, t: &Table) -> Result<()> {
+    if !t.materialize {
+        return Ok(());
+    }
+    for ix in &t.indexes {
+        let mut cols = vec!["\"_sync_partition\"".to_owned()];
+        cols.extend(ix.columns.iter().map(|c| quote_ident(c)));
+        conn.execute_batch(&format!(
+            "CREATE {}INDEX IF NOT EXISTS {} ON {} ({})",
+            if ix.unique { "UNIQUE " } else { "" },
+            quote_ident(&physical_index_name(&ix.name)),
+            t.quoted,
+            cols.join(", ")
+        ))
+        .map_err(map_err)?;
+    }
+    Ok(())
+}
+
+const REWRITE_BATCH: i64 = 500;
+
+/// Re-encodes payloads written under a shorter layout and, for
+/// materialized tables, re-derives the projection, 500 rows at a time.
+fn rewrite_rows(conn: &Connection, t: &Table, old_defs: Option<&[codec::ColumnDef]>) -> Result<()> {
+    let select = format!(
+        "SELECT \"_sync_partition\", \"_sync_row_id\", \"_sync_payload\" FROM {} \
+         WHERE ?4 OR (\"_sync_partition\", \"_sync_row_id\") > (?1, ?2) \
+         ORDER BY \"_sync_partition\", \"_sync_row_id\" LIMIT ?3",
+        t.quoted
+    );
+    let mut sets = vec!["\"_sync_payload\" = ?3".to_owned()];
+    if t.materialize {
+        for (i, c) in t.columns.iter().enumerate() {
+            sets.push(format!("{} = ?{}", quote_ident(&c.name), i + 4));
+        }
+    }
+    let update = format!(
+        "UPDATE {} SET {} WHERE \"_sync_partition\" = ?1 AND \"_sync_row_id\" = ?2",
+        t.quoted,
+        sets.join(", ")
+    );
+    let mut after = (String::new(), String::new());
+    let mut first = true;
+    loop {
+        let batch: Vec<(String, String, Vec<u8>)> = {
+            let mut st = conn.prepare_cached(&select).map_err(map_err)?;
+            let rows = st
+                .query_map(params![after.0, after.1, REWRITE_BATCH, first], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .map_err(map_err)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(map_err)?
+        };
+        first = false;
+        let n = batch.len() as i64;
+        let mut update_st = conn.prepare_cached(&update).map_err(map_err)?;
+        for (partition, row_id, payload) in batch {
+            let payload = match old_defs {
+                Some(old) => codec::reencode_with_added_nulls(old, &t.defs, &payload)?,
+                None => payload,
+            };
+            let values: Vec<Value<'_>> = if t.materialize {
+                codec::decode_row(&t.defs, &payload)?
+            } else {
+                Vec::new()
+            };
+            let projected: Vec<Projected<'_>> = values.iter().map(Projected).collect();
+            let mut binds: Vec<&dyn ToSql> = vec![&partition, &row_id, &payload];
+            for p in &projected {
+                binds.push(p);
+            }
+            update_st.execute(&*binds).map_err(map_err)?;
+            drop(binds);
+            after = (partition, row_id);
+        }
+        if n < REWRITE_BATCH {
+            return Ok(());
+        }
+    }
+}
