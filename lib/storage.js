@@ -116,7 +116,7 @@ class NativeStorage {
   // ---- schema ----------------------------------------------------------------
 
   async ensureSchema(schema, checkpoints) {
-    if (schema && this.#ensuredVersion === schema.version) return;
+    if (this.#ensuredVersion !== undefined && this.#ensuredVersion === schema?.version) return;
     const json = V.flattenSchema(schema);
     const declarations = V.declarationsOf(checkpoints);
     await this.#write((n, id) => n.ensureSchema(id, json, declarations, Date.now()));
@@ -249,6 +249,9 @@ class NativeStorage {
 
   async putClientRecord(partition, record) {
     if (!record || typeof record !== 'object') throw invalidArgument('putClientRecord: record must be a ClientRecord');
+    if (record.subscriptions !== undefined && !Array.isArray(record.subscriptions)) {
+      throw invalidArgument('putClientRecord: subscriptions must be an array');
+    }
     const subscriptions = JSON.stringify(record.subscriptions ?? []);
     await this.#write((n, id) =>
       n.putClientRecord(

@@ -6,6 +6,7 @@
 //! - `sqlite`: the embedded engine (SQL text in `sqlite::sql`, logic per area);
 //! - `napi`: the thin N-API binding; the only module that knows JS exists.
 
+pub mod bench;
 pub mod codec;
 pub mod error;
 pub mod model;

@@ -155,7 +155,11 @@ impl Table {
         if let Some(list) = t.get("indexes").and_then(Json::as_array) {
             for ix in list {
                 let iname = str_field(ix, "name", &ctx)?;
-                check_name(&iname, "index")?;
+                if iname.is_empty() {
+                    return Err(Error::invalid(format!(
+                        "schema: {ctx} has an index without a name"
+                    )));
+                }
                 let icols = field(ix, "columns", &ctx)?
                     .as_array()
                     .ok_or_else(|| {

@@ -53,9 +53,20 @@ impl ScopeFilter {
         let mut keys = Vec::with_capacity(o.len());
         for (k, v) in o {
             let values = match v {
-                Json::Array(a) => a.iter().filter_map(scalar_text).collect(),
-                // A single value is accepted as a one-element list.
-                other => scalar_text(&other).into_iter().collect(),
+                Json::Array(a) => a
+                    .into_iter()
+                    .map(|x| match x {
+                        Json::String(s) => Ok(s),
+                        _ => Err(Error::invalid(format!(
+                            "scopeFilter[{k:?}] must be an array of strings"
+                        ))),
+                    })
+                    .collect::<Result<Vec<_>>>()?,
+                _ => {
+                    return Err(Error::invalid(format!(
+                        "scopeFilter[{k:?}] must be an array of strings"
+                    )))
+                }
             };
             keys.push((k, values));
         }

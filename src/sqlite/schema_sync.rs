@@ -230,7 +230,7 @@ fn check_physical(conn: &Connection, t: &Table) -> Result<()> {
 fn refuse_migration(table: &str, why: String) -> Error {
     Error::plain(
         "ERR_SYNCULAR_MIGRATION_REFUSED",
-        format!("schema migration of table \"{table}\" is outside the append-only subset: {why}"),
+        format!("table \"{table}\": {why}; only appending nullable columns is supported"),
     )
 }
 
@@ -243,13 +243,13 @@ fn check_append_only(t: &Table, old: &[LayoutColumn]) -> Result<bool> {
             None => {
                 return Err(refuse_migration(
                     &t.name,
-                    format!("column \"{}\" was removed", o.name),
+                    format!("the schema removed columns (\"{}\")", o.name),
                 ))
             }
             Some(n) if n != o => {
                 return Err(refuse_migration(
                     &t.name,
-                    format!("column \"{}\" changed", o.name),
+                    format!("column {i} (\"{}\") changed", o.name),
                 ));
             }
             _ => {}
@@ -259,7 +259,7 @@ fn check_append_only(t: &Table, old: &[LayoutColumn]) -> Result<bool> {
         if !n.nullable {
             return Err(refuse_migration(
                 &t.name,
-                format!("added column \"{}\" is not nullable", n.name),
+                format!("added column \"{}\" must be nullable, since existing rows have no value for it", n.name),
             ));
         }
     }

@@ -1,0 +1,24 @@
+// Runs every contract module against every engine.
+import { describe } from 'node:test';
+import { engines } from './support/engines.mjs';
+import * as schema from './contract/schema.mjs';
+import * as registry from './contract/registry.mjs';
+import * as transaction from './contract/transaction.mjs';
+import * as pull from './contract/pull.mjs';
+import * as prune from './contract/prune.mjs';
+import * as clients from './contract/clients.mjs';
+import * as concurrency from './contract/concurrency.mjs';
+import * as pitfalls from './contract/pitfalls.mjs';
+import * as badInput from './contract/bad-input.mjs';
+import * as errors from './contract/errors.mjs';
+import * as durability from './contract/durability.mjs';
+
+export const modules = [schema, registry, transaction, pull, prune, clients, concurrency, pitfalls, badInput, errors, durability];
+
+const only = process.env.SYNCULAR_TEST_ENGINE;
+for (const engine of engines) {
+  if (only && engine.name !== only) continue;
+  describe(engine.name, () => {
+    for (const mod of modules) mod.define(engine);
+  });
+}

@@ -1,0 +1,6 @@
+// Loads the package under test (CommonJS index.js at the repository root).
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+export const pkg = require('../../index.js');
+export const { NativeStorage, SyncError, StorageQueryError, StorageConstraintError, DecodeError } = pkg;
