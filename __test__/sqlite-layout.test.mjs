@@ -209,6 +209,67 @@ describe('sqlite physical layout', () => {
     }));
 });
 
+describe('sqlite schema bumps', () => {
+  test('declared indexes are rebuilt on a bump; operator indexes with other names survive', async () => {
+    const path = tempDbPath();
+    const a = reopen(path);
+    await a.ensureSchema(schema(1, [accountsTable()]));
+    await a.close();
+    exec(path, 'CREATE INDEX ops_custom ON accounts (org_id); CREATE INDEX sync_ix_stale ON accounts (email)');
+    const b = reopen(path);
+    try {
+      await b.ensureSchema(schema(2, [accountsTable({ indexes: [{ name: 'accounts_mail', columns: ['email'], unique: true }] })]));
+    } finally {
+      await b.close();
+    }
+    const names = query(path, "SELECT name FROM pragma_index_list('accounts') WHERE origin = 'c'").map((r) => r.name).sort();
+    assert.deepEqual(names, ['ops_custom', 'sync_ix_accounts_mail']);
+  });
+
+  test('a retired table is dropped with its row-scope entries and blob refs', async () => {
+    const path = tempDbPath();
+    const a = reopen(path);
+    await a.ensureSchema(schema(1, [tasksTable(), notesTable()]));
+    const tx = await a.begin('p1');
+    await tx.lockPartitionForPush();
+    await tx.upsertRow('notes', noteRow('n1', 'p1', 'x'));
+    await tx.setBlobRefs('notes', 'n1', ['sha256:n']);
+    await tx.upsertRow('tasks', taskRow('t1'));
+    await tx.setBlobRefs('tasks', 't1', ['sha256:t']);
+    await tx.commit();
+    await a.ensureSchema(schema(2, [tasksTable()]));
+    await a.close();
+    assert.deepEqual(query(path, "SELECT name FROM sqlite_master WHERE name = 'notes'"), []);
+    assert.deepEqual(query(path, 'SELECT DISTINCT tbl FROM sync_row_scopes'), [{ tbl: 'tasks' }]);
+    assert.deepEqual(query(path, 'SELECT tbl, blob_id FROM sync_blob_refs'), [{ tbl: 'tasks', blob_id: 'sha256:t' }]);
+    const [meta] = query(path, 'SELECT schema_version, layouts FROM sync_schema_meta');
+    assert.equal(meta.schema_version, 2);
+    assert.deepEqual(Object.keys(JSON.parse(meta.layouts)), ['tasks']);
+  });
+
+  test('scanRows pages in SQLite BINARY (UTF-8 byte) order of row ids', async () => {
+    const path = tempDbPath();
+    const a = reopen(path);
+    try {
+      await a.ensureSchema(fixtureSchema());
+      const ids = ['é', 'a', '_', 'B', 'Z', '\u{1F600}', '\uFFFD', '0'];
+      await writeCommit(a, 'p1', ids.map((id) => ({ table: 'tasks', row: taskRow(id) })));
+      const byteOrder = [...ids].sort((x, y) => Buffer.compare(Buffer.from(x), Buffer.from(y)));
+      const got = [];
+      let after = null;
+      for (;;) {
+        const page = await a.scanRows('p1', { table: 'tasks', scopeFilter: { project_id: ['p1'] }, afterRowId: after, limit: 3 });
+        got.push(...page.map((r) => r.rowId));
+        if (page.length < 3) break;
+        after = page.at(-1).rowId;
+      }
+      assert.deepEqual(got, byteOrder);
+    } finally {
+      await a.close();
+    }
+  });
+});
+
 describe('sqlite hand-modified databases', () => {
   test('an unreadable push result → SyncError sync.idempotency_cache_miss (package and host class)', async () => {
     const path = tempDbPath();
@@ -247,6 +308,31 @@ describe('sqlite hand-modified databases', () => {
       assert.equal(await c.getPushResult('p1', 'c1', 'absent'), undefined);
     } finally {
       await c.close();
+    }
+  });
+
+  test('vanished commit rows and vanished app rows are skipped while paging continues', async () => {
+    const path = tempDbPath();
+    const a = reopen(path);
+    await a.ensureSchema(fixtureSchema());
+    for (let i = 0; i < 70; i++) await writeCommit(a, 'p1', [{ table: 'tasks', row: taskRow(`r${String(i).padStart(3, '0')}`) }]);
+    await a.close();
+    exec(path, "DELETE FROM sync_commits WHERE commit_seq IN (2, 65); DELETE FROM tasks WHERE _sync_row_id IN ('r001', 'r064')");
+    const b = reopen(path);
+    try {
+      await b.ensureSchema(fixtureSchema());
+      const w = await b.readCommitWindow('p1', { table: 'tasks', scopeFilter: { project_id: ['p1'] }, afterSeq: 0, throughSeq: 100, limitChanges: 1000 });
+      const seqs = w.map((c) => c.commitSeq);
+      assert.equal(seqs.length, 68);
+      assert.ok(!seqs.includes(2) && !seqs.includes(65) && seqs.includes(70));
+      const rows = await b.scanRows('p1', { table: 'tasks', scopeFilter: { project_id: ['p1'] }, afterRowId: null, limit: 1000 });
+      const ids = rows.map((r) => r.rowId);
+      assert.equal(ids.length, 68);
+      assert.ok(!ids.includes('r001') && !ids.includes('r064') && ids.includes('r069'));
+      const page = await b.scanRows('p1', { table: 'tasks', scopeFilter: { project_id: ['p1'] }, afterRowId: 'r000', limit: 2 });
+      assert.deepEqual(page.map((r) => r.rowId), ['r002', 'r003']);
+    } finally {
+      await b.close();
     }
   });
 
@@ -329,7 +415,3 @@ describe('sqlite hand-modified databases', () => {
     }
   });
 });
-
-// keep imports used
-void accountRow;
-void noteRow;

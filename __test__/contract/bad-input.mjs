@@ -71,6 +71,37 @@ export function define(engine) {
           await rejectsClearly(() => storage.pruneCommitsThrough('p1', { logEpoch: 'e', throughSeq: seq }), `prune object ${seq}`);
         }
         assert.equal(await storage.getHorizonSeq('p1'), 0);
+        for (const n of [Number.NaN, 1.5, 2 ** 60]) {
+          await rejectsClearly(() => storage.readCommitWindow('p1', { ...goodWindow, afterSeq: n }), `readCommitWindow afterSeq ${n}`);
+          await rejectsClearly(() => storage.readCommitWindow('p1', { ...goodWindow, throughSeq: n }), `readCommitWindow throughSeq ${n}`);
+          await rejectsClearly(() => storage.readCommitWindow('p1', { ...goodWindow, limitChanges: n }), `readCommitWindow limitChanges ${n}`);
+          await rejectsClearly(() => storage.scanRows('p1', { ...goodScan, limit: n }), `scanRows limit ${n}`);
+          await rejectsClearly(() => storage.getCommitSeqBefore('p1', n), `getCommitSeqBefore ${n}`);
+          await rejectsClearly(
+            () => storage.putClientRecord('p1', { clientId: 'c', actorId: 'a', wireVersion: 1, cursor: n, updatedAtMs: 0, subscriptions: [] }),
+            `putClientRecord cursor ${n}`,
+          );
+          await rejectsClearly(() => storage.advanceClientCursor('p1', 'c', 'a', 'e', n, 1), `advanceClientCursor ${n}`);
+          await rejectsClearly(() => storage.updateClientCursor('p1', 'c', n, 1), `updateClientCursor ${n}`);
+        }
+        assert.equal(await storage.getClientRecord('p1', 'c'), undefined);
+        const tx = await storage.begin('p1');
+        await tx.lockPartitionForPush();
+        for (const n of [Number.NaN, 1.5, 2 ** 60]) {
+          await rejectsClearly(() => tx.upsertRow('tasks', { ...taskRow('r'), serverVersion: n }), `upsertRow serverVersion ${n}`);
+          await rejectsClearly(() => tx.appendCommit({ clientId: 'c', clientCommitId: 'cc', actorId: 'a', createdAtMs: n, changes: [] }), `appendCommit createdAtMs ${n}`);
+          await rejectsClearly(
+            () =>
+              tx.appendCommit({
+                clientId: 'c', clientCommitId: 'cc', actorId: 'a', createdAtMs: 1,
+                changes: [{ table: 'tasks', rowId: 'r', op: 'upsert', rowVersion: n, scopes: { project_id: 'p1' }, payload: taskRow('r').payload }],
+              }),
+            `appendCommit rowVersion ${n}`,
+          );
+        }
+        assert.equal(await tx.getRow('tasks', 'r'), undefined);
+        await tx.rollback();
+        assert.equal(await storage.getMaxCommitSeq('p1'), 0);
         await stillWorks(storage, 'invalid seqs');
       }));
 

@@ -107,6 +107,27 @@ export function define(engine) {
         await Promise.all([put, adv]);
       }));
 
+    test('concurrent first ensureSchema calls and pushes all succeed', () =>
+      withStorage(
+        engine,
+        async (storage) => {
+          const { fixtureSchema } = await import('../support/schema.mjs');
+          const work = [];
+          for (let i = 0; i < 6; i++) {
+            work.push(storage.ensureSchema(fixtureSchema()));
+            work.push(
+              storage.ensureSchema(fixtureSchema()).then(() =>
+                hostPush(storage, 'p1', { clientId: 'c', clientCommitId: `cc${i}`, ops: [{ table: 'tasks', row: taskRow(`r${i}`) }] }),
+              ),
+            );
+          }
+          await within(Promise.all(work), 20_000, 'concurrent ensureSchema');
+          assert.equal(await storage.getMaxCommitSeq('p1'), 6);
+          assert.equal((await storage.readServeGate('p1', 1)).storedSchemaVersion, 1);
+        },
+        { ensure: false },
+      ));
+
     test('a burst of mixed unawaited calls all settle', () =>
       withStorage(engine, async (storage) => {
         const calls = [];

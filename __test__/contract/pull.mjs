@@ -103,6 +103,7 @@ export function define(engine) {
         await seed(storage, 'p1', [[t('a', 'p1', 'u1'), t('b', 'p2', 'u1'), t('c', 'p3', 'u1'), t('d', 'p1', 'u2')]]);
         const ids = (w) => w.flatMap((c) => c.changes.map((ch) => ch.rowId));
         assert.deepEqual(ids(await win(storage, 'p1', { scopeFilter: { project_id: ['p1', 'p2'] } })), ['a', 'b', 'd']);
+        assert.deepEqual(ids(await win(storage, 'p1', { scopeFilter: { project_id: ['p2', 'p1', 'p2'] } })), ['a', 'b', 'd'], 'duplicate values');
         assert.deepEqual(ids(await win(storage, 'p1', { scopeFilter: { project_id: ['p1', 'p2'], owner_id: ['u1'] } })), ['a', 'b']);
         assert.deepEqual(ids(await win(storage, 'p1', { scopeFilter: { owner_id: ['u1'], project_id: ['p3'] } })), ['c']);
         // a variable the stored scopes do not have never matches
@@ -164,6 +165,19 @@ export function define(engine) {
         assert.equal(await q({ owner_id: [], project_id: ['p1'] }), 0);
         assert.equal(await storage.latestScopedChangeSeq('p2', { table: 'tasks', scopeFilter: { project_id: ['p1'] } }), 0);
         assert.equal(typeof (await q({ project_id: ['p1'] })), 'number');
+      }));
+
+    test('the probe variable is chosen by UTF-16 code-unit order (JS sort), not UTF-8 byte order', () =>
+      withStorage(engine, async (storage) => {
+        const high = '\uFFFF'; // UTF-8 EF BF BF, UTF-16 FFFF
+        const astral = '\u{1F600}'; // UTF-8 F0 9F 98 80, UTF-16 D83D DE00 (sorts first in JS)
+        assert.deepEqual([high, astral].sort(), [astral, high]);
+        await seed(storage, 'p1', [[{ ...t('a'), scopes: { [high]: 'x' } }], [{ ...t('b'), scopes: { [astral]: 'y' } }], [{ ...t('c'), scopes: { [high]: 'x' } }]]);
+        // the probe looks only at the first sorted key (astral): commit 2
+        assert.equal(await storage.latestScopedChangeSeq('p1', { table: 'tasks', scopeFilter: { [high]: ['x'], [astral]: ['y'] } }), 2);
+        assert.equal(await storage.latestScopedChangeSeq('p1', { table: 'tasks', scopeFilter: { [high]: ['x'] } }), 3);
+        // full verification still finds nothing matching both
+        assert.deepEqual(await win(storage, 'p1', { scopeFilter: { [high]: ['x'], [astral]: ['y'] } }), []);
       }));
 
     test('is 0 once the index entries are pruned', () =>

@@ -278,6 +278,29 @@ export function define(engine) {
           },
           { schema: schema(1, [notesTable()]) },
         ));
+      test('switching materialization off (version bump) stops validating payloads and keeps rows', () =>
+        // Start non-materialized so that the projection columns are added by
+        // ALTER TABLE (always nullable, §3.1); switching off then leaves them
+        // in place, stale, and upserts only write the meta columns.
+        withStorage(
+          engine,
+          async (storage) => {
+            await writeCommit(storage, 'p1', [{ table: 'accounts', row: accountRow('a1', 'o1', 'same') }]);
+            await storage.ensureSchema(schema(2, [accountsTable({ materialize: true })]));
+            await expectDecodeError(writeCommit(storage, 'p1', [{ table: 'accounts', row: { ...accountRow('a0', 'o1', 'x'), payload: Uint8Array.of(7) } }]));
+            await storage.ensureSchema(schema(3, [accountsTable({ materialize: false })]));
+            assertRow(await storage.getRow('p1', 'accounts', 'a1'), accountRow('a1', 'o1', 'same'));
+            const garbage = { ...accountRow('a2', 'o1', 'x'), payload: Uint8Array.of(7, 7, 7) };
+            const rewritten = { ...accountRow('a1', 'o1', 'x', { version: 2 }), payload: Uint8Array.of(8) };
+            await writeCommit(storage, 'p1', [
+              { table: 'accounts', row: garbage },
+              { table: 'accounts', row: rewritten },
+            ]);
+            assertRow(await storage.getRow('p1', 'accounts', 'a2'), garbage);
+            assertRow(await storage.getRow('p1', 'accounts', 'a1'), rewritten);
+          },
+          { schema: schema(1, [accountsTable({ materialize: false })]) },
+        ));
     });
 
     describe('user indexes', () => {
@@ -295,6 +318,20 @@ export function define(engine) {
           assert.equal(caught.opIndex, 3);
           await tx.rollback();
           assert.equal(await storage.getRow('p1', 'accounts', 'a2'), undefined);
+        }));
+
+      test('opIndex 0 is preserved (not dropped as falsy)', () =>
+        withStorage(engine, async (storage) => {
+          await writeCommit(storage, 'p1', [{ table: 'accounts', row: accountRow('a1', 'o1', 'z@x') }]);
+          const tx = await storage.begin('p1');
+          await tx.lockPartitionForPush();
+          const e = await tx.upsertRow('accounts', accountRow('a2', 'o1', 'z@x'), { opIndex: 0 }).then(
+            () => undefined,
+            (err) => err,
+          );
+          await tx.rollback();
+          assert.ok(e instanceof StorageConstraintError);
+          assert.strictEqual(e.opIndex, 0);
         }));
 
       test('constraint error without context has opIndex undefined', () =>
@@ -450,6 +487,8 @@ export function define(engine) {
         ['removing a column', ITEM_V1.slice(0, 3)],
         ['changing a column type', [ITEM_V1[0], ITEM_V1[1], col('title', 'integer'), ITEM_V1[3]]],
         ['changing nullability', [ITEM_V1[0], ITEM_V1[1], col('title', 'string', true), ITEM_V1[3]]],
+        ['reordering columns', [ITEM_V1[0], ITEM_V1[1], ITEM_V1[3], ITEM_V1[2]]],
+        ['inserting a nullable column in the middle', [ITEM_V1[0], ITEM_V1[1], col('note', 'string', true), ITEM_V1[2], ITEM_V1[3]]],
       ]) {
         test(`refuses a migration outside the append-only subset: ${label}`, () =>
           withStorage(
@@ -465,6 +504,47 @@ export function define(engine) {
             { schema: schema(1, [itemsTable(ITEM_V1)]) },
           ));
       }
+
+      test('a bump that fails part-way (unique index over duplicates) changes nothing', () =>
+        withStorage(
+          engine,
+          async (storage) => {
+            const plain = accountsTable({ indexes: [] });
+            await storage.ensureSchema(schema(1, [plain]));
+            await writeCommit(storage, 'p1', [
+              { table: 'accounts', row: accountRow('a1', 'o1', 'dup@x') },
+              { table: 'accounts', row: accountRow('a2', 'o1', 'dup@x') },
+            ]);
+            const v2 = schema(2, [table('accounts', [...ACCOUNT_COLUMNS, col('extra', 'string', true)], {
+              scopes: [{ variable: 'org_id' }],
+              indexes: [{ name: 'accounts_email', columns: ['email'], unique: true }],
+            }), notesTable()]);
+            await assert.rejects(storage.ensureSchema(v2));
+            assert.equal((await storage.readServeGate('p1', 1)).storedSchemaVersion, 1);
+            assertRow(await storage.getRow('p1', 'accounts', 'a1'), accountRow('a1', 'o1', 'dup@x'));
+            // still on the v1 layout: v1 payloads are accepted, duplicates still allowed
+            await writeCommit(storage, 'p1', [{ table: 'accounts', row: accountRow('a3', 'o1', 'dup@x') }]);
+            await rejectsPlain(storage.getRow('p1', 'notes', 'n1'), unknownTablePattern('notes'));
+          },
+          { ensure: false },
+        ));
+
+      test('a back-fill over an undecodable stored payload fails with DecodeError and changes nothing', () =>
+        withStorage(
+          engine,
+          async (storage) => {
+            const garbage = noteRow('n1', 'p1', '', { payload: Uint8Array.of(0xff, 1) });
+            await writeCommit(storage, 'p1', [{ table: 'notes', row: garbage }]);
+            const err = await storage.ensureSchema(schema(2, [notesTable({ materialize: true })])).then(
+              () => assert.fail('expected the bump to fail'),
+              (e) => e,
+            );
+            assert.equal(err.code, 'sync.invalid_request', err.message);
+            assert.equal((await storage.readServeGate('p1', 1)).storedSchemaVersion, 1);
+            assertRow(await storage.getRow('p1', 'notes', 'n1'), garbage);
+          },
+          { schema: schema(1, [notesTable()]) },
+        ));
 
       test('refuses to run when the stored version is newer than the running one', () =>
         withStorage(

@@ -146,6 +146,17 @@ export function define(engine) {
           assertBytes((await storage.getRow('p1', 'tasks', 'b2')).payload, taskRow('b2').payload);
         }));
 
+      test('large payloads (1 MiB) round-trip through rows and the commit log', () =>
+        withStorage(engine, async (storage) => {
+          const data = new Uint8Array(1 << 20);
+          for (let i = 0; i < data.length; i++) data[i] = (i * 31 + 7) & 0xff;
+          const row = taskRow('big', { data, title: 'x'.repeat(100_000) });
+          await writeCommit(storage, 'p1', [{ table: 'tasks', row }]);
+          assertBytes((await storage.getRow('p1', 'tasks', 'big')).payload, row.payload);
+          const [commit] = await storage.readCommitWindow('p1', { table: 'tasks', scopeFilter: P1, afterSeq: 0, throughSeq: 1, limitChanges: 1 });
+          assertBytes(commit.changes[0].payload, row.payload);
+        }));
+
       test('large safe-integer versions round-trip exactly', () =>
         withStorage(engine, async (storage) => {
           const row = taskRow('big', { count: Number.MAX_SAFE_INTEGER }, { version: Number.MAX_SAFE_INTEGER });
@@ -218,6 +229,22 @@ export function define(engine) {
           assert.equal('payload' in del, false);
         }));
 
+      test('accepts Buffer and offset views as change payloads', () =>
+        withStorage(engine, async (storage) => {
+          const a = taskRow('a');
+          const b = taskRow('b');
+          const backing = new Uint8Array(a.payload.length + 10);
+          backing.set(a.payload, 10);
+          const changes = [
+            { ...upsertChange('tasks', a), payload: backing.subarray(10) },
+            { ...upsertChange('tasks', b), payload: Buffer.from(b.payload) },
+          ];
+          await writeCommit(storage, 'p1', [], { changes });
+          const [commit] = await storage.readCommitWindow('p1', { table: 'tasks', scopeFilter: P1, afterSeq: 0, throughSeq: 1, limitChanges: 10 });
+          assertBytes(commit.changes[0].payload, a.payload);
+          assertBytes(commit.changes[1].payload, b.payload);
+        }));
+
       test('writes a tombstone for each delete; getTombstoneSeq/clearTombstone', () =>
         withStorage(engine, async (storage) => {
           await writeCommit(storage, 'p1', [{ table: 'tasks', row: taskRow('r1') }]);
@@ -280,9 +307,14 @@ export function define(engine) {
           const tx = await storage.begin('p1');
           await tx.lockPartitionForPush();
           await tx.putPushResult('c1', 'cc1', conflictResult());
+          const viaBuffer = conflictResult();
+          viaBuffer.results[1].serverRow = Buffer.from(viaBuffer.results[1].serverRow);
+          viaBuffer.results[1].conflictColumns = new Uint8Array([0, 0, 3, 9]).subarray(2);
+          await tx.putPushResult('c1', 'cc-buffer', viaBuffer);
           await tx.commit();
           const read = await storage.getPushResult('p1', 'c1', 'cc1');
           assertSame(read, conflictResult());
+          assertSame(await storage.getPushResult('p1', 'c1', 'cc-buffer'), conflictResult());
           assert.ok(read.results[1].serverRow instanceof Uint8Array);
           assert.ok(read.results[1].conflictColumns instanceof Uint8Array);
           assert.equal('details' in read.results[3], false);

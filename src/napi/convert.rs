@@ -1,5 +1,6 @@
 //! JS-facing shapes and argument checks.
 
+use super::bytes::Bytes;
 use crate::error::{Error, Result};
 use crate::model::*;
 use napi::bindgen_prelude::Uint8Array;
@@ -25,13 +26,13 @@ pub fn non_negative(v: f64, name: &str) -> Result<i64> {
     Ok(i)
 }
 
-#[napi(object)]
+#[napi(object, object_from_js = false)]
 pub struct JsRow {
     pub row_id: String,
     pub server_version: i64,
     pub scopes: String,
-    pub payload: Uint8Array,
-    pub column_versions: Option<Uint8Array>,
+    pub payload: Bytes,
+    pub column_versions: Option<Bytes>,
 }
 
 impl From<StoredRow> for JsRow {
@@ -40,8 +41,8 @@ impl From<StoredRow> for JsRow {
             row_id: r.row_id,
             server_version: r.server_version,
             scopes: r.scopes_json,
-            payload: Uint8Array::new(r.payload),
-            column_versions: r.column_versions.map(Uint8Array::new),
+            payload: Bytes(r.payload),
+            column_versions: r.column_versions.map(Bytes),
         }
     }
 }
@@ -79,25 +80,35 @@ impl JsChange {
     }
 }
 
-impl From<Change> for JsChange {
-    fn from(c: Change) -> JsChange {
-        JsChange {
+#[napi(object, object_from_js = false)]
+pub struct JsStoredChange {
+    pub table: String,
+    pub row_id: String,
+    pub op: u32,
+    pub row_version: Option<i64>,
+    pub scopes: String,
+    pub payload: Option<Bytes>,
+}
+
+impl From<Change> for JsStoredChange {
+    fn from(c: Change) -> JsStoredChange {
+        JsStoredChange {
             table: c.table,
             row_id: c.row_id,
             op: c.op.code() as u32,
-            row_version: c.row_version.map(|v| v as f64),
+            row_version: c.row_version,
             scopes: c.scopes_json,
-            payload: c.payload.map(Uint8Array::new),
+            payload: c.payload.map(Bytes),
         }
     }
 }
 
-#[napi(object)]
+#[napi(object, object_from_js = false)]
 pub struct JsCommit {
     pub commit_seq: i64,
     pub created_at_ms: i64,
     pub actor_id: String,
-    pub changes: Vec<JsChange>,
+    pub changes: Vec<JsStoredChange>,
 }
 
 impl From<StoredCommit> for JsCommit {
@@ -106,7 +117,7 @@ impl From<StoredCommit> for JsCommit {
             commit_seq: c.commit_seq,
             created_at_ms: c.created_at_ms,
             actor_id: c.actor_id,
-            changes: c.changes.into_iter().map(JsChange::from).collect(),
+            changes: c.changes.into_iter().map(JsStoredChange::from).collect(),
         }
     }
 }

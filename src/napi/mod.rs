@@ -4,6 +4,7 @@
 //! Errors cross as a JSON description inside the message (see
 //! `Error::to_wire`); the JS shim turns it into the host's classes.
 
+mod bytes;
 mod convert;
 mod handle;
 mod tasks;

@@ -317,12 +317,25 @@ pub fn stored_schema_version(conn: &Connection) -> Result<Option<(i64, String)>>
 }
 
 pub fn read_serve_gate(conn: &Connection, partition: &str, running: i64) -> Result<ServeGate> {
-    let stored = stored_schema_version(conn)?.map_or(0, |(v, _)| v);
-    Ok(ServeGate {
-        stored_schema_version: stored,
-        log_epoch: log_epoch(conn, partition)?,
-        pending: pending_checkpoints(conn, running)?,
-    })
+    let mut st = conn
+        .prepare_cached(super::sql::SERVE_GATE)
+        .map_err(map_err)?;
+    let mut rows = st.query(params![partition, running]).map_err(map_err)?;
+    let mut gate = ServeGate {
+        stored_schema_version: 0,
+        log_epoch: None,
+        pending: Vec::new(),
+    };
+    while let Some(r) = rows.next().map_err(map_err)? {
+        if r.get::<_, i64>(0).map_err(map_err)? == 0 {
+            gate.stored_schema_version = r.get::<_, Option<i64>>(1).map_err(map_err)?.unwrap_or(0);
+            gate.log_epoch = r.get(2).map_err(map_err)?;
+        } else {
+            gate.pending
+                .push((r.get(1).map_err(map_err)?, r.get(2).map_err(map_err)?));
+        }
+    }
+    Ok(gate)
 }
 
 pub fn writer_fence_allows(conn: &Connection, partition: &str, version: i64) -> Result<bool> {

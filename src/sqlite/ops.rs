@@ -147,7 +147,7 @@ impl SqliteEngine {
     }
 
     pub fn read_serve_gate(&self, partition: &str, running: i64) -> Result<ServeGate> {
-        self.read_snapshot(|c| meta::read_serve_gate(c, partition, running))
+        self.read(|c| meta::read_serve_gate(c, partition, running))
     }
 
     pub fn read_checkpoints(&self, partition: &str) -> Result<Vec<Checkpoint>> {

@@ -102,6 +102,11 @@ CREATE TABLE IF NOT EXISTS sync_writer_fence(
   partition TEXT PRIMARY KEY,
   required_writer_version INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS sync_schema_meta(
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  schema_version INTEGER NOT NULL,
+  layouts TEXT NOT NULL DEFAULT '{}'
+);
 "#;
 
 /// Objects whose presence means the meta DDL has already run.
@@ -127,6 +132,7 @@ pub const META_OBJECTS: &[&str] = &[
     "sync_tombstones",
     "sync_backfill_checkpoints",
     "sync_writer_fence",
+    "sync_schema_meta",
     "sync_commits_writer_fence",
 ];
 
@@ -145,6 +151,13 @@ BEGIN
   SELECT RAISE(ABORT, 'sync.storage.writer_fence_rejected');
 END
 "#;
+
+/// The serve gate in one statement, so one snapshot: a first row with the
+/// stored schema version and the partition's epoch, then one row per
+/// incomplete checkpoint at the running version (any partition).
+pub const SERVE_GATE: &str = "SELECT 0, (SELECT schema_version FROM sync_schema_meta WHERE id = 1), \
+(SELECT log_epoch FROM sync_partition_registry WHERE partition = ?1) \
+UNION ALL SELECT 1, partition, name FROM sync_backfill_checkpoints WHERE schema_version = ?2 AND state <> 'activated'";
 
 pub const SCHEMA_META_DDL: &str = "CREATE TABLE IF NOT EXISTS sync_schema_meta(
   id INTEGER PRIMARY KEY CHECK (id = 1),
