@@ -136,9 +136,6 @@ impl SqliteEngine {
         after_row_id: &str,
         limit: i64,
     ) -> Result<Vec<StoredRow>> {
-        if filter.is_empty() {
-            return Err(Error::query("sync.storage.scan_requires_scope"));
-        }
         self.table_sql(table, |t, sql| {
             self.read_snapshot(|c| {
                 rows::scan_rows(c, t, sql, partition, filter, after_row_id, limit)
@@ -253,9 +250,6 @@ impl SqliteEngine {
         after_row_id: &str,
         limit: i64,
     ) -> Result<Vec<StoredRow>> {
-        if filter.is_empty() {
-            return Err(Error::query("sync.storage.scan_requires_scope"));
-        }
         self.table_sql(table, |t, sql| {
             self.with_tx(id, |h, p| {
                 rows::scan_rows(h.conn, t, sql, p, filter, after_row_id, limit)

@@ -163,22 +163,25 @@ pub fn upsert_row(
     }
     if old_scopes.as_deref() != Some(row.scopes_json.as_str()) {
         if old_scopes.is_some() {
-            delete_row_scope_entries(conn, partition, &table.name, &row.row_id)?;
+            delete_row_keyed(conn, "sync_row_scopes", partition, &table.name, &row.row_id)?;
         }
         insert_row_scope_entries(conn, partition, &table.name, &row.row_id, &new_pairs)?;
     }
     Ok(())
 }
 
-fn delete_row_scope_entries(
+/// Deletes one row's entries from a meta table keyed by
+/// (partition, tbl, row_id): row scopes, tombstones, blob references.
+fn delete_row_keyed(
     conn: &Connection,
+    meta_table: &str,
     partition: &str,
     table: &str,
     row_id: &str,
 ) -> Result<()> {
-    conn.prepare_cached(
-        "DELETE FROM sync_row_scopes WHERE partition = ?1 AND tbl = ?2 AND row_id = ?3",
-    )
+    conn.prepare_cached(&format!(
+        "DELETE FROM {meta_table} WHERE partition = ?1 AND tbl = ?2 AND row_id = ?3"
+    ))
     .and_then(|mut st| st.execute(params![partition, table, row_id]))
     .map_err(map_err)?;
     Ok(())
@@ -215,7 +218,7 @@ pub fn delete_row(
     partition: &str,
     row_id: &str,
 ) -> Result<()> {
-    delete_row_scope_entries(conn, partition, &table.name, row_id)?;
+    delete_row_keyed(conn, "sync_row_scopes", partition, &table.name, row_id)?;
     let mut st = conn.prepare_cached(&sql.delete_row).map_err(map_err)?;
     st.execute(params![partition, row_id]).map_err(|e| {
         if is_constraint(&e) {
@@ -227,12 +230,7 @@ pub fn delete_row(
             map_err(e)
         }
     })?;
-    conn.prepare_cached(
-        "DELETE FROM sync_blob_refs WHERE partition = ?1 AND tbl = ?2 AND row_id = ?3",
-    )
-    .and_then(|mut st| st.execute(params![partition, &table.name, row_id]))
-    .map_err(map_err)?;
-    Ok(())
+    delete_row_keyed(conn, "sync_blob_refs", partition, &table.name, row_id)
 }
 
 pub fn get_tombstone_seq(
@@ -257,12 +255,7 @@ pub fn clear_tombstone(
     table: &str,
     row_id: &str,
 ) -> Result<()> {
-    conn.prepare_cached(
-        "DELETE FROM sync_tombstones WHERE partition = ?1 AND tbl = ?2 AND row_id = ?3",
-    )
-    .and_then(|mut st| st.execute(params![partition, table, row_id]))
-    .map_err(map_err)?;
-    Ok(())
+    delete_row_keyed(conn, "sync_tombstones", partition, table, row_id)
 }
 
 pub fn set_blob_refs(
@@ -272,11 +265,7 @@ pub fn set_blob_refs(
     row_id: &str,
     blob_ids: &[String],
 ) -> Result<()> {
-    conn.prepare_cached(
-        "DELETE FROM sync_blob_refs WHERE partition = ?1 AND tbl = ?2 AND row_id = ?3",
-    )
-    .and_then(|mut st| st.execute(params![partition, table, row_id]))
-    .map_err(map_err)?;
+    delete_row_keyed(conn, "sync_blob_refs", partition, table, row_id)?;
     let mut st = conn
         .prepare_cached("INSERT OR IGNORE INTO sync_blob_refs (partition, tbl, row_id, blob_id) VALUES (?1, ?2, ?3, ?4)")
         .map_err(map_err)?;
