@@ -12,8 +12,13 @@ import * as pitfalls from './contract/pitfalls.mjs';
 import * as badInput from './contract/bad-input.mjs';
 import * as errors from './contract/errors.mjs';
 import * as durability from './contract/durability.mjs';
+import * as checkpoints from './contract/checkpoints.mjs';
+import * as reactions from './contract/reactions.mjs';
+import * as admin from './contract/admin.mjs';
+import * as query from './contract/query.mjs';
+import * as indexScan from './contract/index-scan.mjs';
 
-export const modules = [schema, registry, transaction, pull, prune, clients, concurrency, pitfalls, badInput, errors, durability];
+export const modules = [schema, registry, transaction, pull, prune, clients, concurrency, pitfalls, badInput, errors, durability, checkpoints, reactions, admin, query, indexScan];
 
 const only = process.env.SYNCULAR_TEST_ENGINE;
 for (const engine of engines) {

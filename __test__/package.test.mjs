@@ -52,13 +52,15 @@ test('every in-scope member exists on storage and transaction', async () => {
       'readServeGate', 'getRow', 'getPushResult', 'readCommitWindow', 'scanRows', 'getClientRecord', 'putClientRecord',
       'advanceClientCursor', 'updateClientCursor', 'getActiveClientCursorFloor', 'listClientCursors', 'listPartitions',
       'latestScopedChangeSeq', 'writerFenceAllows', 'close',
+      'readCheckpoints', 'declareCheckpoint', 'claimCheckpoint', 'advanceCheckpoint', 'sourceCoverageSeq',
+      'hasSourceChangesAbove', 'activateCheckpoint',
     ];
     for (const m of storageMembers) assert.equal(typeof s[m], 'function', m);
     const tx = await s.begin('p1');
     const txMembers = [
       'getRow', 'getTombstoneSeq', 'clearTombstone', 'getPushResult', 'scanRows', 'lockPartitionForPush',
       'lockPartitionForCommitValidation', 'commitRejectedPushResult', 'upsertRow', 'deleteRow', 'appendCommit',
-      'putPushResult', 'readServeGate', 'setBlobRefs', 'commit', 'rollback', 'prefetchRows',
+      'putPushResult', 'readServeGate', 'setBlobRefs', 'commit', 'rollback', 'prefetchRows', 'advanceCheckpoint',
     ];
     for (const m of txMembers) assert.equal(typeof tx[m], 'function', `tx.${m}`);
     await tx.rollback();

@@ -1,190 +1,206 @@
-// npm run bench: µs per push commit (1 and 10 operations) and per
-// 100-change window read on a SQLite file (WAL), through the package as
-// @syncular/server drives it, beside the same push SQL sequence issued
-// directly from Rust in the same run. Each figure is the median of RUNS
-// runs, with min and max. Results also go to bench/results/*.json.
+// npm run bench [-- options]: the workloads of bench/README.md against one
+// or more storage modules, side by side in one run. Prints one table with
+// a column per storage and the first storage's advantage over each other,
+// and writes the figures to bench/results/*.json. Runs under node and bun.
+//
+//   --module PATH     a module exporting createStorage(context) (repeatable;
+//                     default: bench/modules/native-sqlite.mjs)
+//   --server PATH     a @syncular/server entry; its namespace is
+//                     context.server (needed by the in-tree modules)
+//   --runs N          repetitions per figure (default 5; median, min, max)
+//   --quick           smaller sizes, for a smoke run
+//   --only a,b        workloads: push,concurrent,reads,queries,memory,floor
 import { createRequire } from 'node:module';
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import * as W from './lib/workloads.mjs';
 
-const require = createRequire(import.meta.url);
-const { NativeStorage } = require('../index.js');
-const native = require('../lib/native.js');
+const here = dirname(fileURLToPath(import.meta.url));
 
-const RUNS = Number(process.env.BENCH_RUNS ?? 5);
-const PUSH_COMMITS = { 1: 2000, 10: 500 };
-const WINDOW_COMMITS = 5000;
-const WINDOW_READS = 2000;
-
-const schema = {
-  version: 1,
-  declaredVariables: new Set(['project_id']),
-  tables: new Map([
-    [
-      'tasks',
-      {
-        name: 'tasks',
-        columns: [
-          { name: 'id', type: 'string', nullable: false },
-          { name: 'project_id', type: 'string', nullable: false },
-          { name: 'title', type: 'string', nullable: true },
-          { name: 'n', type: 'integer', nullable: true },
-        ],
-        primaryKeyIndex: 0,
-        scopePatterns: [{ variable: 'project_id', prefix: 'project', column: 'project_id', columnIndex: 1 }],
-        indexes: [],
-        materialize: true,
-      },
-    ],
-  ]),
-};
-
-// The full-row codec for this table (null bitmap, then u32-length strings
-// and an i64), so payloads vary per commit as a host's would.
-function encode(id, n) {
-  const parts = [Buffer.from([0])];
-  for (const s of [id, 'p1', `title ${n}`]) {
-    const b = Buffer.from(s, 'utf8');
-    const len = Buffer.alloc(4);
-    len.writeUInt32LE(b.length);
-    parts.push(len, b);
+function parseArgs(argv) {
+  const out = { modules: [], server: undefined, runs: 5, quick: false, only: undefined };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const value = () => {
+      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
+      return argv[++i];
+    };
+    if (a === '--module') out.modules.push(resolve(value()));
+    else if (a === '--server') out.server = resolve(value());
+    else if (a === '--runs') out.runs = Number(value());
+    else if (a === '--quick') out.quick = true;
+    else if (a === '--only') out.only = new Set(value().split(','));
+    else if (a === '--help' || a === '-h') {
+      console.log(readHelp());
+      process.exit(0);
+    } else throw new Error(`unknown option ${a} (see --help)`);
   }
-  const num = Buffer.alloc(8);
-  num.writeBigInt64LE(BigInt(n));
-  parts.push(num);
-  return new Uint8Array(Buffer.concat(parts));
+  if (out.modules.length === 0) out.modules.push(join(here, 'modules', 'native-sqlite.mjs'));
+  if (!Number.isInteger(out.runs) || out.runs < 1) throw new Error('--runs must be a positive integer');
+  return out;
 }
 
-const scopes = { project_id: 'p1' };
-
-// One push as the host's push.ts sequences it (contract.md §7.1).
-async function push(storage, partition, clientCommitId, rows, n) {
-  await storage.getPushResult(partition, 'client', clientCommitId);
-  const tx = await storage.begin(partition);
-  try {
-    await tx.lockPartitionForPush();
-    await tx.readServeGate(1);
-    await tx.getPushResult('client', clientCommitId);
-    const changes = [];
-    for (let o = 0; o < rows.length; o++) {
-      const rowId = `row-${o}`;
-      const existing = await tx.getRow('tasks', rowId);
-      if (existing === undefined) {
-        await tx.getTombstoneSeq('tasks', rowId);
-        await tx.clearTombstone('tasks', rowId);
-      }
-      const serverVersion = n + 1;
-      await tx.upsertRow('tasks', { rowId, serverVersion, scopes, payload: rows[o] }, { opIndex: o });
-      changes.push({ table: 'tasks', rowId, op: 'upsert', rowVersion: serverVersion, scopes, payload: rows[o] });
-    }
-    const commitSeq = await tx.appendCommit({
-      clientId: 'client',
-      clientCommitId,
-      actorId: 'actor',
-      createdAtMs: n,
-      changes,
-    });
-    await tx.putPushResult('client', clientCommitId, {
-      status: 'applied',
-      commitSeq,
-      recordedAtMs: 0,
-      cacheIdentity: 'x',
-      results: [],
-    });
-    await tx.commit();
-  } catch (err) {
-    await tx.rollback();
-    throw err;
-  }
+function readHelp() {
+  return 'usage: node bench/run.mjs [--module PATH]... [--server PATH] [--runs N] [--quick] [--only LIST]';
 }
 
-function stats(values) {
-  const s = [...values].sort((a, b) => a - b);
-  return { median: s[Math.floor(s.length / 2)], min: s[0], max: s[s.length - 1] };
+const args = parseArgs(process.argv.slice(2));
+const size = args.quick
+  ? { push: { 1: 300, 10: 100, 100: 20 }, concurrentEach: 20, rows: 10_000, windowCommits: 500, windows: 200, page: 1000, points: 500, aggregates: 20, memoryCalls: 50_000 }
+  : { push: { 1: 2000, 10: 500, 100: 100 }, concurrentEach: 100, rows: 100_000, windowCommits: 3000, windows: 1000, page: 1000, points: 5000, aggregates: 100, memoryCalls: 1_000_000 };
+const wants = (w) => !args.only || args.only.has(w);
+
+const server = args.server ? await import(pathToFileURL(args.server).href) : undefined;
+const storages = [];
+for (const path of args.modules) {
+  const mod = await import(pathToFileURL(path).href);
+  const create = mod.createStorage ?? mod.createServerStorage ?? mod.default;
+  if (typeof create !== 'function') throw new Error(`${path} exports no createStorage(context)`);
+  storages.push({ label: mod.label ?? path, create });
 }
 
-function freshFile(dir, name) {
-  const path = join(dir, `${name}.db`);
-  rmSync(path, { force: true });
-  rmSync(`${path}-wal`, { force: true });
-  rmSync(`${path}-shm`, { force: true });
-  return path;
-}
-
-async function benchPush(dir, ops, run) {
-  const commits = PUSH_COMMITS[ops];
-  const storage = new NativeStorage({ url: `sqlite:${freshFile(dir, `push-${ops}-${run}`)}` });
-  await storage.ensureSchema(schema);
-  const payloads = Array.from({ length: commits }, (_, c) => Array.from({ length: ops }, (_, o) => encode(`row-${o}`, c)));
-  const start = process.hrtime.bigint();
-  for (let c = 0; c < commits; c++) await push(storage, 'bench', `c-${c}`, payloads[c], c);
-  const us = Number(process.hrtime.bigint() - start) / 1e3 / commits;
-  await storage.close();
-  return us;
-}
-
-function benchDirect(dir, ops, run) {
-  return native.benchDirectPush(freshFile(dir, `direct-${ops}-${run}`), PUSH_COMMITS[ops], ops);
-}
-
-async function benchWindow(dir, run) {
-  const storage = new NativeStorage({ url: `sqlite:${freshFile(dir, `window-${run}`)}` });
-  await storage.ensureSchema(schema);
-  for (let c = 0; c < WINDOW_COMMITS; c++) await push(storage, 'bench', `w-${c}`, [encode(`row-${c}`, c)], c);
-  // rows are distinct per commit, so every commit carries one change
-  const max = await storage.getMaxCommitSeq('bench');
-  const start = process.hrtime.bigint();
-  let delivered = 0;
-  for (let i = 0; i < WINDOW_READS; i++) {
-    const afterSeq = (i * 97) % (max - 100);
-    const commits = await storage.readCommitWindow('bench', {
-      table: 'tasks',
-      scopeFilter: { project_id: ['p1'] },
-      afterSeq,
-      throughSeq: max,
-      limitChanges: 100,
-    });
-    delivered += commits.length;
-  }
-  const us = Number(process.hrtime.bigint() - start) / 1e3 / WINDOW_READS;
-  if (delivered !== WINDOW_READS * 100) throw new Error(`window read delivered ${delivered} commits`);
-  await storage.close();
-  return us;
-}
-
+const nativeIndex = storages.findIndex((s) => s.label.startsWith('native'));
 const dir = mkdtempSync(join(tmpdir(), 'syncular-bench-'));
-const rows = [];
-try {
-  for (const ops of [1, 10]) {
-    const viaPackage = [];
-    const direct = [];
-    for (let r = 0; r < RUNS; r++) {
-      // Alternate the two so drift on a shared machine hits both alike.
-      viaPackage.push(await benchPush(dir, ops, r));
-      direct.push(benchDirect(dir, ops, r));
-    }
-    rows.push({ workload: `push commit, ${ops} op${ops > 1 ? 's' : ''} (${PUSH_COMMITS[ops]} commits)`, package: stats(viaPackage), direct: stats(direct) });
+let fileNo = 0;
+async function fresh(storage) {
+  const path = join(dir, `db-${fileNo++}.sqlite`);
+  return storage.create({ server, core: undefined, purpose: 'bench', path });
+}
+async function closeStorage(s) {
+  if (typeof s.close === 'function') await s.close();
+}
+
+// figures[name][storageIndex] = values over runs
+const figures = new Map();
+const meta = new Map();
+function record(name, i, value, better, unit) {
+  if (value === undefined) return;
+  if (!figures.has(name)) {
+    figures.set(name, storages.map(() => []));
+    meta.set(name, { better, unit });
   }
-  const windows = [];
-  for (let r = 0; r < RUNS; r++) windows.push(await benchWindow(dir, r));
-  rows.push({ workload: `window read, 100 changes (${WINDOW_READS} reads)`, package: stats(windows), direct: null });
+  figures.get(name)[i].push(value);
+}
+
+const runtime = typeof Bun !== 'undefined' ? `bun ${Bun.version}` : `node ${process.version}`;
+console.error(`bench: ${runtime}; ${storages.map((s) => s.label).join(' vs ')}; ${args.runs} runs${args.quick ? ' (quick)' : ''}`);
+
+try {
+  for (let run = 0; run < args.runs; run++) {
+    // Storages alternate inside each run, so drift on a shared machine hits all alike.
+    for (let i = 0; i < storages.length; i++) {
+      const st = storages[i];
+      if (wants('push')) {
+        for (const ops of [1, 10, 100]) {
+          const s = await fresh(st);
+          const r = await W.pushSequential(s, ops, size.push[ops]);
+          await closeStorage(s);
+          record(`push ${ops} op/commit: commits/s`, i, r.commitsPerSec, 'higher', '/s');
+          record(`push ${ops} op/commit: p50 latency`, i, r.p50Us, 'lower', 'µs');
+          record(`push ${ops} op/commit: p99 latency`, i, r.p99Us, 'lower', 'µs');
+        }
+      }
+      if (wants('concurrent')) {
+        for (const partitions of [1, 16]) {
+          const s = await fresh(st);
+          const r = await W.pushConcurrent(s, 16, size.concurrentEach, partitions);
+          await closeStorage(s);
+          record(`16 pushers, ${partitions} partition${partitions > 1 ? 's' : ''}: commits/s`, i, r.commitsPerSec, 'higher', '/s');
+        }
+      }
+      if (wants('reads') || wants('queries') || wants('memory')) {
+        const s = await fresh(st);
+        await W.populate(s, size.rows, size.windowCommits);
+        if (wants('reads')) {
+          const w = await W.windowReads(s, size.windows);
+          record('window read (100 changes): windows/s', i, w.windowsPerSec, 'higher', '/s');
+          const b = await W.bootstrapScan(s, size.page);
+          record(`bootstrap scan (${b.rows} rows): rows/s`, i, b.rowsPerSec, 'higher', '/s');
+          // Stall is probed in a second pass, so the probe's own turns do not
+          // slow the throughput figures above.
+          const probe = await W.withStallProbe(async () => {
+            await W.windowReads(s, size.windows);
+            return W.bootstrapScan(s, size.page);
+          });
+          record('event-loop stall during reads: p99', i, probe.stallP99Ms, 'lower', 'ms');
+          record('event-loop stall during reads: max', i, probe.stallMaxMs, 'lower', 'ms');
+        }
+        if (wants('queries')) {
+          const q = await W.queries(s, size.rows, size.points, size.aggregates);
+          record('registered query, point: /s', i, q.queryPointsPerSec, 'higher', '/s');
+          record('registered query, 10k-row aggregate: /s', i, q.queryAggregatesPerSec, 'higher', '/s');
+        }
+        if (wants('memory')) {
+          const m = await W.memory(s, size.rows, size.memoryCalls);
+          record(`RSS growth over ${size.memoryCalls} point reads`, i, m.rssGrowthMb, 'lower', 'MB');
+        }
+        await closeStorage(s);
+      }
+    }
+    console.error(`bench: run ${run + 1}/${args.runs} done`);
+  }
+
+  // The N-API floor: the push SQL sequence issued from Rust in this process.
+  if (wants('floor') && wants('push') && nativeIndex >= 0) {
+    const native = createRequire(import.meta.url)('../lib/native.js');
+    for (const ops of [1, 10]) {
+      const values = [];
+      for (let run = 0; run < args.runs; run++) {
+        values.push(native.benchDirectPush(join(dir, `direct-${fileNo++}.sqlite`), size.push[ops], ops));
+      }
+      record(`push ${ops} op/commit: same SQL from Rust, µs/commit`, nativeIndex, undefined);
+      meta.set(`floor ${ops}`, { values, ops });
+    }
+  }
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
 
-const fmt = (s) => (s ? `${s.median.toFixed(1)} (${s.min.toFixed(1)}–${s.max.toFixed(1)})` : '—');
-const runtime = typeof Bun !== 'undefined' ? `bun ${Bun.version}` : `node ${process.version}`;
-console.log(`SQLite file, WAL, synchronous=NORMAL; ${runtime}; median (min–max) of ${RUNS} runs, µs per operation`);
-console.log('| workload | syncular-native-storage | same SQL from Rust | ratio |');
-console.log('|---|---|---|---|');
-for (const r of rows) {
-  const ratio = r.direct ? `${(r.package.median / r.direct.median).toFixed(2)}×` : '—';
-  console.log(`| ${r.workload} | ${fmt(r.package)} | ${fmt(r.direct)} | ${ratio} |`);
+const stats = (v) => {
+  const s = [...v].sort((a, b) => a - b);
+  return { median: s[Math.floor(s.length / 2)], min: s[0], max: s[s.length - 1], runs: s.length };
+};
+const num = (x) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
+const cell = (st) => (st ? `${num(st.median)} (${num(st.min)}–${num(st.max)})` : '—');
+
+const header = ['figure', ...storages.map((s) => s.label)];
+if (storages.length > 1) header.push(...storages.slice(1).map((s) => `${storages[0].label} vs ${s.label}`));
+const lines = [`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`];
+const results = [];
+for (const [name, perStorage] of figures) {
+  const { better, unit } = meta.get(name);
+  const st = perStorage.map((v) => (v.length ? stats(v) : undefined));
+  const row = [`${name} [${unit}]`, ...st.map(cell)];
+  if (storages.length > 1) {
+    for (const other of st.slice(1)) {
+      if (!st[0] || !other) row.push('—');
+      else row.push(`${num(better === 'higher' ? st[0].median / other.median : other.median / st[0].median)}×`);
+    }
+  }
+  lines.push(`| ${row.join(' | ')} |`);
+  results.push({ figure: name, unit, better, storages: st.map((s, i) => ({ storage: storages[i].label, ...s })) });
 }
-const outDir = join(dirname(fileURLToPath(import.meta.url)), 'results');
+
+console.log(`median (min–max) of ${args.runs} runs; ${runtime}; ratio = how many times better the first storage is`);
+console.log(lines.join('\n'));
+
+const floors = [...meta.entries()].filter(([k]) => k.startsWith('floor '));
+if (floors.length > 0) {
+  console.log('\nN-API overhead: mean µs per push commit, package vs the same SQL sequence issued from Rust');
+  console.log('| ops | package | same SQL from Rust | ratio |');
+  console.log('|---|---|---|---|');
+  for (const [, { values, ops }] of floors) {
+    const pkg = stats(figures.get(`push ${ops} op/commit: commits/s`)[nativeIndex].map((c) => 1e6 / c));
+    const direct = stats(values);
+    console.log(`| ${ops} | ${cell(pkg)} | ${cell(direct)} | ${(pkg.median / direct.median).toFixed(2)}× |`);
+    results.push({ figure: `push ${ops} op/commit: µs/commit, package vs Rust`, package: pkg, direct });
+  }
+}
+
+const outDir = join(here, 'results');
 mkdirSync(outDir, { recursive: true });
-const out = join(outDir, `sqlite-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-writeFileSync(out, JSON.stringify({ runtime, runs: RUNS, rows }, null, 2));
-console.log(`results: ${out}`);
+const out = join(outDir, `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+writeFileSync(out, JSON.stringify({ runtime, runs: args.runs, quick: args.quick, storages: storages.map((s) => s.label), results }, null, 2));
+console.log(`\nresults: ${out}`);

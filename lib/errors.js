@@ -120,4 +120,5 @@ module.exports = {
   translate,
   invalidArgument,
   withCode,
+  WIRE_PREFIX,
 };

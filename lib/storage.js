@@ -6,10 +6,12 @@
 // committed state, after any write submitted before them.
 
 const native = require('./native');
-const { resolveErrorClasses, translate, invalidArgument } = require('./errors');
+const { resolveErrorClasses, translate, invalidArgument, WIRE_PREFIX } = require('./errors');
 const { LeaseQueue } = require('./lease-queue');
 const { NativeTransaction } = require('./transaction');
 const V = require('./values');
+const Q = require('./query');
+const R = require('./reactions');
 
 const METHODS = [
   'ensureSchema',
@@ -29,15 +31,37 @@ const METHODS = [
   'readCommitWindow',
   'latestScopedChangeSeq',
   'scanRows',
+  'queryAuthoritative',
+  'scanRowsByIndex',
   'readServeGate',
   'readCheckpoints',
   'writerFenceAllows',
+  'declareCheckpoint',
+  'claimCheckpoint',
+  'advanceCheckpoint',
+  'sourceCoverageSeq',
+  'hasSourceChangesAbove',
+  'activateCheckpoint',
   'getClientRecord',
   'putClientRecord',
   'listClientCursors',
   'advanceClientCursor',
   'updateClientCursor',
   'getActiveClientCursorFloor',
+  'claimReactions',
+  'completeReaction',
+  'extendReactionLease',
+  'failReaction',
+  'retryReaction',
+  'getReaction',
+  'listReactions',
+  'pruneReactions',
+  'listClientRecords',
+  'listCommitMetadata',
+  'scopeActivity',
+  'getRowScopes',
+  'listRowsReferencingBlob',
+  'listReferencedBlobIds',
   'close',
 ];
 
@@ -53,6 +77,7 @@ class NativeStorage {
   #queue;
   #errors;
   #ensuredVersion;
+  #host;
 
   constructor(options = {}) {
     if (options === null || typeof options !== 'object') throw invalidArgument('NativeStorage: options must be an object');
@@ -61,6 +86,7 @@ class NativeStorage {
       throw invalidArgument('NativeStorage: PostgreSQL is not available in this build yet');
     }
     this.#errors = resolveErrorClasses(options.errors);
+    this.#host = options.errors;
     this.#native = new native.SqliteHandle(url, options.synchronous, options.busyTimeoutMs);
     this.#queue = new LeaseQueue(this.#native);
     for (const name of METHODS) this[name] = NativeStorage.prototype[name].bind(this);
@@ -196,7 +222,7 @@ class NativeStorage {
 
   async getRow(partition, table, rowId) {
     const r = await this.#read((n) => n.getRow(partition, table, rowId));
-    return r === null ? undefined : V.rowOut(r);
+    return r === null ? undefined : V.rowFromTuple(r);
   }
 
   async getPushResult(partition, clientId, clientCommitId) {
@@ -228,6 +254,32 @@ class NativeStorage {
     return V.rowsOut(rows);
   }
 
+  // ---- registered queries and index lookups (storage-layout §13, §7.6) ---------
+
+  async queryAuthoritative(partition, query, checkpoints) {
+    const { request, params } = Q.requestIn(query);
+    const gate = Q.gateHooks(this.#host);
+    const running = this.#ensuredVersion ?? 0;
+    const out = await this.#readAsync((n) =>
+      n.queryAuthoritative(partition, request, params, gate === undefined ? undefined : running),
+    );
+    if (gate !== undefined && out.gate !== undefined) {
+      // Read in the query's own snapshot; evaluated by the host's functions.
+      const refusal = gate.refusal(V.gateOut(out.gate), running, checkpoints);
+      if (refusal !== undefined) throw gate.notReady(refusal);
+    }
+    if (out.error !== undefined) throw this._translate(new Error(WIRE_PREFIX + out.error));
+    return { rows: out.rows, maxCommitSeq: out.maxCommitSeq };
+  }
+
+  async scanRowsByIndex(partition, query) {
+    const q = Q.indexArgs('scanRowsByIndex', query);
+    const rows = await this.#read((n) =>
+      n.scanRowsByIndex(partition, q.table, q.index, q.values, q.afterRowId, q.limit),
+    );
+    return V.rowsOut(rows);
+  }
+
   async readServeGate(partition, runningSchemaVersion) {
     return V.gateOut(await this.#read((n) => n.readServeGate(partition, runningSchemaVersion)));
   }
@@ -238,6 +290,35 @@ class NativeStorage {
 
   async writerFenceAllows(partition, writerVersion) {
     return this.#read((n) => n.writerFenceAllows(partition, writerVersion));
+  }
+
+  // ---- RFC 0007 checkpoints (storage-layout §14.2–§14.5) ---------------------
+
+  async declareCheckpoint(partition, name, schemaVersion, nowMs) {
+    return this.#write((n, id) => n.declareCheckpoint(id, partition, name, schemaVersion, nowMs));
+  }
+
+  async claimCheckpoint(partition, name, schemaVersion, nowMs) {
+    return this.#write((n, id) => n.claimCheckpoint(id, partition, name, schemaVersion, nowMs));
+  }
+
+  async advanceCheckpoint(partition, name, ownerEpoch, watermark, observedRows, nowMs) {
+    return this.#write((n, id) => n.advanceCheckpoint(id, partition, name, ownerEpoch, watermark, observedRows, nowMs));
+  }
+
+  async sourceCoverageSeq(partition, tables) {
+    if (!Array.isArray(tables)) throw invalidArgument('sourceCoverageSeq: tables must be an array');
+    return this.#read((n) => n.sourceCoverageSeq(partition, tables));
+  }
+
+  async hasSourceChangesAbove(partition, tables, seq) {
+    if (!Array.isArray(tables)) throw invalidArgument('hasSourceChangesAbove: tables must be an array');
+    return this.#read((n) => n.hasSourceChangesAbove(partition, tables, seq));
+  }
+
+  async activateCheckpoint(partition, name, ownerEpoch, watermark, sources, nowMs) {
+    if (!Array.isArray(sources)) throw invalidArgument('activateCheckpoint: sources must be an array');
+    return this.#write((n, id) => n.activateCheckpoint(id, partition, name, ownerEpoch, watermark, sources, nowMs));
   }
 
   // ---- clients ------------------------------------------------------------------------
@@ -284,6 +365,93 @@ class NativeStorage {
 
   async getActiveClientCursorFloor(partition, cutoffMs) {
     return this.#read((n) => n.getActiveClientCursorFloor(partition, cutoffMs));
+  }
+
+  // ---- reactions (storage-layout §15) -------------------------------------------
+
+  async claimReactions(partition, query) {
+    if (!query || typeof query !== 'object' || !Array.isArray(query.types)) {
+      throw invalidArgument('claimReactions: query must be a ReactionClaimQuery with a types array');
+    }
+    if (query.types.length === 0 || query.limit <= 0) return [];
+    const types = [...query.types];
+    const list = await this.#write((n, id) =>
+      n.claimReactions(id, partition, query.leaseOwner, types, query.nowMs, query.leaseDurationMs, query.limit),
+    );
+    return R.claimedOut(list);
+  }
+
+  async completeReaction(partition, idempotencyKey, leaseOwner, completedAtMs) {
+    return this.#write((n, id) => n.completeReaction(id, partition, idempotencyKey, leaseOwner, completedAtMs));
+  }
+
+  async extendReactionLease(partition, idempotencyKey, leaseOwner, leaseExpiresAtMs) {
+    return this.#write((n, id) => n.extendReactionLease(id, partition, idempotencyKey, leaseOwner, leaseExpiresAtMs));
+  }
+
+  async failReaction(partition, idempotencyKey, update) {
+    if (!update || typeof update !== 'object') throw invalidArgument('failReaction: update must be a ReactionFailureUpdate');
+    const json = R.failureJson(update.failure);
+    const atMs = update.failure.atMs;
+    // As in-tree: a present retryAtMs (even null) means retry, at retryAtMs ?? failure.atMs.
+    const retryAt = update.retryAtMs === undefined ? undefined : (update.retryAtMs ?? atMs);
+    return this.#write((n, id) => n.failReaction(id, partition, idempotencyKey, update.leaseOwner, json, atMs, retryAt));
+  }
+
+  async retryReaction(partition, idempotencyKey, nowMs) {
+    return this.#write((n, id) => n.retryReaction(id, partition, idempotencyKey, nowMs));
+  }
+
+  async getReaction(partition, idempotencyKey) {
+    const r = await this.#read((n) => n.getReaction(partition, idempotencyKey));
+    return r === null || r === undefined ? undefined : R.reactionOut(r);
+  }
+
+  async listReactions(partition, query) {
+    if (!query || typeof query !== 'object') throw invalidArgument('listReactions: query must be a ReactionListQuery');
+    const statuses = R.listFilter(query.statuses, 'statuses');
+    const types = R.listFilter(query.types, 'types');
+    const list = await this.#read((n) => n.listReactions(partition, statuses, types, query.limit));
+    return list.map(R.reactionOut);
+  }
+
+  async pruneReactions(partition, query) {
+    if (!query || typeof query !== 'object') throw invalidArgument('pruneReactions: query must be a ReactionPruneQuery');
+    if (query.limit <= 0) return { completed: 0, deadLetter: 0 };
+    return this.#write((n, id) =>
+      n.pruneReactions(id, partition, query.completedBeforeMs, query.deadLetterBeforeMs, query.limit),
+    );
+  }
+
+  // ---- admin and blob reads (storage-layout §17) -----------------------------------
+
+  async listClientRecords(partition) {
+    return (await this.#read((n) => n.listClientRecords(partition))).map(V.clientOut);
+  }
+
+  async listCommitMetadata(partition, query) {
+    if (!query || typeof query !== 'object') throw invalidArgument('listCommitMetadata: query must be a CommitMetadataQuery');
+    const table = query.table ? query.table : undefined;
+    return this.#read((n) => n.listCommitMetadata(partition, query.afterSeq, query.limit, table));
+  }
+
+  async scopeActivity(partition, query) {
+    if (!query || typeof query !== 'object') throw invalidArgument('scopeActivity: query must be a ScopeActivityQuery');
+    return this.#read((n) => n.scopeActivity(partition, query.variable, query.value, query.limit));
+  }
+
+  async getRowScopes(partition, table, rowId) {
+    const r = await this.#read((n) => n.getRowScopes(partition, table, rowId));
+    return r === null || r === undefined ? undefined : { serverVersion: r.serverVersion, scopes: JSON.parse(r.scopes) };
+  }
+
+  async listRowsReferencingBlob(partition, blobId) {
+    const list = await this.#read((n) => n.listRowsReferencingBlob(partition, blobId));
+    return list.map((r) => ({ table: r.table, rowId: r.rowId, scopes: JSON.parse(r.scopes) }));
+  }
+
+  async listReferencedBlobIds(partition) {
+    return this.#read((n) => n.listReferencedBlobIds(partition));
   }
 
   async close() {

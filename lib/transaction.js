@@ -5,6 +5,8 @@
 
 const { invalidArgument, withCode } = require('./errors');
 const V = require('./values');
+const Q = require('./query');
+const R = require('./reactions');
 
 // A transaction dropped without commit or rollback must not hold the write
 // lease forever: roll it back when it is collected.
@@ -24,6 +26,8 @@ const METHODS = [
   'clearTombstone',
   'getPushResult',
   'scanRows',
+  'scanRowsByIndex',
+  'queryAuthoritative',
   'lockPartitionForPush',
   'lockPartitionForCommitValidation',
   'commitRejectedPushResult',
@@ -33,6 +37,8 @@ const METHODS = [
   'putPushResult',
   'setBlobRefs',
   'readServeGate',
+  'advanceCheckpoint',
+  'enqueueReactions',
   'prefetchRows',
   'commit',
   'rollback',
@@ -73,7 +79,7 @@ class NativeTransaction {
 
   async getRow(table, rowId) {
     const r = this.#call((n, id) => n.txGetRow(id, table, rowId));
-    return r === null ? undefined : V.rowOut(r);
+    return r === null ? undefined : V.rowFromTuple(r);
   }
 
   async getTombstoneSeq(table, rowId) {
@@ -96,6 +102,18 @@ class NativeTransaction {
       n.txScanRows(id, query.table, filter, query.afterRowId ?? '', query.limit),
     );
     return V.rowsOut(rows);
+  }
+
+  async scanRowsByIndex(query) {
+    const q = Q.indexArgs('scanRowsByIndex', query);
+    const rows = this.#call((n, id) => n.txScanRowsByIndex(id, q.table, q.index, q.values, q.afterRowId, q.limit));
+    return V.rowsOut(rows);
+  }
+
+  /** Bound to this transaction: its connection, its staged writes, no gate. */
+  async queryAuthoritative(query) {
+    const { request, params } = Q.requestIn(query);
+    return this.#call((n, id) => n.txQueryAuthoritative(id, request, params));
   }
 
   async lockPartitionForPush() {
@@ -141,9 +159,17 @@ class NativeTransaction {
     if (!commit || typeof commit !== 'object' || !Array.isArray(commit.changes)) {
       throw invalidArgument('appendCommit: commit must be a NewCommit with a changes array');
     }
-    const changes = commit.changes.map(V.changeIn);
+    const [changes, payloads] = V.packChanges(commit.changes);
     return this.#call((n, id) =>
-      n.txAppendCommit(id, commit.clientId, commit.clientCommitId, commit.actorId, commit.createdAtMs, changes),
+      n.txAppendCommit(
+        id,
+        commit.clientId,
+        commit.clientCommitId,
+        commit.actorId,
+        commit.createdAtMs,
+        changes,
+        payloads,
+      ),
     );
   }
 
@@ -159,6 +185,16 @@ class NativeTransaction {
 
   async readServeGate(runningSchemaVersion) {
     return V.gateOut(this.#call((n, id) => n.txReadServeGate(id, runningSchemaVersion)));
+  }
+
+  async advanceCheckpoint(name, ownerEpoch, watermark, observedRows, nowMs) {
+    return this.#call((n, id) => n.txAdvanceCheckpoint(id, name, ownerEpoch, watermark, observedRows, nowMs));
+  }
+
+  async enqueueReactions(reactions) {
+    if (!Array.isArray(reactions)) throw invalidArgument('enqueueReactions: reactions must be an array');
+    const list = reactions.map(R.reactionIn);
+    this.#call((n, id) => n.txEnqueueReactions(id, list));
   }
 
   async prefetchRows(table, rowIds) {

@@ -64,26 +64,55 @@ function rowOut(r) {
   return row;
 }
 
+/** `[rowId, serverVersion, scopesJson, payload, columnVersions|null]`. */
+function rowFromTuple(t) {
+  const row = { rowId: t[0], serverVersion: t[1], scopes: JSON.parse(t[2]), payload: t[3] };
+  if (t[4] !== null) row.columnVersions = t[4];
+  return row;
+}
+
 function rowsOut(list) {
   const out = new Array(list.length);
   for (let i = 0; i < list.length; i++) out[i] = rowOut(list[i]);
   return out;
 }
 
-function changeIn(c, i) {
-  if (!c || typeof c !== 'object') throw invalidArgument(`changes[${i}] must be an object`);
-  let op;
-  if (c.op === 'upsert') op = 1;
-  else if (c.op === 'delete') op = 2;
-  else throw invalidArgument(`changes[${i}].op must be 'upsert' or 'delete'`);
-  return {
-    table: c.table,
-    rowId: c.rowId,
-    op,
-    rowVersion: c.rowVersion ?? undefined,
-    scopes: JSON.stringify(c.scopes ?? {}),
-    payload: c.payload ?? undefined,
-  };
+const NO_BYTES = new Uint8Array(0);
+
+/**
+ * NewChange[] → the two packed arguments of the native appendCommit: one
+ * JSON array of `[table, rowId, op, rowVersion|null, payloadLength|-1,
+ * scopes]` and the payloads concatenated. One JSON.stringify and one copy
+ * cost less than reading six properties per change across N-API.
+ */
+function packChanges(changes) {
+  const n = changes.length;
+  const rows = new Array(n);
+  const payloads = [];
+  let total = 0;
+  for (let i = 0; i < n; i++) {
+    const c = changes[i];
+    if (!c || typeof c !== 'object') throw invalidArgument(`changes[${i}] must be an object`);
+    let op;
+    if (c.op === 'upsert') op = 1;
+    else if (c.op === 'delete') op = 2;
+    else throw invalidArgument(`changes[${i}].op must be 'upsert' or 'delete'`);
+    if (c.rowVersion != null && !Number.isFinite(c.rowVersion)) {
+      throw invalidArgument(`changes[${i}].rowVersion must be a safe integer`);
+    }
+    let length = -1;
+    if (c.payload != null) {
+      if (!(c.payload instanceof Uint8Array)) throw invalidArgument(`changes[${i}].payload must be a Uint8Array`);
+      length = c.payload.byteLength;
+      total += length;
+      payloads.push(c.payload);
+    }
+    rows[i] = [c.table, c.rowId, op, c.rowVersion ?? null, length, c.scopes ?? {}];
+  }
+  let joined = NO_BYTES;
+  if (payloads.length === 1) joined = payloads[0];
+  else if (payloads.length > 1) joined = Buffer.concat(payloads, total);
+  return [JSON.stringify(rows), joined];
 }
 
 function changeOut(c) {
@@ -216,8 +245,9 @@ module.exports = {
   flattenSchema,
   declarationsOf,
   rowOut,
+  rowFromTuple,
   rowsOut,
-  changeIn,
+  packChanges,
   commitOut,
   filterJson,
   serializePushResult,

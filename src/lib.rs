@@ -10,6 +10,7 @@ pub mod bench;
 pub mod codec;
 pub mod error;
 pub mod model;
+pub mod query;
 pub mod schema;
 pub mod scope;
 pub mod sqlite;

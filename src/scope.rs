@@ -92,7 +92,7 @@ impl ScopeFilter {
             stored
                 .get(k)
                 .and_then(scalar_text)
-                .is_some_and(|s| values.iter().any(|v| *v == s))
+                .is_some_and(|s| values.contains(&s))
         })
     }
 }

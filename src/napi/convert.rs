@@ -3,7 +3,6 @@
 use super::bytes::Bytes;
 use crate::error::{Error, Result};
 use crate::model::*;
-use napi::bindgen_prelude::Uint8Array;
 use napi_derive::napi;
 
 /// A JS number that must be a safe integer (NaN, fractions, ±Infinity and
@@ -44,39 +43,6 @@ impl From<StoredRow> for JsRow {
             payload: Bytes(r.payload),
             column_versions: r.column_versions.map(Bytes),
         }
-    }
-}
-
-#[napi(object)]
-pub struct JsChange {
-    pub table: String,
-    pub row_id: String,
-    /// 1 = upsert, 2 = delete (the stored op code).
-    pub op: u32,
-    pub row_version: Option<f64>,
-    pub scopes: String,
-    pub payload: Option<Uint8Array>,
-}
-
-impl JsChange {
-    pub fn into_change(self, i: usize) -> Result<Change> {
-        let op = match self.op {
-            1 => ChangeOp::Upsert,
-            2 => ChangeOp::Delete,
-            other => {
-                return Err(Error::invalid(format!(
-                    "changes[{i}].op must be 'upsert' or 'delete' (got {other})"
-                )))
-            }
-        };
-        Ok(Change {
-            table: self.table,
-            row_id: self.row_id,
-            op,
-            row_version: self.row_version.map(|v| int(v, "rowVersion")).transpose()?,
-            scopes_json: self.scopes,
-            payload: self.payload.map(|p| p.to_vec()),
-        })
     }
 }
 

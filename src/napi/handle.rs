@@ -4,6 +4,7 @@
 
 use super::convert::*;
 use super::guard;
+use super::rowpack::{unpack_changes, RowTuple};
 use super::tasks::{LockTask, ScanTask, WindowTask};
 use crate::error::Error;
 use crate::model::{ClientRecord, NewCommit, StoredRow};
@@ -17,7 +18,7 @@ use std::time::Duration;
 
 #[napi]
 pub struct SqliteHandle {
-    engine: Arc<SqliteEngine>,
+    pub(crate) engine: Arc<SqliteEngine>,
 }
 
 fn filter(json: &str) -> crate::Result<ScopeFilter> {
@@ -219,12 +220,12 @@ impl SqliteHandle {
         partition: String,
         table: String,
         row_id: String,
-    ) -> Result<Option<JsRow>> {
+    ) -> Result<Option<RowTuple>> {
         guard(|| {
             Ok(self
                 .engine
                 .get_row(&partition, &table, &row_id)?
-                .map(Into::into))
+                .map(RowTuple))
         })
     }
 
@@ -464,12 +465,17 @@ impl SqliteHandle {
     // ---- the transaction -------------------------------------------------------------
 
     #[napi]
-    pub fn tx_get_row(&self, lease: u32, table: String, row_id: String) -> Result<Option<JsRow>> {
+    pub fn tx_get_row(
+        &self,
+        lease: u32,
+        table: String,
+        row_id: String,
+    ) -> Result<Option<RowTuple>> {
         guard(|| {
             Ok(self
                 .engine
                 .tx_get_row(lease, &table, &row_id)?
-                .map(Into::into))
+                .map(RowTuple))
         })
     }
 
@@ -575,7 +581,9 @@ impl SqliteHandle {
         guard(|| self.engine.tx_delete_row(lease, &table, &row_id))
     }
 
+    /// Changes arrive packed (see `rowpack::unpack_changes`).
     #[napi]
+    #[allow(clippy::too_many_arguments)]
     pub fn tx_append_commit(
         &self,
         lease: u32,
@@ -583,7 +591,8 @@ impl SqliteHandle {
         client_commit_id: String,
         actor_id: String,
         created_at_ms: f64,
-        changes: Vec<JsChange>,
+        changes: String,
+        payloads: Uint8Array,
     ) -> Result<i64> {
         guard(|| {
             let commit = NewCommit {
@@ -591,11 +600,7 @@ impl SqliteHandle {
                 client_commit_id,
                 actor_id,
                 created_at_ms: int(created_at_ms, "createdAtMs")?,
-                changes: changes
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, c)| c.into_change(i))
-                    .collect::<crate::Result<_>>()?,
+                changes: unpack_changes(&changes, &payloads)?,
             };
             self.engine.tx_append_commit(lease, &commit)
         })

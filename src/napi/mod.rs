@@ -4,9 +4,14 @@
 //! Errors cross as a JSON description inside the message (see
 //! `Error::to_wire`); the JS shim turns it into the host's classes.
 
+mod admin;
 mod bytes;
+mod checkpoints;
 mod convert;
 mod handle;
+mod query;
+mod reactions;
+mod rowpack;
 mod tasks;
 
 use crate::error::Error;

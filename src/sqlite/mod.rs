@@ -8,10 +8,14 @@
 //! Reads run on a pool of WAL reader connections, on or off the calling
 //! thread; an in-memory database has a single connection that serves both.
 
-mod conn;
+pub mod admin;
+mod checkpoints;
+pub(crate) mod conn;
 mod log;
 mod meta;
 mod ops;
+mod query;
+pub mod reactions;
 mod rows;
 mod schema_sync;
 pub mod sql;
@@ -19,6 +23,7 @@ mod window;
 
 pub use conn::{Config, Location, Synchronous};
 pub use log::PruneTarget;
+pub use query::QueryOutput;
 pub use window::WindowQuery;
 
 use crate::error::{Error, Result};

@@ -8,7 +8,7 @@ use crate::schema::Schema;
 use crate::scope::ScopeFilter;
 
 impl SqliteEngine {
-    fn table_sql<T>(
+    pub(super) fn table_sql<T>(
         &self,
         table: &str,
         f: impl FnOnce(&crate::schema::Table, &rows::TableSql) -> Result<T>,
@@ -210,7 +210,11 @@ impl SqliteEngine {
 
     // ---- the transaction ------------------------------------------------------
 
-    fn with_tx<T>(&self, id: u32, f: impl FnOnce(Held<'_>, &str) -> Result<T>) -> Result<T> {
+    pub(super) fn with_tx<T>(
+        &self,
+        id: u32,
+        f: impl FnOnce(Held<'_>, &str) -> Result<T>,
+    ) -> Result<T> {
         self.with_lease(id, |h| {
             let partition = h.partition()?.to_owned();
             f(h, &partition)

@@ -17,6 +17,10 @@ pub struct WindowQuery<'a> {
     pub limit_changes: i64,
 }
 
+/// The commit being folded: (seq, (actor, createdAtMs) when its metadata
+/// row exists, matching changes).
+type Folding = (i64, Option<(String, i64)>, Vec<Change>);
+
 fn numbered(from: usize, n: usize) -> String {
     (0..n)
         .map(|i| format!("?{}", from + i))
@@ -58,9 +62,8 @@ ORDER BY c.commit_seq, ch.idx",
         }
         let mut rows = st.query(&*binds).map_err(map_err)?;
         let mut candidates = 0i64;
-        // The commit being folded: (seq, metadata, matching changes).
-        let mut current: Option<(i64, Option<(String, i64)>, Vec<Change>)> = None;
-        let flush = |cur: Option<(i64, Option<(String, i64)>, Vec<Change>)>,
+        let mut current: Option<Folding> = None;
+        let flush = |cur: Option<Folding>,
                      out: &mut Vec<StoredCommit>,
                      total: &mut i64| {
             if let Some((seq, Some((actor_id, created_at_ms)), changes)) = cur {

@@ -1,0 +1,345 @@
+//! N-API members for registered queries and index lookups: JS values in
+//! (`AuthoritativeQueryValue`), driver-shaped rows out (integers beyond
+//! 2^53 as `bigint`).
+
+use super::bytes::Bytes;
+use super::convert::{JsRow, JsServeGate};
+use super::guard;
+use super::handle::SqliteHandle;
+use crate::error::Error;
+use crate::model::MAX_SAFE_INTEGER;
+use crate::query::{Relation, Request, Value};
+use crate::sqlite::{QueryOutput, SqliteEngine};
+use napi::bindgen_prelude::*;
+use napi::sys;
+use napi_derive::napi;
+use rusqlite::types::Value as SqlValue;
+use std::sync::Arc;
+
+/// One `AuthoritativeQueryValue` (or `RowValue`) from JS.
+pub struct QueryValue(pub Value);
+
+impl TypeName for QueryValue {
+    fn type_name() -> &'static str {
+        "AuthoritativeQueryValue"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Unknown
+    }
+}
+
+impl ValidateNapiValue for QueryValue {}
+
+impl FromNapiValue for QueryValue {
+    unsafe fn from_napi_value(env: sys::napi_env, v: sys::napi_value) -> Result<Self> {
+        let mut ty = 0;
+        check_status!(unsafe { sys::napi_typeof(env, v, &mut ty) })?;
+        let value = match ty {
+            sys::ValueType::napi_undefined => Value::Undefined,
+            sys::ValueType::napi_null => Value::Null,
+            sys::ValueType::napi_string => Value::Text(unsafe { String::from_napi_value(env, v) }?),
+            sys::ValueType::napi_number => {
+                Value::from_f64(unsafe { f64::from_napi_value(env, v) }?)
+            }
+            sys::ValueType::napi_boolean => {
+                Value::Integer(i64::from(unsafe { bool::from_napi_value(env, v) }?))
+            }
+            sys::ValueType::napi_bigint => {
+                let (i, lossless) = unsafe { BigInt::from_napi_value(env, v) }?.get_i64();
+                if !lossless {
+                    return Err(super::to_napi(Error::invalid(
+                        "a bigint query value must fit in a signed 64-bit integer",
+                    )));
+                }
+                Value::Integer(i)
+            }
+            sys::ValueType::napi_object => {
+                let mut is_typed = false;
+                check_status!(unsafe { sys::napi_is_typedarray(env, v, &mut is_typed) })?;
+                if !is_typed {
+                    return Err(super::to_napi(Error::invalid(
+                        "a query value must be a string, number, bigint, boolean, Uint8Array or null",
+                    )));
+                }
+                Value::Blob(unsafe { Uint8Array::from_napi_value(env, v) }?.to_vec())
+            }
+            _ => {
+                return Err(super::to_napi(Error::invalid(
+                    "a query value must be a string, number, bigint, boolean, Uint8Array or null",
+                )))
+            }
+        };
+        Ok(QueryValue(value))
+    }
+}
+
+fn values(list: Vec<QueryValue>) -> Vec<Value> {
+    list.into_iter().map(|v| v.0).collect()
+}
+
+#[napi(object)]
+pub struct JsRelation {
+    pub table: String,
+    pub start: f64,
+    pub end: f64,
+    pub alias: Option<String>,
+}
+
+/// The request as the shim normalizes it: `plan` when the host sent one
+/// (`plan_malformed` when it is not shaped like one), else `sql`.
+#[napi(object)]
+pub struct JsQueryRequest {
+    pub sql: Option<String>,
+    pub plan_sql: Option<String>,
+    pub relations: Option<Vec<JsRelation>>,
+    pub plan_malformed: Option<bool>,
+    pub tables: Vec<String>,
+}
+
+impl JsQueryRequest {
+    fn into_parts(self) -> (Request, Vec<String>) {
+        let req = if self.plan_malformed == Some(true) {
+            Request::Malformed
+        } else if let (Some(sql), Some(relations)) = (self.plan_sql, self.relations) {
+            Request::Plan {
+                sql,
+                relations: relations
+                    .into_iter()
+                    .map(|r| Relation {
+                        table: r.table,
+                        start: r.start,
+                        end: r.end,
+                        alias: r.alias,
+                    })
+                    .collect(),
+            }
+        } else if let Some(sql) = self.sql {
+            Request::Legacy { sql }
+        } else {
+            Request::Malformed
+        };
+        (req, self.tables)
+    }
+}
+
+/// `{ rows, maxCommitSeq, gate?, error? }` built straight into JS objects.
+pub struct JsQueryResult(QueryOutput);
+
+impl TypeName for JsQueryResult {
+    fn type_name() -> &'static str {
+        "AuthoritativeQueryResult"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+unsafe fn set(
+    env: sys::napi_env,
+    obj: sys::napi_value,
+    key: sys::napi_value,
+    value: sys::napi_value,
+) -> Result<()> {
+    check_status!(unsafe { sys::napi_set_property(env, obj, key, value) })
+}
+
+unsafe fn cell(env: sys::napi_env, v: SqlValue) -> Result<sys::napi_value> {
+    unsafe {
+        match v {
+            SqlValue::Null => Null::to_napi_value(env, Null),
+            SqlValue::Integer(i) if i.abs() <= MAX_SAFE_INTEGER => {
+                f64::to_napi_value(env, i as f64)
+            }
+            SqlValue::Integer(i) => BigInt::to_napi_value(env, BigInt::from(i)),
+            SqlValue::Real(f) => f64::to_napi_value(env, f),
+            SqlValue::Text(s) => String::to_napi_value(env, s),
+            SqlValue::Blob(b) => Bytes::to_napi_value(env, Bytes(b)),
+        }
+    }
+}
+
+impl ToNapiValue for JsQueryResult {
+    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
+        let out = val.0;
+        unsafe {
+            let mut result = std::ptr::null_mut();
+            check_status!(sys::napi_create_object(env, &mut result))?;
+            let keys = out
+                .columns
+                .into_iter()
+                .map(|c| String::to_napi_value(env, c))
+                .collect::<Result<Vec<_>>>()?;
+            let mut rows = std::ptr::null_mut();
+            check_status!(sys::napi_create_array_with_length(
+                env,
+                out.rows.len(),
+                &mut rows
+            ))?;
+            for (i, row) in out.rows.into_iter().enumerate() {
+                let mut obj = std::ptr::null_mut();
+                check_status!(sys::napi_create_object(env, &mut obj))?;
+                for (key, v) in keys.iter().zip(row) {
+                    set(env, obj, *key, cell(env, v)?)?;
+                }
+                check_status!(sys::napi_set_element(env, rows, i as u32, obj))?;
+            }
+            set(
+                env,
+                result,
+                String::to_napi_value(env, "rows".into())?,
+                rows,
+            )?;
+            set(
+                env,
+                result,
+                String::to_napi_value(env, "maxCommitSeq".into())?,
+                f64::to_napi_value(env, out.max_commit_seq as f64)?,
+            )?;
+            if let Some(gate) = out.gate {
+                set(
+                    env,
+                    result,
+                    String::to_napi_value(env, "gate".into())?,
+                    JsServeGate::to_napi_value(env, gate.into())?,
+                )?;
+            }
+            if let Some(e) = out.error {
+                set(
+                    env,
+                    result,
+                    String::to_napi_value(env, "error".into())?,
+                    String::to_napi_value(env, e.to_wire())?,
+                )?;
+            }
+            Ok(result)
+        }
+    }
+}
+
+pub struct QueryTask {
+    engine: Arc<SqliteEngine>,
+    partition: String,
+    request: Request,
+    tables: Vec<String>,
+    params: Vec<Value>,
+    gate_running: Option<i64>,
+}
+
+impl Task for QueryTask {
+    type Output = QueryOutput;
+    type JsValue = JsQueryResult;
+
+    fn compute(&mut self) -> Result<QueryOutput> {
+        guard(|| {
+            self.engine.query_authoritative(
+                &self.partition,
+                &self.request,
+                &self.params,
+                &self.tables,
+                self.gate_running,
+            )
+        })
+    }
+
+    fn resolve(&mut self, _env: Env, output: QueryOutput) -> Result<JsQueryResult> {
+        Ok(JsQueryResult(output))
+    }
+}
+
+#[napi]
+impl SqliteHandle {
+    /// Storage-level `queryAuthoritative`, off the JS thread. With
+    /// `gate_running`, the serve gate at that version is read in the same
+    /// snapshot and returned as `gate`.
+    #[napi(
+        ts_return_type = "Promise<{ rows: Record<string, unknown>[]; maxCommitSeq: number; gate?: JsServeGate; error?: string }>"
+    )]
+    pub fn query_authoritative(
+        &self,
+        partition: String,
+        request: JsQueryRequest,
+        params: Vec<QueryValue>,
+        gate_running: Option<f64>,
+    ) -> Result<AsyncTask<QueryTask>> {
+        guard(|| {
+            let (request, tables) = request.into_parts();
+            Ok(AsyncTask::new(QueryTask {
+                engine: self.engine.clone(),
+                partition,
+                request,
+                tables,
+                params: values(params),
+                gate_running: gate_running
+                    .map(|v| super::convert::int(v, "runningSchemaVersion"))
+                    .transpose()?,
+            }))
+        })
+    }
+
+    /// `tx.queryAuthoritative` on the transaction's own connection.
+    #[napi(ts_return_type = "{ rows: Record<string, unknown>[]; maxCommitSeq: number }")]
+    pub fn tx_query_authoritative(
+        &self,
+        lease: u32,
+        request: JsQueryRequest,
+        params: Vec<QueryValue>,
+    ) -> Result<JsQueryResult> {
+        guard(|| {
+            let (request, tables) = request.into_parts();
+            self.engine
+                .tx_query_authoritative(lease, &request, &values(params), &tables)
+                .map(JsQueryResult)
+        })
+    }
+
+    /// `values` absent: the caller's `values` was not an array.
+    #[napi]
+    pub fn scan_rows_by_index(
+        &self,
+        partition: String,
+        table: String,
+        index: String,
+        values_in: Option<Vec<QueryValue>>,
+        after_row_id: String,
+        limit: f64,
+    ) -> Result<Vec<JsRow>> {
+        guard(|| {
+            let vals = values_in.map(values);
+            let rows = self.engine.scan_rows_by_index(
+                &partition,
+                &table,
+                &index,
+                vals.as_deref(),
+                &after_row_id,
+                limit,
+            )?;
+            Ok(rows.into_iter().map(Into::into).collect())
+        })
+    }
+
+    #[napi]
+    pub fn tx_scan_rows_by_index(
+        &self,
+        lease: u32,
+        table: String,
+        index: String,
+        values_in: Option<Vec<QueryValue>>,
+        after_row_id: String,
+        limit: f64,
+    ) -> Result<Vec<JsRow>> {
+        guard(|| {
+            let vals = values_in.map(values);
+            let rows = self.engine.tx_scan_rows_by_index(
+                lease,
+                &table,
+                &index,
+                vals.as_deref(),
+                &after_row_id,
+                limit,
+            )?;
+            Ok(rows.into_iter().map(Into::into).collect())
+        })
+    }
+}

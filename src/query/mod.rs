@@ -1,0 +1,62 @@
+//! Registered authoritative queries (storage-layout §13), engine-neutral:
+//! the tokenizer, the partition rewrite of both request forms, the
+//! security checks, and bind flattening. Nothing here executes SQL; an
+//! engine runs [`Prepared::sql`] with [`Prepared::binds`].
+//!
+//! Security: a registered query may read only partition-filtered
+//! projections of the schema tables it declares. Besides the upstream
+//! checks, the rewrite refuses (with `ERR_SYNCULAR_QUERY_REFUSED`) anything
+//! that is not one read-only `SELECT`/`WITH … SELECT`, any relation that
+//! names an internal table (`sync_*`, `_sync*`, `sqlite_*`), a
+//! database-qualified relation, and any relation naming a schema table
+//! (bare, quoted, or in another letter case) that the rewrite does not
+//! replace.
+
+pub mod lex;
+mod rewrite;
+#[cfg(test)]
+mod tests;
+
+pub use rewrite::{prepare, Bind, Prepared, Relation, Request};
+
+/// A value bound into a registered query (`AuthoritativeQueryValue`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Integer(i64),
+    Real(f64),
+    Text(String),
+    Blob(Vec<u8>),
+    /// A JS `undefined` in `params`: refused when the SQL references it.
+    Undefined,
+}
+
+impl Value {
+    /// A JS number: integral values within 2^53 bind as INTEGER, others as
+    /// REAL.
+    pub fn from_f64(v: f64) -> Value {
+        if v.is_finite() && v.fract() == 0.0 && v.abs() <= crate::model::MAX_SAFE_INTEGER as f64 {
+            Value::Integer(v as i64)
+        } else {
+            Value::Real(v)
+        }
+    }
+}
+
+/// Plain-`Error` code of plan and metadata problems (messages as upstream).
+pub const PLAN_ERROR: &str = "ERR_SYNCULAR_QUERY_PLAN";
+/// Code of the security refusals this package adds.
+pub const REFUSED: &str = "ERR_SYNCULAR_QUERY_REFUSED";
+
+pub const MSG_NO_SCHEMA: &str = "ensureSchema(schema) must run before registered queries";
+pub const MSG_ONE_SELECT: &str = "registered query must be one SELECT";
+pub const MSG_PLAN_REQUIRED: &str =
+    "registered query requires generated relation plans; regenerate queries";
+pub const MSG_BOUNDARIES: &str =
+    "registered query relation boundaries do not match its SQL; regenerate queries";
+pub const MSG_TABLES: &str = "registered query table metadata does not match its SQL";
+pub const MSG_NAME: &str =
+    "registered query relation name does not match its SQL; regenerate queries";
+pub const MSG_UNKNOWN: &str = "registered query targets an unknown table";
+pub const MSG_NOT_MATERIALIZED: &str = "registered query targets a non-materialized table";
+pub const MSG_BINDS: &str = "registered query bind metadata does not match its SQL";

@@ -1,0 +1,441 @@
+//! RFC 0007 checkpoint lifecycle beyond declaration (storage-layout §14.3–
+//! §14.5): claim, owner-epoch compare-and-set advance, source coverage,
+//! the source-change check and activation. Declaration, the serve gate and
+//! the fence reads live in `meta.rs`.
+
+use super::conn::map_err;
+use super::{log, SqliteEngine};
+use crate::error::{Error, Result};
+use crate::model::Checkpoint;
+use rusqlite::{params, Connection, OptionalExtension};
+
+/// Returned by [`has_source_changes_above`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceState {
+    Clean,
+    Changed,
+    /// Pruning removed changes above the seq: nothing can be proven.
+    Unverifiable,
+}
+
+impl SourceState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceState::Clean => "clean",
+            SourceState::Changed => "changed",
+            SourceState::Unverifiable => "unverifiable",
+        }
+    }
+}
+
+/// Returned by [`activate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    Activated,
+    Stale,
+    Unverifiable,
+}
+
+impl Activation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Activation::Activated => "activated",
+            Activation::Stale => "stale",
+            Activation::Unverifiable => "unverifiable",
+        }
+    }
+}
+
+const CLAIM: &str = "UPDATE sync_backfill_checkpoints
+   SET owner_epoch = owner_epoch + 1,
+       state = CASE WHEN state = 'declared' THEN 'backfilling' ELSE state END,
+       schema_version = ?3,
+       updated_at_ms = ?4
+ WHERE partition = ?1 AND name = ?2 AND state <> 'activated'
+ RETURNING partition, name, schema_version, state, watermark, owner_epoch, observed_rows, updated_at_ms";
+
+const ADVANCE: &str = "UPDATE sync_backfill_checkpoints
+   SET watermark = ?4, observed_rows = ?5, updated_at_ms = ?6
+ WHERE partition = ?1 AND name = ?2 AND owner_epoch = ?3";
+
+const FENCE_AND_VERSION: &str = "SELECT
+   (SELECT required_writer_version FROM sync_writer_fence WHERE partition = ?1),
+   (SELECT schema_version FROM sync_backfill_checkpoints WHERE partition = ?1 AND name = ?2)";
+
+const ACTIVATE: &str = "UPDATE sync_backfill_checkpoints
+   SET state = 'activated', watermark = ?4, updated_at_ms = ?5
+ WHERE partition = ?1 AND name = ?2 AND owner_epoch = ?3 AND state <> 'activated'";
+
+/// Newest retained change of one table (backward scan of the
+/// `(partition, commit_seq, tbl, idx)` index, stops at the first hit).
+const TABLE_MAX_SEQ: &str = "SELECT commit_seq FROM sync_changes
+ WHERE partition = ?1 AND tbl = ?2 ORDER BY commit_seq DESC LIMIT 1";
+
+/// Any retained change of one table above a seq (range scan above it).
+const TABLE_CHANGED_ABOVE: &str = "SELECT EXISTS (SELECT 1 FROM sync_changes
+ WHERE partition = ?1 AND commit_seq > ?3 AND tbl = ?2)";
+
+/// Owner-epoch increment, `declared` → `backfilling`; absent or activated
+/// rows → `sync.storage.checkpoint_not_declared`.
+pub fn claim(
+    conn: &Connection,
+    partition: &str,
+    name: &str,
+    schema_version: i64,
+    now_ms: i64,
+) -> Result<Checkpoint> {
+    conn.prepare_cached(CLAIM)
+        .and_then(|mut st| {
+            st.query_row(params![partition, name, schema_version, now_ms], |r| {
+                Ok(Checkpoint {
+                    partition: r.get(0)?,
+                    name: r.get(1)?,
+                    schema_version: r.get(2)?,
+                    state: r.get(3)?,
+                    watermark: r.get(4)?,
+                    owner_epoch: r.get(5)?,
+                    observed_rows: r.get(6)?,
+                    updated_at_ms: r.get(7)?,
+                })
+            })
+            .optional()
+        })
+        .map_err(map_err)?
+        .ok_or_else(|| Error::query("sync.storage.checkpoint_not_declared"))
+}
+
+/// Compare-and-set on the owner epoch; `true` iff exactly one row changed.
+/// No state filter (storage-layout §14.4).
+pub fn advance(
+    conn: &Connection,
+    partition: &str,
+    name: &str,
+    owner_epoch: i64,
+    watermark: i64,
+    observed_rows: i64,
+    now_ms: i64,
+) -> Result<bool> {
+    let changed = conn
+        .prepare_cached(ADVANCE)
+        .and_then(|mut st| {
+            st.execute(params![
+                partition,
+                name,
+                owner_epoch,
+                watermark,
+                observed_rows,
+                now_ms
+            ])
+        })
+        .map_err(map_err)?;
+    Ok(changed == 1)
+}
+
+/// Highest commitSeq of a retained change to one of `tables`; 0 when none.
+pub fn source_coverage_seq(conn: &Connection, partition: &str, tables: &[String]) -> Result<i64> {
+    let mut st = conn.prepare_cached(TABLE_MAX_SEQ).map_err(map_err)?;
+    let mut max = 0;
+    for t in tables {
+        let seq: Option<i64> = st
+            .query_row(params![partition, t], |r| r.get(0))
+            .optional()
+            .map_err(map_err)?;
+        max = max.max(seq.unwrap_or(0));
+    }
+    Ok(max)
+}
+
+/// Reads the horizon first, then the changes: a window the horizon has
+/// passed is never reported clean.
+pub fn has_source_changes_above(
+    conn: &Connection,
+    partition: &str,
+    tables: &[String],
+    seq: i64,
+) -> Result<SourceState> {
+    let horizon = log::horizon_seq(conn, partition)?;
+    if tables.is_empty() {
+        return Ok(SourceState::Clean);
+    }
+    let mut st = conn.prepare_cached(TABLE_CHANGED_ABOVE).map_err(map_err)?;
+    for t in tables {
+        let changed: bool = st
+            .query_row(params![partition, t, seq], |r| r.get(0))
+            .map_err(map_err)?;
+        if changed {
+            return Ok(SourceState::Changed);
+        }
+    }
+    Ok(if horizon > seq {
+        SourceState::Unverifiable
+    } else {
+        SourceState::Clean
+    })
+}
+
+/// Activation under the write lock the caller holds (storage-layout §14.5).
+/// Nothing is written unless the result is `Activated`.
+pub fn activate(
+    conn: &Connection,
+    partition: &str,
+    name: &str,
+    owner_epoch: i64,
+    watermark: i64,
+    sources: &[String],
+    now_ms: i64,
+) -> Result<Activation> {
+    let (required, version): (Option<i64>, Option<i64>) = conn
+        .prepare_cached(FENCE_AND_VERSION)
+        .and_then(|mut st| st.query_row(params![partition, name], |r| Ok((r.get(0)?, r.get(1)?))))
+        .map_err(map_err)?;
+    match (required, version) {
+        (Some(required), Some(version)) if required >= version => {}
+        _ => return Err(Error::query("sync.storage.checkpoint_fence_missing")),
+    }
+    match has_source_changes_above(conn, partition, sources, watermark)? {
+        SourceState::Changed => return Ok(Activation::Stale),
+        SourceState::Unverifiable => return Ok(Activation::Unverifiable),
+        SourceState::Clean => {}
+    }
+    let changed = conn
+        .prepare_cached(ACTIVATE)
+        .and_then(|mut st| st.execute(params![partition, name, owner_epoch, watermark, now_ms]))
+        .map_err(map_err)?;
+    Ok(if changed == 1 {
+        Activation::Activated
+    } else {
+        Activation::Stale
+    })
+}
+
+impl SqliteEngine {
+    pub fn claim_checkpoint(
+        &self,
+        id: u32,
+        partition: &str,
+        name: &str,
+        schema_version: i64,
+        now_ms: i64,
+    ) -> Result<Checkpoint> {
+        self.with_lease(id, |h| {
+            claim(h.conn, partition, name, schema_version, now_ms)
+        })
+    }
+
+    /// Storage-level form, under a storage-level write lease.
+    #[allow(clippy::too_many_arguments)]
+    pub fn advance_checkpoint(
+        &self,
+        id: u32,
+        partition: &str,
+        name: &str,
+        owner_epoch: i64,
+        watermark: i64,
+        observed_rows: i64,
+        now_ms: i64,
+    ) -> Result<bool> {
+        self.with_lease(id, |h| {
+            advance(
+                h.conn,
+                partition,
+                name,
+                owner_epoch,
+                watermark,
+                observed_rows,
+                now_ms,
+            )
+        })
+    }
+
+    /// Transaction form: the CAS commits with the transaction's writes.
+    pub fn tx_advance_checkpoint(
+        &self,
+        id: u32,
+        name: &str,
+        owner_epoch: i64,
+        watermark: i64,
+        observed_rows: i64,
+        now_ms: i64,
+    ) -> Result<bool> {
+        self.with_tx(id, |h, p| {
+            advance(
+                h.conn,
+                p,
+                name,
+                owner_epoch,
+                watermark,
+                observed_rows,
+                now_ms,
+            )
+        })
+    }
+
+    pub fn source_coverage_seq(&self, partition: &str, tables: &[String]) -> Result<i64> {
+        self.read(|c| source_coverage_seq(c, partition, tables))
+    }
+
+    pub fn has_source_changes_above(
+        &self,
+        partition: &str,
+        tables: &[String],
+        seq: i64,
+    ) -> Result<SourceState> {
+        self.read_snapshot(|c| has_source_changes_above(c, partition, tables, seq))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn activate_checkpoint(
+        &self,
+        id: u32,
+        partition: &str,
+        name: &str,
+        owner_epoch: i64,
+        watermark: i64,
+        sources: &[String],
+        now_ms: i64,
+    ) -> Result<Activation> {
+        self.with_lease(id, |h| {
+            activate(
+                h.conn,
+                partition,
+                name,
+                owner_epoch,
+                watermark,
+                sources,
+                now_ms,
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::CheckpointDeclaration;
+    use crate::sqlite::meta;
+
+    fn db() -> Connection {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(crate::sqlite::sql::META_DDL).unwrap();
+        c.execute_batch(crate::sqlite::sql::WRITER_FENCE_TRIGGER)
+            .unwrap();
+        c
+    }
+
+    fn declare(c: &Connection, name: &str, v: i64) {
+        meta::declare_checkpoint(
+            c,
+            &CheckpointDeclaration {
+                partition: "p".into(),
+                name: name.into(),
+                schema_version: v,
+            },
+            1,
+        )
+        .unwrap();
+    }
+
+    fn change(c: &Connection, seq: i64, tbl: &str) {
+        c.execute(
+            "INSERT INTO sync_changes (partition, commit_seq, idx, tbl, row_id, op, scopes) VALUES ('p', ?1, 0, ?2, 'r', 1, '{}')",
+            params![seq, tbl],
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn claim_raises_epoch_and_refuses_absent_or_activated() {
+        let c = db();
+        assert_eq!(
+            claim(&c, "p", "a", 2, 5).unwrap_err(),
+            Error::query("sync.storage.checkpoint_not_declared")
+        );
+        declare(&c, "a", 2);
+        let first = claim(&c, "p", "a", 2, 5).unwrap();
+        assert_eq!(
+            (first.owner_epoch, first.state.as_str()),
+            (1, "backfilling")
+        );
+        let second = claim(&c, "p", "a", 2, 6).unwrap();
+        assert_eq!(
+            (second.owner_epoch, second.state.as_str()),
+            (2, "backfilling")
+        );
+        assert!(!advance(&c, "p", "a", 1, 9, 9, 7).unwrap());
+        assert!(advance(&c, "p", "a", 2, 9, 3, 7).unwrap());
+        let t = vec!["t".to_string()];
+        assert_eq!(
+            activate(&c, "p", "a", 1, 9, &t, 8).unwrap(),
+            Activation::Stale
+        );
+        assert_eq!(
+            activate(&c, "p", "a", 2, 9, &t, 8).unwrap(),
+            Activation::Activated
+        );
+        assert_eq!(
+            activate(&c, "p", "a", 2, 9, &t, 8).unwrap(),
+            Activation::Stale
+        );
+        assert_eq!(
+            claim(&c, "p", "a", 2, 9).unwrap_err(),
+            Error::query("sync.storage.checkpoint_not_declared")
+        );
+    }
+
+    #[test]
+    fn source_checks_respect_the_horizon() {
+        let c = db();
+        let t = vec!["t".to_string(), "u".to_string()];
+        assert_eq!(source_coverage_seq(&c, "p", &t).unwrap(), 0);
+        assert_eq!(
+            has_source_changes_above(&c, "p", &t, 0).unwrap(),
+            SourceState::Clean
+        );
+        change(&c, 3, "t");
+        change(&c, 5, "x");
+        assert_eq!(source_coverage_seq(&c, "p", &t).unwrap(), 3);
+        assert_eq!(source_coverage_seq(&c, "p", &[]).unwrap(), 0);
+        assert_eq!(
+            has_source_changes_above(&c, "p", &t, 2).unwrap(),
+            SourceState::Changed
+        );
+        assert_eq!(
+            has_source_changes_above(&c, "p", &t, 3).unwrap(),
+            SourceState::Clean
+        );
+        log::set_horizon_seq(&c, "p", 3).unwrap();
+        assert_eq!(
+            has_source_changes_above(&c, "p", &t, 3).unwrap(),
+            SourceState::Clean
+        );
+        log::set_horizon_seq(&c, "p", 4).unwrap();
+        assert_eq!(
+            has_source_changes_above(&c, "p", &t, 3).unwrap(),
+            SourceState::Unverifiable
+        );
+        assert_eq!(
+            has_source_changes_above(&c, "p", &[], 3).unwrap(),
+            SourceState::Clean
+        );
+    }
+
+    #[test]
+    fn activation_needs_the_fence() {
+        let c = db();
+        assert_eq!(
+            activate(&c, "p", "a", 0, 0, &[], 1).unwrap_err(),
+            Error::query("sync.storage.checkpoint_fence_missing")
+        );
+        declare(&c, "a", 1);
+        claim(&c, "p", "a", 2, 2).unwrap();
+        assert_eq!(
+            activate(&c, "p", "a", 1, 0, &[], 3).unwrap_err(),
+            Error::query("sync.storage.checkpoint_fence_missing")
+        );
+        declare(&c, "b", 2);
+        assert_eq!(
+            activate(&c, "p", "a", 1, 0, &[], 3).unwrap(),
+            Activation::Activated
+        );
+    }
+}
