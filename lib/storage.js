@@ -5,10 +5,11 @@
 // engine's write lease in submission order; reads run at once against
 // committed state, after any write submitted before them.
 
-const native = require('./native');
 const { resolveErrorClasses, translate, invalidArgument, WIRE_PREFIX } = require('./errors');
-const { LeaseQueue } = require('./lease-queue');
+const { SqliteDriver } = require('./drivers/sqlite');
+const { PostgresDriver } = require('./drivers/postgres');
 const { NativeTransaction } = require('./transaction');
+const { guarded } = require('./guard');
 const V = require('./values');
 const Q = require('./query');
 const R = require('./reactions');
@@ -73,8 +74,7 @@ function sqliteUrl(options) {
 }
 
 class NativeStorage {
-  #native;
-  #queue;
+  #driver;
   #errors;
   #ensuredVersion;
   #host;
@@ -82,14 +82,18 @@ class NativeStorage {
   constructor(options = {}) {
     if (options === null || typeof options !== 'object') throw invalidArgument('NativeStorage: options must be an object');
     const url = sqliteUrl(options);
-    if (url !== undefined && /^postgres(ql)?:/i.test(url)) {
-      throw invalidArgument('NativeStorage: PostgreSQL is not available in this build yet');
-    }
     this.#errors = resolveErrorClasses(options.errors);
     this.#host = options.errors;
-    this.#native = new native.SqliteHandle(url, options.synchronous, options.busyTimeoutMs);
-    this.#queue = new LeaseQueue(this.#native);
-    for (const name of METHODS) this[name] = NativeStorage.prototype[name].bind(this);
+    try {
+      this.#driver =
+        url !== undefined && /^postgres(ql)?:/i.test(url)
+          ? new PostgresDriver(url, options)
+          : new SqliteDriver(url, options);
+    } catch (err) {
+      // Bad options (synchronous, busyTimeoutMs, url): a coded error, not the wire text.
+      throw this._translate(err);
+    }
+    for (const name of METHODS) this[name] = guarded(NativeStorage.prototype[name], this);
   }
 
   // ---- internals shared with transactions ------------------------------------
@@ -107,9 +111,11 @@ class NativeStorage {
     return parsed;
   }
 
-  #sync(fn) {
+  /** The driver's result: a value (SQLite) or a promise (PostgreSQL), translated. */
+  #settle(run) {
     try {
-      return fn(this.#native);
+      const out = run();
+      return out instanceof Promise ? out.catch((err) => Promise.reject(this._translate(err))) : out;
     } catch (err) {
       throw this._translate(err);
     }
@@ -117,26 +123,16 @@ class NativeStorage {
 
   /** A read, ordered after writes submitted before it. */
   #read(fn) {
-    if (this.#queue.writesPending) return this.#queue.writesDone.then(() => this.#sync(fn));
-    return this.#sync(fn);
+    return this.#settle(() => this.#driver.read(fn));
   }
 
   async #readAsync(fn) {
-    if (this.#queue.writesPending) await this.#queue.writesDone;
-    try {
-      return await fn(this.#native);
-    } catch (err) {
-      throw this._translate(err);
-    }
+    return this.#settle(() => this.#driver.read(fn));
   }
 
+  /** A storage-level write (SQLite: under the write lease). */
   #write(fn) {
-    try {
-      const out = this.#queue.run((id) => fn(this.#native, id));
-      return out instanceof Promise ? out.catch((err) => Promise.reject(this._translate(err))) : out;
-    } catch (err) {
-      throw this._translate(err);
-    }
+    return this.#settle(() => this.#driver.write(fn));
   }
 
   // ---- schema ----------------------------------------------------------------
@@ -177,11 +173,11 @@ class NativeStorage {
     if (typeof partition !== 'string') throw invalidArgument('begin: partition must be a string');
     let lease;
     try {
-      lease = await this.#queue.acquire(partition);
+      lease = await this.#driver.begin(partition);
     } catch (err) {
       throw this._translate(err);
     }
-    return new NativeTransaction(this, this.#native, lease);
+    return new NativeTransaction(this, this.#driver, lease);
   }
 
   // ---- the log --------------------------------------------------------------------
@@ -236,7 +232,7 @@ class NativeStorage {
     const commits = await this.#readAsync((n) =>
       n.readCommitWindow(partition, query.table, filter, query.afterSeq, query.throughSeq, query.limitChanges),
     );
-    return commits.map(V.commitOut);
+    return V.unpackCommits(commits);
   }
 
   async latestScopedChangeSeq(partition, query) {
@@ -251,7 +247,7 @@ class NativeStorage {
     const rows = await this.#readAsync((n) =>
       n.scanRows(partition, query.table, filter, query.afterRowId ?? '', query.limit),
     );
-    return V.rowsOut(rows);
+    return V.unpackRows(rows);
   }
 
   // ---- registered queries and index lookups (storage-layout §13, §7.6) ---------
@@ -277,7 +273,7 @@ class NativeStorage {
     const rows = await this.#read((n) =>
       n.scanRowsByIndex(partition, q.table, q.index, q.values, q.afterRowId, q.limit),
     );
-    return V.rowsOut(rows);
+    return V.unpackRows(rows);
   }
 
   async readServeGate(partition, runningSchemaVersion) {
@@ -373,6 +369,7 @@ class NativeStorage {
     if (!query || typeof query !== 'object' || !Array.isArray(query.types)) {
       throw invalidArgument('claimReactions: query must be a ReactionClaimQuery with a types array');
     }
+    if (typeof partition !== 'string') throw invalidArgument('claimReactions: partition must be a string');
     if (query.types.length === 0 || query.limit <= 0) return [];
     const types = [...query.types];
     const list = await this.#write((n, id) =>
@@ -417,6 +414,7 @@ class NativeStorage {
 
   async pruneReactions(partition, query) {
     if (!query || typeof query !== 'object') throw invalidArgument('pruneReactions: query must be a ReactionPruneQuery');
+    if (typeof partition !== 'string') throw invalidArgument('pruneReactions: partition must be a string');
     if (query.limit <= 0) return { completed: 0, deadLetter: 0 };
     return this.#write((n, id) =>
       n.pruneReactions(id, partition, query.completedBeforeMs, query.deadLetterBeforeMs, query.limit),
@@ -455,7 +453,7 @@ class NativeStorage {
   }
 
   async close() {
-    this.#native.close();
+    await this.#driver.close();
   }
 }
 

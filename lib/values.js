@@ -58,12 +58,6 @@ function declarationsOf(checkpoints) {
 
 // ---- rows and commits --------------------------------------------------------
 
-function rowOut(r) {
-  const row = { rowId: r.rowId, serverVersion: r.serverVersion, scopes: JSON.parse(r.scopes), payload: r.payload };
-  if (r.columnVersions != null) row.columnVersions = r.columnVersions;
-  return row;
-}
-
 /** `[rowId, serverVersion, scopesJson, payload, columnVersions|null]`. */
 function rowFromTuple(t) {
   const row = { rowId: t[0], serverVersion: t[1], scopes: JSON.parse(t[2]), payload: t[3] };
@@ -71,10 +65,34 @@ function rowFromTuple(t) {
   return row;
 }
 
-function rowsOut(list) {
-  const out = new Array(list.length);
-  for (let i = 0; i < list.length; i++) out[i] = rowOut(list[i]);
-  return out;
+/** A copy of `[offset, length]` out of a packed batch's byte buffer. */
+function sliceOf(bytes, ref) {
+  return bytes.slice(ref[0], ref[0] + ref[1]);
+}
+
+/**
+ * `[json, bytes]` row batch → StoredRow[]: JSON.parse builds the objects
+ * (keys in StoredRow order, `columnVersions` only when present); each byte
+ * field is an `[offset, length]` reference that becomes its own copy.
+ */
+function unpackRows([json, bytes]) {
+  const rows = JSON.parse(json);
+  for (const r of rows) {
+    r.payload = sliceOf(bytes, r.payload);
+    if (r.columnVersions !== undefined) r.columnVersions = sliceOf(bytes, r.columnVersions);
+  }
+  return rows;
+}
+
+/** `[json, bytes]` commit window → StoredCommit[] (payload only on upserts that carry one). */
+function unpackCommits([json, bytes]) {
+  const commits = JSON.parse(json);
+  for (const c of commits) {
+    for (const ch of c.changes) {
+      if (ch.payload !== undefined) ch.payload = sliceOf(bytes, ch.payload);
+    }
+  }
+  return commits;
 }
 
 const NO_BYTES = new Uint8Array(0);
@@ -113,18 +131,6 @@ function packChanges(changes) {
   if (payloads.length === 1) joined = payloads[0];
   else if (payloads.length > 1) joined = Buffer.concat(payloads, total);
   return [JSON.stringify(rows), joined];
-}
-
-function changeOut(c) {
-  const out = { table: c.table, rowId: c.rowId, op: c.op === 1 ? 'upsert' : 'delete' };
-  if (c.rowVersion != null) out.rowVersion = c.rowVersion;
-  out.scopes = JSON.parse(c.scopes);
-  if (c.payload != null) out.payload = c.payload;
-  return out;
-}
-
-function commitOut(c) {
-  return { commitSeq: c.commitSeq, createdAtMs: c.createdAtMs, actorId: c.actorId, changes: c.changes.map(changeOut) };
 }
 
 function filterJson(filter) {
@@ -244,11 +250,10 @@ function gateOut(g) {
 module.exports = {
   flattenSchema,
   declarationsOf,
-  rowOut,
   rowFromTuple,
-  rowsOut,
+  unpackRows,
+  unpackCommits,
   packChanges,
-  commitOut,
   filterJson,
   serializePushResult,
   parsePushResult,

@@ -3,17 +3,23 @@
 //! Layers, inner to outer:
 //! - `codec`: the row payload codec (pure);
 //! - `schema`, `scope`, `model`: what the host's data means, engine-neutral;
+//! - `window`, `scan`, `migrate`: logic both engines share;
 //! - `sqlite`: the embedded engine (SQL text in `sqlite::sql`, logic per area);
+//! - `postgres`: the PostgreSQL engine on sqlx (same areas, same shared logic);
 //! - `napi`: the thin N-API binding; the only module that knows JS exists.
 
 pub mod bench;
 pub mod codec;
 pub mod error;
+pub mod migrate;
 pub mod model;
+pub mod postgres;
 pub mod query;
+pub mod scan;
 pub mod schema;
 pub mod scope;
 pub mod sqlite;
+pub mod window;
 
 mod napi;
 

@@ -84,7 +84,17 @@ impl ScopeFilter {
     }
 
     /// Full verification of a stored scope map against every filter key.
+    /// Runs once per candidate row of every scan and window, so the common
+    /// shape (a flat object of plain strings) is matched without parsing
+    /// into a map; anything else takes the general path.
     pub fn matches_json(&self, scopes_json: &str) -> bool {
+        match self.matches_flat(scopes_json) {
+            Some(m) => m,
+            None => self.matches_parsed(scopes_json),
+        }
+    }
+
+    fn matches_parsed(&self, scopes_json: &str) -> bool {
         let Ok(Json::Object(stored)) = serde_json::from_str::<Json>(scopes_json) else {
             return false;
         };
@@ -94,6 +104,86 @@ impl ScopeFilter {
                 .and_then(scalar_text)
                 .is_some_and(|s| values.contains(&s))
         })
+    }
+
+    /// `None` when the text is not a flat object of escape-free strings
+    /// (or has more keys to track than fit the bitmask).
+    fn matches_flat(&self, text: &str) -> Option<bool> {
+        if self.keys.len() > 64 {
+            return None;
+        }
+        let b = text.as_bytes();
+        let mut i = 0;
+        let skip_ws = |i: &mut usize| {
+            while *i < b.len() && matches!(b[*i], b' ' | b'\t' | b'\n' | b'\r') {
+                *i += 1;
+            }
+        };
+        // A plain string literal starting at b[*i] == '"'; escapes bail out.
+        let string = |i: &mut usize| -> Option<&str> {
+            if b.get(*i) != Some(&b'"') {
+                return None;
+            }
+            let start = *i + 1;
+            let len = b[start..].iter().position(|c| *c == b'"' || *c == b'\\')?;
+            if b[start + len] != b'"' {
+                return None;
+            }
+            *i = start + len + 1;
+            text.get(start..start + len)
+        };
+        let mut matched: u64 = 0;
+        let mut seen: u64 = 0;
+        skip_ws(&mut i);
+        if b.get(i) != Some(&b'{') {
+            return None;
+        }
+        i += 1;
+        skip_ws(&mut i);
+        if b.get(i) == Some(&b'}') {
+            i += 1;
+        } else {
+            loop {
+                skip_ws(&mut i);
+                let key = string(&mut i)?;
+                skip_ws(&mut i);
+                if b.get(i) != Some(&b':') {
+                    return None;
+                }
+                i += 1;
+                skip_ws(&mut i);
+                let value = string(&mut i)?;
+                if let Some(k) = self.keys.iter().position(|(name, _)| name == key) {
+                    // JSON.parse keeps the last of duplicated keys.
+                    let bit = 1u64 << k;
+                    seen |= bit;
+                    if self.keys[k].1.iter().any(|v| v == value) {
+                        matched |= bit;
+                    } else {
+                        matched &= !bit;
+                    }
+                }
+                skip_ws(&mut i);
+                match b.get(i) {
+                    Some(b',') => i += 1,
+                    Some(b'}') => {
+                        i += 1;
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+        }
+        skip_ws(&mut i);
+        if i != b.len() {
+            return None;
+        }
+        let all = if self.keys.len() == 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.keys.len()) - 1
+        };
+        Some(seen & matched == all)
     }
 }
 
@@ -108,6 +198,27 @@ mod tests {
         assert_eq!(f.keys[0].0, "😀");
         let f = ScopeFilter::parse(r#"{"b":["1"],"a":["2","3"]}"#).unwrap();
         assert_eq!(f.probe().unwrap().0, "a");
+    }
+
+    #[test]
+    fn flat_matcher_agrees_with_the_parser() {
+        let f = ScopeFilter::parse(r#"{"p":["1","2"],"u":["x"]}"#).unwrap();
+        for text in [
+            r#"{"p":"2","u":"x","z":"q"}"#,
+            r#"{"p":"3","u":"x"}"#,
+            r#"{"p":"1"}"#,
+            r#" { "u" : "x" , "p" : "1" } "#,
+            r#"{"p":"1","u":"x","p":"9"}"#,
+            r#"{"p":"9","u":"x","p":"1"}"#,
+            r#"{}"#,
+            r#"{"p":"1","u":"x"} trailing"#,
+            r#"{"p":1,"u":"x"}"#,
+            r#"{"p":"\u0031","u":"x"}"#,
+            r#"[]"#,
+            r#"{"p":"1","u":"x""#,
+        ] {
+            assert_eq!(f.matches_json(text), f.matches_parsed(text), "{text}");
+        }
     }
 
     #[test]

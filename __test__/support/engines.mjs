@@ -1,4 +1,7 @@
-// The engines every contract case runs against. Add PostgreSQL here later.
+// The engines every contract case runs against. PostgreSQL joins when
+// SYNCULAR_TEST_PG_URL is set (one fresh schema per storage). It is not yet
+// part of CI: the engine is incomplete (issue 5); .ci/run will start a
+// server and require it once it is.
 //
 // Each engine:
 //   name                 label used in test names
@@ -55,5 +58,26 @@ export const engines = [
     },
   },
 ];
+
+const pgUrl = process.env.SYNCULAR_TEST_PG_URL;
+let schemaCounter = 0;
+
+export function freshPgSchema() {
+  schemaCounter += 1;
+  return `syncular_t_${process.pid}_${Date.now().toString(36)}_${schemaCounter}`;
+}
+
+if (pgUrl) {
+  engines.push({
+    name: 'postgres',
+    dialect: 'postgres',
+    url: pgUrl,
+    create: (opts = {}) => new NativeStorage({ url: pgUrl, schema: freshPgSchema(), maxConnections: 4, ...opts }),
+    shared: () => {
+      const schema = freshPgSchema();
+      return { url: pgUrl, schema, open: (opts = {}) => new NativeStorage({ url: pgUrl, schema, maxConnections: 4, ...opts }) };
+    },
+  });
+}
 
 export { tempDbPath };

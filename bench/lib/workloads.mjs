@@ -87,6 +87,9 @@ export async function withStallProbe(work) {
   };
   setImmediate(tick);
   const out = await work();
+  // A workload that never yields to the loop (synchronous reads) shows up
+  // as one long gap, recorded when the probe gets its next turn.
+  await new Promise((resolve) => setImmediate(resolve));
   running = false;
   gaps.sort((a, b) => a - b);
   return { ...out, stallP99Ms: percentile(gaps, 99) ?? 0, stallMaxMs: gaps[gaps.length - 1] ?? 0 };

@@ -1,6 +1,5 @@
 //! JS-facing shapes and argument checks.
 
-use super::bytes::Bytes;
 use crate::error::{Error, Result};
 use crate::model::*;
 use napi_derive::napi;
@@ -23,69 +22,6 @@ pub fn non_negative(v: f64, name: &str) -> Result<i64> {
         return Err(Error::invalid(format!("{name} must be ≥ 0, got {v}")));
     }
     Ok(i)
-}
-
-#[napi(object, object_from_js = false)]
-pub struct JsRow {
-    pub row_id: String,
-    pub server_version: i64,
-    pub scopes: String,
-    pub payload: Bytes,
-    pub column_versions: Option<Bytes>,
-}
-
-impl From<StoredRow> for JsRow {
-    fn from(r: StoredRow) -> JsRow {
-        JsRow {
-            row_id: r.row_id,
-            server_version: r.server_version,
-            scopes: r.scopes_json,
-            payload: Bytes(r.payload),
-            column_versions: r.column_versions.map(Bytes),
-        }
-    }
-}
-
-#[napi(object, object_from_js = false)]
-pub struct JsStoredChange {
-    pub table: String,
-    pub row_id: String,
-    pub op: u32,
-    pub row_version: Option<i64>,
-    pub scopes: String,
-    pub payload: Option<Bytes>,
-}
-
-impl From<Change> for JsStoredChange {
-    fn from(c: Change) -> JsStoredChange {
-        JsStoredChange {
-            table: c.table,
-            row_id: c.row_id,
-            op: c.op.code() as u32,
-            row_version: c.row_version,
-            scopes: c.scopes_json,
-            payload: c.payload.map(Bytes),
-        }
-    }
-}
-
-#[napi(object, object_from_js = false)]
-pub struct JsCommit {
-    pub commit_seq: i64,
-    pub created_at_ms: i64,
-    pub actor_id: String,
-    pub changes: Vec<JsStoredChange>,
-}
-
-impl From<StoredCommit> for JsCommit {
-    fn from(c: StoredCommit) -> JsCommit {
-        JsCommit {
-            commit_seq: c.commit_seq,
-            created_at_ms: c.created_at_ms,
-            actor_id: c.actor_id,
-            changes: c.changes.into_iter().map(JsStoredChange::from).collect(),
-        }
-    }
 }
 
 #[napi(object)]
@@ -232,5 +168,25 @@ impl JsDeclaration {
             partition: self.partition,
             name: self.name,
         })
+    }
+}
+
+/// The prune cursor of `pruneCommitsThrough`: `log_epoch` absent selects the
+/// legacy 0.15.x form.
+pub fn prune_target(
+    through_seq: f64,
+    log_epoch: Option<&str>,
+) -> Result<crate::sqlite::PruneTarget<'_>> {
+    let through = non_negative(through_seq, "throughSeq")
+        .map_err(|_| crate::error::Error::query("sync.storage.invalid_prune_cursor"))?;
+    match log_epoch {
+        Some("") => Err(crate::error::Error::query(
+            "sync.storage.invalid_prune_cursor",
+        )),
+        Some(e) => Ok(crate::sqlite::PruneTarget::Checked {
+            log_epoch: e,
+            through_seq: through,
+        }),
+        None => Ok(crate::sqlite::PruneTarget::Legacy(through)),
     }
 }

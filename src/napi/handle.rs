@@ -10,7 +10,7 @@ use crate::error::Error;
 use crate::model::{ClientRecord, NewCommit, StoredRow};
 use crate::schema::Schema;
 use crate::scope::ScopeFilter;
-use crate::sqlite::{Config, Location, PruneTarget, SqliteEngine, Synchronous};
+use crate::sqlite::{Config, Location, SqliteEngine, Synchronous};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use std::sync::Arc;
@@ -186,18 +186,7 @@ impl SqliteHandle {
         log_epoch: Option<String>,
     ) -> Result<JsPruneResult> {
         guard(|| {
-            let through = non_negative(through_seq, "throughSeq")
-                .map_err(|_| Error::query("sync.storage.invalid_prune_cursor"))?;
-            let target = match &log_epoch {
-                Some(e) if e.is_empty() => {
-                    return Err(Error::query("sync.storage.invalid_prune_cursor"))
-                }
-                Some(e) => PruneTarget::Checked {
-                    log_epoch: e,
-                    through_seq: through,
-                },
-                None => PruneTarget::Legacy(through),
-            };
+            let target = prune_target(through_seq, log_epoch.as_deref())?;
             self.engine
                 .prune_commits_through(lease, &partition, target)
                 .map(Into::into)
@@ -515,7 +504,7 @@ impl SqliteHandle {
         filter_json: String,
         after_row_id: String,
         limit: f64,
-    ) -> Result<Vec<JsRow>> {
+    ) -> Result<super::packed::Packed> {
         guard(|| {
             let rows = self.engine.tx_scan_rows(
                 lease,
@@ -524,7 +513,7 @@ impl SqliteHandle {
                 &after_row_id,
                 int(limit, "limit")?,
             )?;
-            Ok(rows.into_iter().map(Into::into).collect())
+            Ok(super::packed::rows(rows))
         })
     }
 

@@ -9,6 +9,8 @@ mod bytes;
 mod checkpoints;
 mod convert;
 mod handle;
+mod packed;
+mod pg;
 mod query;
 mod reactions;
 mod rowpack;

@@ -3,7 +3,7 @@
 //! 2^53 as `bigint`).
 
 use super::bytes::Bytes;
-use super::convert::{JsRow, JsServeGate};
+use super::convert::JsServeGate;
 use super::guard;
 use super::handle::SqliteHandle;
 use crate::error::Error;
@@ -304,7 +304,7 @@ impl SqliteHandle {
         values_in: Option<Vec<QueryValue>>,
         after_row_id: String,
         limit: f64,
-    ) -> Result<Vec<JsRow>> {
+    ) -> Result<super::packed::Packed> {
         guard(|| {
             let vals = values_in.map(values);
             let rows = self.engine.scan_rows_by_index(
@@ -315,7 +315,7 @@ impl SqliteHandle {
                 &after_row_id,
                 limit,
             )?;
-            Ok(rows.into_iter().map(Into::into).collect())
+            Ok(super::packed::rows(rows))
         })
     }
 
@@ -328,7 +328,7 @@ impl SqliteHandle {
         values_in: Option<Vec<QueryValue>>,
         after_row_id: String,
         limit: f64,
-    ) -> Result<Vec<JsRow>> {
+    ) -> Result<super::packed::Packed> {
         guard(|| {
             let vals = values_in.map(values);
             let rows = self.engine.tx_scan_rows_by_index(
@@ -339,7 +339,7 @@ impl SqliteHandle {
                 &after_row_id,
                 limit,
             )?;
-            Ok(rows.into_iter().map(Into::into).collect())
+            Ok(super::packed::rows(rows))
         })
     }
 }

@@ -1,9 +1,8 @@
 //! Work that runs on libuv's thread pool: large reads and waits for a write
 //! lock held by another process. The JS thread only converts the result.
 
-use super::convert::{JsCommit, JsRow};
 use super::guard;
-use crate::model::{StoredCommit, StoredRow};
+use super::packed::{self, Packed};
 use crate::scope::ScopeFilter;
 use crate::sqlite::{SqliteEngine, WindowQuery};
 use napi::bindgen_prelude::*;
@@ -38,26 +37,28 @@ pub struct WindowTask {
 }
 
 impl Task for WindowTask {
-    type Output = Vec<StoredCommit>;
-    type JsValue = Vec<JsCommit>;
+    type Output = Packed;
+    type JsValue = Packed;
 
-    fn compute(&mut self) -> Result<Vec<StoredCommit>> {
+    fn compute(&mut self) -> Result<Packed> {
         guard(|| {
-            self.engine.read_commit_window(
-                &self.partition,
-                &WindowQuery {
-                    table: &self.table,
-                    filter: &self.filter,
-                    after_seq: self.after_seq,
-                    through_seq: self.through_seq,
-                    limit_changes: self.limit_changes,
-                },
-            )
+            self.engine
+                .read_commit_window(
+                    &self.partition,
+                    &WindowQuery {
+                        table: &self.table,
+                        filter: &self.filter,
+                        after_seq: self.after_seq,
+                        through_seq: self.through_seq,
+                        limit_changes: self.limit_changes,
+                    },
+                )
+                .map(packed::commits)
         })
     }
 
-    fn resolve(&mut self, _env: Env, output: Vec<StoredCommit>) -> Result<Vec<JsCommit>> {
-        Ok(output.into_iter().map(JsCommit::from).collect())
+    fn resolve(&mut self, _env: Env, output: Packed) -> Result<Packed> {
+        Ok(output)
     }
 }
 
@@ -71,22 +72,24 @@ pub struct ScanTask {
 }
 
 impl Task for ScanTask {
-    type Output = Vec<StoredRow>;
-    type JsValue = Vec<JsRow>;
+    type Output = Packed;
+    type JsValue = Packed;
 
-    fn compute(&mut self) -> Result<Vec<StoredRow>> {
+    fn compute(&mut self) -> Result<Packed> {
         guard(|| {
-            self.engine.scan_rows(
-                &self.partition,
-                &self.table,
-                &self.filter,
-                &self.after_row_id,
-                self.limit,
-            )
+            self.engine
+                .scan_rows(
+                    &self.partition,
+                    &self.table,
+                    &self.filter,
+                    &self.after_row_id,
+                    self.limit,
+                )
+                .map(packed::rows)
         })
     }
 
-    fn resolve(&mut self, _env: Env, output: Vec<StoredRow>) -> Result<Vec<JsRow>> {
-        Ok(output.into_iter().map(JsRow::from).collect())
+    fn resolve(&mut self, _env: Env, output: Packed) -> Result<Packed> {
+        Ok(output)
     }
 }

@@ -309,40 +309,33 @@ ORDER BY c.row_id"#,
         sql.table_quoted
     );
     let mut st = conn.prepare_cached(&text).map_err(map_err)?;
-    let mut out = Vec::new();
-    let mut after = after_row_id.to_owned();
+    let mut fold = crate::scan::ScanFold::new(filter, after_row_id, limit);
     loop {
+        let after = fold.after.clone();
         let mut binds: Vec<&dyn ToSql> = vec![&partition, &table.name, &var, &after, &batch];
         for v in values {
             binds.push(v);
         }
         let mut rows = st.query(&*binds).map_err(map_err)?;
-        let mut seen = 0i64;
-        let mut last = None;
         while let Some(r) = rows.next().map_err(map_err)? {
-            seen += 1;
             let row_id: String = r.get(0).map_err(map_err)?;
             let payload: Option<Vec<u8>> = r.get(3).map_err(map_err)?;
-            if let Some(payload) = payload {
-                let scopes_json: String = r.get(2).map_err(map_err)?;
-                if filter.matches_json(&scopes_json) {
-                    out.push(StoredRow {
-                        row_id: row_id.clone(),
-                        server_version: r.get(1).map_err(map_err)?,
-                        scopes_json,
-                        payload,
-                        column_versions: r.get(4).map_err(map_err)?,
-                    });
-                    if out.len() as i64 >= limit {
-                        return Ok(out);
-                    }
-                }
+            let row = match payload {
+                Some(payload) => Some(StoredRow {
+                    row_id: row_id.clone(),
+                    server_version: r.get(1).map_err(map_err)?,
+                    scopes_json: r.get(2).map_err(map_err)?,
+                    payload,
+                    column_versions: r.get(4).map_err(map_err)?,
+                }),
+                None => None,
+            };
+            if !fold.add(row_id, row) {
+                return Ok(fold.finish());
             }
-            last = Some(row_id);
         }
-        match last {
-            Some(l) if seen >= batch => after = l,
-            _ => return Ok(out),
+        if !fold.next_page() {
+            return Ok(fold.finish());
         }
     }
 }

@@ -9,6 +9,7 @@ use super::rows::Projected;
 use super::sql;
 use crate::codec::{self, ColumnType, Value};
 use crate::error::{Error, Result};
+use crate::migrate::{self, check_append_only, check_stored_layout, PhysicalColumn};
 use crate::model::CheckpointDeclaration;
 use crate::schema::{parse_layouts, physical_index_name, quote_ident, LayoutColumn, Schema, Table};
 use rusqlite::{params, Connection, ToSql};
@@ -31,13 +32,6 @@ const META_COLUMNS: &[(&str, &str, bool, i64)] = &[
     ("_sync_payload", "BLOB", true, 0),
     ("_sync_column_versions", "BLOB", false, 0),
 ];
-
-struct PhysicalColumn {
-    name: String,
-    ty: String,
-    not_null: bool,
-    pk: i64,
-}
 
 fn physical_columns(conn: &Connection, table: &str) -> Result<Vec<PhysicalColumn>> {
     let mut st = conn
@@ -67,18 +61,7 @@ pub fn check_incomplete_checkpoints(
     version: i64,
     declared: &[CheckpointDeclaration],
 ) -> Result<()> {
-    for (partition, name) in meta::pending_checkpoints(conn, version)? {
-        if !declared
-            .iter()
-            .any(|d| d.partition == partition && d.name == name)
-        {
-            return Err(Error::query_with(
-                "sync.storage.checkpoint_incomplete",
-                &[("partition", &partition), ("name", &name)],
-            ));
-        }
-    }
-    Ok(())
+    migrate::refuse_incomplete(meta::pending_checkpoints(conn, version)?, declared)
 }
 
 /// What `ensureSchema` did, for callers and tests.
@@ -130,140 +113,8 @@ pub fn ensure_schema(
     }
 }
 
-fn check_stored_layout(schema: &Schema, stored_text: &str) -> Result<()> {
-    let stored = parse_layouts(stored_text);
-    for t in &schema.tables {
-        let want = t.layout();
-        let have: &[LayoutColumn] = stored
-            .iter()
-            .find(|(n, _)| *n == t.name)
-            .map_or(&[], |(_, c)| c);
-        if want.as_slice() != have {
-            let at = want
-                .iter()
-                .zip(have)
-                .position(|(a, b)| a != b)
-                .unwrap_or(want.len().min(have.len()));
-            let column = want
-                .get(at)
-                .or(have.get(at))
-                .map_or("", |c| c.name.as_str());
-            return Err(Error::query_with(
-                "sync.storage.stored_layout_mismatch",
-                &[("table", &t.name), ("column", column)],
-            ));
-        }
-    }
-    for (name, _) in &stored {
-        if !schema.has_table(name) {
-            return Err(Error::query_with(
-                "sync.storage.stored_layout_mismatch",
-                &[("table", name)],
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn physical_mismatch(table: &str, reason: &str, extra: &[(&str, &str)]) -> Error {
-    let mut d = vec![("table", table), ("reason", reason)];
-    d.extend_from_slice(extra);
-    Error::query_with("sync.storage.physical_layout_mismatch", &d)
-}
-
 fn check_physical(conn: &Connection, t: &Table) -> Result<()> {
-    let cols = physical_columns(conn, &t.name)?;
-    if cols.is_empty() {
-        return Err(physical_mismatch(&t.name, "missing_table", &[]));
-    }
-    for (name, ty, not_null, pk) in META_COLUMNS {
-        let Some(c) = cols.iter().find(|c| c.name == *name) else {
-            return Err(physical_mismatch(
-                &t.name,
-                "missing_column",
-                &[("column", name)],
-            ));
-        };
-        if !c.ty.eq_ignore_ascii_case(ty) {
-            let actual = c.ty.to_ascii_uppercase();
-            return Err(physical_mismatch(
-                &t.name,
-                "type",
-                &[("column", name), ("expected", ty), ("actual", &actual)],
-            ));
-        }
-        if c.not_null != *not_null {
-            let (e, a) = if *not_null {
-                ("NOT NULL", "NULL")
-            } else {
-                ("NULL", "NOT NULL")
-            };
-            return Err(physical_mismatch(
-                &t.name,
-                "nullability",
-                &[("column", name), ("expected", e), ("actual", a)],
-            ));
-        }
-        if c.pk != *pk {
-            let (e, a) = (pk.to_string(), c.pk.to_string());
-            return Err(physical_mismatch(
-                &t.name,
-                "primary_key",
-                &[("column", name), ("expected", &e), ("actual", &a)],
-            ));
-        }
-    }
-    if t.materialize {
-        for c in &t.columns {
-            if !cols.iter().any(|p| p.name == c.name) {
-                return Err(physical_mismatch(
-                    &t.name,
-                    "missing_column",
-                    &[("column", &c.name)],
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
-fn refuse_migration(table: &str, why: String) -> Error {
-    Error::plain(
-        "ERR_SYNCULAR_MIGRATION_REFUSED",
-        format!("table \"{table}\": {why}; only appending nullable columns is supported"),
-    )
-}
-
-/// The stored layout must be a prefix of the new one; added columns must be
-/// nullable. Returns whether columns were added.
-fn check_append_only(t: &Table, old: &[LayoutColumn]) -> Result<bool> {
-    let new = t.layout();
-    for (i, o) in old.iter().enumerate() {
-        match new.get(i) {
-            None => {
-                return Err(refuse_migration(
-                    &t.name,
-                    format!("the schema removed columns (\"{}\")", o.name),
-                ))
-            }
-            Some(n) if n != o => {
-                return Err(refuse_migration(
-                    &t.name,
-                    format!("column {i} (\"{}\") changed", o.name),
-                ));
-            }
-            _ => {}
-        }
-    }
-    for n in &new[old.len()..] {
-        if !n.nullable {
-            return Err(refuse_migration(
-                &t.name,
-                format!("added column \"{}\" must be nullable, since existing rows have no value for it", n.name),
-            ));
-        }
-    }
-    Ok(new.len() > old.len())
+    migrate::check_physical(t, &physical_columns(conn, &t.name)?, META_COLUMNS)
 }
 
 fn migrate(conn: &Connection, schema: &Schema, old: &[(String, Vec<LayoutColumn>)]) -> Result<()> {

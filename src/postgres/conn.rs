@@ -1,0 +1,176 @@
+//! The pool: options, the per-connection `search_path`, the one-time meta
+//! DDL, and mapping PostgreSQL errors.
+
+use super::sql;
+use crate::error::{Error, Result};
+use crate::schema::quote_ident;
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{AssertSqlSafe, Executor, PgPool};
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub url: String,
+    pub max_connections: u32,
+    /// Confines the storage to this schema (created when missing).
+    pub schema: Option<String>,
+}
+
+impl Config {
+    pub fn parse(
+        url: &str,
+        max_connections: Option<u32>,
+        schema: Option<String>,
+    ) -> Result<Config> {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(Error::invalid(format!(
+                "invalid PostgreSQL url {url:?}: expected postgres://…"
+            )));
+        }
+        let max_connections = max_connections.unwrap_or(10);
+        if max_connections == 0 {
+            return Err(Error::invalid("maxConnections must be at least 1"));
+        }
+        if let Some(s) = &schema {
+            if s.is_empty() || s.len() > 63 {
+                return Err(Error::invalid("schema must be 1..63 bytes"));
+            }
+        }
+        Ok(Config {
+            url: url.to_owned(),
+            max_connections,
+            schema,
+        })
+    }
+}
+
+pub async fn open(cfg: &Config) -> Result<PgPool> {
+    let search_path = cfg
+        .schema
+        .as_deref()
+        .map(|s| format!("SET search_path TO {}", quote_ident(s)));
+    let pool = PgPoolOptions::new()
+        .max_connections(cfg.max_connections)
+        .acquire_timeout(Duration::from_secs(60))
+        // No reaper task: a background task holding the pool would drop
+        // connections during runtime shutdown at process exit.
+        .idle_timeout(None)
+        .max_lifetime(None)
+        .after_connect(move |conn, _| {
+            let sp = search_path.clone();
+            Box::pin(async move {
+                if let Some(sp) = sp {
+                    conn.execute(AssertSqlSafe(sp)).await?;
+                }
+                Ok(())
+            })
+        })
+        .connect_lazy(&cfg.url)
+        .map_err(map_err)?;
+    let mut conn = pool.acquire().await.map_err(map_err)?;
+    ensure_meta(&mut conn, cfg.schema.as_deref()).await?;
+    drop(conn);
+    Ok(pool)
+}
+
+/// Creates the schema and the meta layout when anything is missing, under
+/// a transaction-scoped advisory lock so concurrent first uses do not race
+/// on `CREATE … IF NOT EXISTS`.
+async fn ensure_meta(conn: &mut sqlx::PgConnection, schema: Option<&str>) -> Result<()> {
+    let present: i64 = sqlx::query_scalar(sql::COUNT_META_OBJECTS)
+        .bind(sql::META_OBJECTS)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(map_err)?;
+    if present as usize == sql::META_OBJECTS.len() {
+        return Ok(());
+    }
+    conn.execute("BEGIN").await.map_err(map_err)?;
+    let run = async {
+        conn.execute("SELECT pg_advisory_xact_lock(7079567413725542661)")
+            .await
+            .map_err(map_err)?;
+        if let Some(s) = schema {
+            conn.execute(AssertSqlSafe(format!(
+                "CREATE SCHEMA IF NOT EXISTS {}",
+                quote_ident(s)
+            )))
+            .await
+            .map_err(map_err)?;
+        }
+        for stmt in sql::META_DDL
+            .split(';')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            conn.execute(AssertSqlSafe(stmt)).await.map_err(map_err)?;
+        }
+        for stmt in sql::FENCE_DDL {
+            conn.execute(*stmt).await.map_err(map_err)?;
+        }
+        Ok::<(), Error>(())
+    };
+    match run.await {
+        Ok(()) => {
+            conn.execute("COMMIT").await.map_err(map_err)?;
+            Ok(())
+        }
+        Err(e) => {
+            let _ = conn.execute("ROLLBACK").await;
+            Err(e)
+        }
+    }
+}
+
+/// The SQLSTATE of a database error.
+pub fn sqlstate(e: &sqlx::Error) -> Option<String> {
+    match e {
+        sqlx::Error::Database(d) => d.code().map(|c| c.into_owned()),
+        _ => None,
+    }
+}
+
+/// Integrity constraint violations (class 23).
+pub fn is_constraint(e: &sqlx::Error) -> bool {
+    sqlstate(e).is_some_and(|c| c.starts_with("23"))
+}
+
+/// Raw engine errors keep PostgreSQL's message (the fence function's text
+/// is the message) and carry the SQLSTATE as their code.
+pub fn map_err(e: sqlx::Error) -> Error {
+    match &e {
+        sqlx::Error::Database(d) => Error::Engine {
+            code: d
+                .code()
+                .map(|c| c.into_owned())
+                .unwrap_or_else(|| "PG_ERROR".into()),
+            message: d.message().to_owned(),
+        },
+        sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => Error::plain(
+            "ERR_SYNCULAR_CORRUPT_VALUE",
+            format!("unexpected stored value: {e}"),
+        ),
+        sqlx::Error::PoolTimedOut => Error::Engine {
+            code: "PG_POOL_TIMEOUT".into(),
+            message: e.to_string(),
+        },
+        sqlx::Error::PoolClosed => Error::plain("ERR_SYNCULAR_CLOSED", "storage is closed"),
+        _ => Error::Engine {
+            code: "PG_ERROR".into(),
+            message: e.to_string(),
+        },
+    }
+}
+
+/// A constraint error raised by a row write, for push rejection.
+pub fn row_write_err(e: sqlx::Error, op_index: Option<u32>) -> Error {
+    if is_constraint(&e) {
+        let cause = match &e {
+            sqlx::Error::Database(d) => d.message().to_owned(),
+            _ => e.to_string(),
+        };
+        Error::Constraint { op_index, cause }
+    } else {
+        map_err(e)
+    }
+}

@@ -1,0 +1,258 @@
+//! The commit log on PostgreSQL: dense commitSeq allocation through the
+//! partition's counter row (inside the caller's transaction, so a rollback
+//! consumes nothing), appends with their change scope index and
+//! tombstones (set-based, one statement each), the horizon and pruning.
+
+use super::conn::map_err;
+use crate::error::{Error, Result};
+use crate::model::{ChangeOp, NewCommit, PruneResult};
+use crate::scope::scope_pairs;
+use sqlx::PgConnection;
+
+pub use crate::sqlite::PruneTarget;
+
+pub async fn max_commit_seq(c: &mut PgConnection, partition: &str) -> Result<i64> {
+    let v: Option<i64> =
+        sqlx::query_scalar("SELECT max_commit_seq FROM sync_partitions WHERE partition = $1")
+            .bind(partition)
+            .fetch_optional(&mut *c)
+            .await
+            .map_err(map_err)?;
+    Ok(v.unwrap_or(0))
+}
+
+pub async fn horizon_seq(c: &mut PgConnection, partition: &str) -> Result<i64> {
+    let v: Option<i64> =
+        sqlx::query_scalar("SELECT horizon_seq FROM sync_partitions WHERE partition = $1")
+            .bind(partition)
+            .fetch_optional(&mut *c)
+            .await
+            .map_err(map_err)?;
+    Ok(v.unwrap_or(0))
+}
+
+pub async fn commit_seq_before(
+    c: &mut PgConnection,
+    partition: &str,
+    before_ms: i64,
+) -> Result<i64> {
+    sqlx::query_scalar(
+        "SELECT coalesce(max(commit_seq), 0)::bigint FROM sync_commits WHERE partition = $1 AND created_at_ms < $2",
+    )
+    .bind(partition)
+    .bind(before_ms)
+    .fetch_one(&mut *c)
+    .await
+    .map_err(map_err)
+}
+
+/// Monotonic: the stored horizon never goes down.
+pub async fn set_horizon_seq(c: &mut PgConnection, partition: &str, seq: i64) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO sync_partitions (partition, horizon_seq) VALUES ($1, $2)
+         ON CONFLICT (partition) DO UPDATE SET horizon_seq = GREATEST(sync_partitions.horizon_seq, EXCLUDED.horizon_seq)",
+    )
+    .bind(partition)
+    .bind(seq)
+    .execute(&mut *c)
+    .await
+    .map_err(map_err)?;
+    Ok(())
+}
+
+/// The partition's counter row, locked (storage-layout §11.2): lock first;
+/// only when missing, insert and lock again.
+pub async fn lock_partition(c: &mut PgConnection, partition: &str) -> Result<()> {
+    let row: Option<i64> = sqlx::query_scalar(super::sql::LOCK_PARTITION)
+        .bind(partition)
+        .fetch_optional(&mut *c)
+        .await
+        .map_err(map_err)?;
+    if row.is_none() {
+        sqlx::query(super::sql::INSERT_PARTITION)
+            .bind(partition)
+            .execute(&mut *c)
+            .await
+            .map_err(map_err)?;
+        sqlx::query(super::sql::LOCK_PARTITION)
+            .bind(partition)
+            .fetch_optional(&mut *c)
+            .await
+            .map_err(map_err)?;
+    }
+    Ok(())
+}
+
+/// Appends one commit (storage-layout §8). Returns its commitSeq.
+pub async fn append_commit(
+    c: &mut PgConnection,
+    partition: &str,
+    commit: &NewCommit,
+    writer_version: i64,
+) -> Result<i64> {
+    let pairs: Vec<Vec<(String, String)>> = commit
+        .changes
+        .iter()
+        .map(|ch| scope_pairs(&ch.scopes_json))
+        .collect::<Result<_>>()?;
+    let seq: i64 = sqlx::query_scalar(
+        "WITH s AS (
+           INSERT INTO sync_partitions (partition, max_commit_seq) VALUES ($1, 1)
+           ON CONFLICT (partition) DO UPDATE SET max_commit_seq = sync_partitions.max_commit_seq + 1
+           RETURNING max_commit_seq)
+         INSERT INTO sync_commits (partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms, writer_version)
+         SELECT $1, s.max_commit_seq, $2, $3, $4, $5, $6 FROM s RETURNING commit_seq",
+    )
+    .bind(partition)
+    .bind(&commit.client_id)
+    .bind(&commit.client_commit_id)
+    .bind(&commit.actor_id)
+    .bind(commit.created_at_ms)
+    .bind(writer_version)
+    .fetch_one(&mut *c)
+    .await
+    .map_err(map_err)?;
+    if commit.changes.is_empty() {
+        return Ok(seq);
+    }
+    let n = commit.changes.len();
+    let mut idx = Vec::with_capacity(n);
+    let mut tbl = Vec::with_capacity(n);
+    let mut row_id = Vec::with_capacity(n);
+    let mut op = Vec::with_capacity(n);
+    let mut row_version: Vec<Option<i64>> = Vec::with_capacity(n);
+    let mut scopes = Vec::with_capacity(n);
+    let mut payload: Vec<Option<Vec<u8>>> = Vec::with_capacity(n);
+    let (mut s_tbl, mut s_var, mut s_val) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut t_tbl, mut t_row) = (Vec::new(), Vec::new());
+    for (i, (ch, pairs)) in commit.changes.iter().zip(&pairs).enumerate() {
+        idx.push(i as i32);
+        tbl.push(ch.table.as_str());
+        row_id.push(ch.row_id.as_str());
+        op.push(ch.op.code() as i16);
+        scopes.push(ch.scopes_json.as_str());
+        match ch.op {
+            ChangeOp::Upsert => {
+                row_version.push(ch.row_version);
+                payload.push(ch.payload.clone());
+            }
+            ChangeOp::Delete => {
+                row_version.push(None);
+                payload.push(None);
+                t_tbl.push(ch.table.as_str());
+                t_row.push(ch.row_id.as_str());
+            }
+        }
+        for (var, value) in pairs {
+            s_tbl.push(ch.table.as_str());
+            s_var.push(var.as_str());
+            s_val.push(value.as_str());
+        }
+    }
+    sqlx::query(
+        "INSERT INTO sync_changes (partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload)
+         SELECT $1, $2, u.idx, u.tbl, u.row_id, u.op, u.row_version, u.scopes::jsonb, u.payload
+         FROM unnest($3::int4[], $4::text[], $5::text[], $6::int2[], $7::int8[], $8::text[], $9::bytea[])
+           AS u(idx, tbl, row_id, op, row_version, scopes, payload)",
+    )
+    .bind(partition)
+    .bind(seq)
+    .bind(idx)
+    .bind(tbl)
+    .bind(row_id)
+    .bind(op)
+    .bind(row_version)
+    .bind(scopes)
+    .bind(payload)
+    .execute(&mut *c)
+    .await
+    .map_err(map_err)?;
+    if !s_tbl.is_empty() {
+        sqlx::query(
+            "INSERT INTO sync_change_scopes (partition, tbl, var, value, commit_seq)
+             SELECT $1, u.tbl, u.var, u.value, $2 FROM unnest($3::text[], $4::text[], $5::text[]) AS u(tbl, var, value)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(partition)
+        .bind(seq)
+        .bind(s_tbl)
+        .bind(s_var)
+        .bind(s_val)
+        .execute(&mut *c)
+        .await
+        .map_err(map_err)?;
+    }
+    if !t_tbl.is_empty() {
+        // A commit may delete one key twice: one row per (tbl, row_id).
+        sqlx::query(
+            "INSERT INTO sync_tombstones (partition, tbl, row_id, commit_seq)
+             SELECT DISTINCT ON (u.tbl, u.row_id) $1, u.tbl, u.row_id, $2
+             FROM unnest($3::text[], $4::text[]) AS u(tbl, row_id)
+             ON CONFLICT (partition, tbl, row_id) DO UPDATE SET commit_seq = EXCLUDED.commit_seq",
+        )
+        .bind(partition)
+        .bind(seq)
+        .bind(t_tbl)
+        .bind(t_row)
+        .execute(&mut *c)
+        .await
+        .map_err(map_err)?;
+    }
+    Ok(seq)
+}
+
+/// Raises the horizon and removes everything at or below it (§9), under
+/// the partition row lock, then the registry row lock.
+pub async fn prune(
+    c: &mut PgConnection,
+    partition: &str,
+    target: PruneTarget<'_>,
+) -> Result<PruneResult> {
+    lock_partition(c, partition).await?;
+    let through = match target {
+        PruneTarget::Checked {
+            log_epoch,
+            through_seq,
+        } => {
+            let stored: Option<String> = sqlx::query_scalar(
+                "SELECT log_epoch FROM sync_partition_registry WHERE partition = $1 FOR UPDATE",
+            )
+            .bind(partition)
+            .fetch_optional(&mut *c)
+            .await
+            .map_err(map_err)?;
+            if stored.as_deref() != Some(log_epoch) {
+                return Err(Error::query("sync.storage.prune_epoch_mismatch"));
+            }
+            through_seq
+        }
+        PruneTarget::Legacy(seq) => seq,
+    };
+    let previous = horizon_seq(c, partition).await?;
+    let horizon = previous.max(through);
+    set_horizon_seq(c, partition, horizon).await?;
+    let removed = sqlx::query("DELETE FROM sync_commits WHERE partition = $1 AND commit_seq <= $2")
+        .bind(partition)
+        .bind(horizon)
+        .execute(&mut *c)
+        .await
+        .map_err(map_err)?
+        .rows_affected() as i64;
+    for stmt in [
+        "DELETE FROM sync_changes WHERE partition = $1 AND commit_seq <= $2",
+        "DELETE FROM sync_change_scopes WHERE partition = $1 AND commit_seq <= $2",
+        "DELETE FROM sync_tombstones WHERE partition = $1 AND commit_seq <= $2",
+    ] {
+        sqlx::query(stmt)
+            .bind(partition)
+            .bind(horizon)
+            .execute(&mut *c)
+            .await
+            .map_err(map_err)?;
+    }
+    Ok(PruneResult {
+        previous_horizon_seq: previous,
+        horizon_seq: horizon,
+        removed_commits: removed,
+    })
+}

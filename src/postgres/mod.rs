@@ -1,0 +1,275 @@
+//! The PostgreSQL engine, on a sqlx pool created lazily on first use.
+//!
+//! Concurrency follows the in-tree storage (storage-layout §11.5): each
+//! transaction pins one pool connection from `begin` to `commit`/`rollback`
+//! and serializes on its partition's `sync_partitions` row lock
+//! (`FOR UPDATE`); partitions never contend. Storage-level writes run in
+//! their own short transaction on a pool connection. Nothing in the push
+//! path takes a second connection while holding the partition lock, so a
+//! full pool of pushing transactions still makes progress.
+//!
+//! Transactions are numbered like the SQLite engine's write leases: the
+//! binding hands the id to JS and every transaction member takes it back.
+
+mod conn;
+mod log;
+mod meta;
+mod ops;
+mod rows;
+mod schema_sync;
+pub mod sql;
+mod window;
+
+pub use conn::Config;
+
+use crate::error::{Error, Result};
+use crate::schema::Schema;
+use conn::map_err;
+use sqlx::pool::PoolConnection;
+use sqlx::{Executor, PgConnection, PgPool, Postgres};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A schema with the statement text of each of its tables.
+pub struct Loaded {
+    pub schema: Schema,
+    sql: Vec<rows::TableSql>,
+}
+
+impl Loaded {
+    fn new(schema: Schema) -> Loaded {
+        let sql = schema.tables.iter().map(rows::TableSql::new).collect();
+        Loaded { schema, sql }
+    }
+}
+
+/// One open transaction: its pinned connection (inside `BEGIN`), its
+/// partition, and whether the push savepoint is open.
+pub struct TxState {
+    conn: Option<PoolConnection<Postgres>>,
+    partition: String,
+    savepoint: bool,
+}
+
+type TxSlot = Arc<tokio::sync::Mutex<TxState>>;
+
+pub struct PgEngine {
+    cfg: Config,
+    pool: tokio::sync::OnceCell<PgPool>,
+    loaded: RwLock<Option<Arc<Loaded>>>,
+    txs: Mutex<HashMap<u32, TxSlot>>,
+    next_id: AtomicU32,
+    closed: AtomicBool,
+}
+
+/// Runs `$body` with `$c: &mut PgConnection` on a pool connection
+/// (committed state, autocommit).
+macro_rules! read {
+    ($self:expr, |$c:ident| $body:expr) => {{
+        let mut __conn = $self.acquire().await?;
+        let $c: &mut sqlx::PgConnection = &mut *__conn;
+        $body
+    }};
+}
+
+/// Runs `$body` in its own transaction on a pool connection: committed on
+/// `Ok`, rolled back on `Err`.
+macro_rules! write {
+    ($self:expr, |$c:ident| $body:expr) => {{
+        let mut __conn = $self.acquire().await?;
+        $crate::postgres::exec(&mut *__conn, "BEGIN").await?;
+        let __out = {
+            let $c: &mut sqlx::PgConnection = &mut *__conn;
+            $body
+        };
+        $crate::postgres::finish(__conn, __out).await
+    }};
+}
+
+/// Runs `$body` on transaction `$id`'s pinned connection, with `$p` its
+/// partition and `$st` the whole state.
+macro_rules! with_tx {
+    ($self:expr, $id:expr, |$st:ident, $c:ident, $p:ident| $body:expr) => {{
+        let __slot = $self.tx_slot($id)?;
+        let mut __guard = __slot.lock().await;
+        let $st: &mut $crate::postgres::TxState = &mut *__guard;
+        let $p: String = $st.partition.clone();
+        let Some(__conn) = $st.conn.as_mut() else {
+            return Err($crate::error::Error::tx_finished());
+        };
+        let $c: &mut sqlx::PgConnection = &mut *__conn;
+        $body
+    }};
+}
+
+pub(crate) use {read, with_tx, write};
+
+pub(crate) async fn exec(c: &mut PgConnection, sql: &'static str) -> Result<()> {
+    c.execute(sql).await.map_err(map_err)?;
+    Ok(())
+}
+
+/// Commits on `Ok` (a failed COMMIT rolls back and reports), rolls back on
+/// `Err`; a connection whose ROLLBACK fails is closed, never pooled.
+pub(crate) async fn finish<T>(mut conn: PoolConnection<Postgres>, out: Result<T>) -> Result<T> {
+    match out {
+        Ok(v) => match exec(&mut conn, "COMMIT").await {
+            Ok(()) => Ok(v),
+            Err(e) => {
+                if exec(&mut conn, "ROLLBACK").await.is_err() {
+                    conn.close_on_drop();
+                }
+                Err(e)
+            }
+        },
+        Err(e) => {
+            if exec(&mut conn, "ROLLBACK").await.is_err() {
+                conn.close_on_drop();
+            }
+            Err(e)
+        }
+    }
+}
+
+impl PgEngine {
+    pub fn new(cfg: Config) -> PgEngine {
+        PgEngine {
+            cfg,
+            pool: tokio::sync::OnceCell::new(),
+            loaded: RwLock::new(None),
+            txs: Mutex::new(HashMap::new()),
+            next_id: AtomicU32::new(1),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    async fn pool(&self) -> Result<&PgPool> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::plain("ERR_SYNCULAR_CLOSED", "storage is closed"));
+        }
+        self.pool.get_or_try_init(|| conn::open(&self.cfg)).await
+    }
+
+    pub(crate) async fn acquire(&self) -> Result<PoolConnection<Postgres>> {
+        self.pool().await?.acquire().await.map_err(map_err)
+    }
+
+    /// Rolls back open transactions and closes the pool; later calls fail
+    /// with `storage is closed`.
+    pub async fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let open: Vec<TxSlot> = lock(&self.txs).drain().map(|(_, s)| s).collect();
+        for slot in open {
+            let mut st = slot.lock().await;
+            if let Some(mut c) = st.conn.take() {
+                if exec(&mut c, "ROLLBACK").await.is_err() {
+                    c.close_on_drop();
+                }
+            }
+        }
+        if let Some(pool) = self.pool.get() {
+            pool.close().await;
+        }
+    }
+
+    /// Drops every pinned connection without a round trip: the server rolls
+    /// back a transaction whose connection closes. For a handle collected
+    /// by GC; must run inside the runtime.
+    pub fn abandon_all(&self) {
+        self.closed.store(true, Ordering::Release);
+        for (_, slot) in lock(&self.txs).drain() {
+            if let Ok(mut st) = slot.try_lock() {
+                if let Some(mut c) = st.conn.take() {
+                    c.close_on_drop();
+                }
+            }
+        }
+    }
+
+    pub fn loaded(&self) -> Arc<Loaded> {
+        self.loaded
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_else(|| Arc::new(Loaded::new(Schema::empty())))
+    }
+
+    fn set_loaded(&self, schema: Schema) {
+        *self.loaded.write().unwrap_or_else(|p| p.into_inner()) =
+            Some(Arc::new(Loaded::new(schema)));
+    }
+
+    pub fn writer_version(&self) -> i64 {
+        self.loaded
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map_or(0, |l| l.schema.version)
+    }
+
+    // ---- transactions ---------------------------------------------------------
+
+    /// Pins a pool connection inside `BEGIN` (READ COMMITTED, no lock yet).
+    pub async fn begin(&self, partition: &str) -> Result<u32> {
+        let mut conn = self.acquire().await?;
+        exec(&mut conn, "BEGIN").await?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed).max(1);
+        let slot = Arc::new(tokio::sync::Mutex::new(TxState {
+            conn: Some(conn),
+            partition: partition.to_owned(),
+            savepoint: false,
+        }));
+        lock(&self.txs).insert(id, slot);
+        Ok(id)
+    }
+
+    pub fn is_held(&self, id: u32) -> bool {
+        lock(&self.txs).contains_key(&id)
+    }
+
+    pub(crate) fn tx_slot(&self, id: u32) -> Result<TxSlot> {
+        lock(&self.txs)
+            .get(&id)
+            .cloned()
+            .ok_or_else(Error::tx_finished)
+    }
+
+    /// Ends transaction `id`. Rolling back one that is gone is a no-op;
+    /// committing one is an error.
+    pub async fn unlock(&self, id: u32, commit: bool) -> Result<()> {
+        let slot = lock(&self.txs).remove(&id);
+        let Some(slot) = slot else {
+            return if commit {
+                Err(Error::tx_finished())
+            } else {
+                Ok(())
+            };
+        };
+        let mut st = slot.lock().await;
+        let Some(conn) = st.conn.take() else {
+            return if commit {
+                Err(Error::tx_finished())
+            } else {
+                Ok(())
+            };
+        };
+        if commit {
+            finish(conn, Ok(())).await
+        } else {
+            finish::<()>(conn, Err(Error::tx_finished()))
+                .await
+                .or(Ok(()))
+        }
+    }
+
+    pub(super) fn table(&self, table: &str) -> Result<(Arc<Loaded>, usize)> {
+        let loaded = self.loaded();
+        let i = loaded.schema.index_of(table)?;
+        Ok((loaded, i))
+    }
+}

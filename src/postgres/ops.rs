@@ -1,0 +1,423 @@
+//! The storage members on PostgreSQL, one method each: reads on a pool
+//! connection, storage-level writes in their own transaction, transaction
+//! members on the transaction's pinned connection.
+
+use super::{log, meta, read, rows, schema_sync, window, with_tx, write, PgEngine};
+use crate::error::{Error, Result};
+use crate::model::*;
+use crate::schema::Schema;
+use crate::scope::ScopeFilter;
+use crate::window::WindowQuery;
+use sqlx::Executor;
+
+impl PgEngine {
+    // ---- schema -------------------------------------------------------------
+
+    pub async fn ensure_schema(
+        &self,
+        schema: Schema,
+        declarations: &[CheckpointDeclaration],
+        now_ms: i64,
+    ) -> Result<bool> {
+        let migrated = write!(self, |c| schema_sync::ensure_schema(
+            c,
+            &schema,
+            declarations,
+            now_ms
+        )
+        .await)?;
+        self.set_loaded(schema);
+        Ok(migrated)
+    }
+
+    // ---- partitions -----------------------------------------------------------
+
+    pub async fn touch_partition(
+        &self,
+        partition: &str,
+        at_ms: i64,
+        epoch: &str,
+    ) -> Result<RegistryEntry> {
+        write!(self, |c| meta::touch_partition(c, partition, at_ms, epoch)
+            .await)
+    }
+
+    pub async fn rotate_partition_log_epoch(
+        &self,
+        partition: &str,
+        epoch: &str,
+        at_ms: i64,
+    ) -> Result<RegistryEntry> {
+        write!(self, |c| meta::rotate_epoch(c, partition, epoch, at_ms)
+            .await)
+    }
+
+    pub async fn list_partition_registry(&self) -> Result<Vec<RegistryEntry>> {
+        read!(self, |c| meta::list_registry(c).await)
+    }
+
+    pub async fn get_partition_log_epoch(&self, partition: &str) -> Result<Option<String>> {
+        read!(self, |c| meta::log_epoch(c, partition).await)
+    }
+
+    // ---- the log ------------------------------------------------------------
+
+    pub async fn get_max_commit_seq(&self, partition: &str) -> Result<i64> {
+        read!(self, |c| log::max_commit_seq(c, partition).await)
+    }
+
+    pub async fn get_horizon_seq(&self, partition: &str) -> Result<i64> {
+        read!(self, |c| log::horizon_seq(c, partition).await)
+    }
+
+    pub async fn set_horizon_seq(&self, partition: &str, seq: i64) -> Result<()> {
+        write!(self, |c| log::set_horizon_seq(c, partition, seq).await)
+    }
+
+    pub async fn prune_commits_through(
+        &self,
+        partition: &str,
+        target: log::PruneTarget<'_>,
+    ) -> Result<PruneResult> {
+        write!(self, |c| log::prune(c, partition, target).await)
+    }
+
+    pub async fn get_commit_seq_before(&self, partition: &str, before_ms: i64) -> Result<i64> {
+        read!(self, |c| log::commit_seq_before(c, partition, before_ms)
+            .await)
+    }
+
+    // ---- reads ----------------------------------------------------------------
+
+    pub async fn get_row(
+        &self,
+        partition: &str,
+        table: &str,
+        row_id: &str,
+    ) -> Result<Option<StoredRow>> {
+        let (loaded, i) = self.table(table)?;
+        read!(self, |c| rows::get_row(
+            c,
+            &loaded.sql[i],
+            partition,
+            row_id
+        )
+        .await)
+    }
+
+    pub async fn get_push_result(
+        &self,
+        partition: &str,
+        client_id: &str,
+        commit_id: &str,
+    ) -> Result<Option<String>> {
+        read!(self, |c| meta::get_push_result(
+            c, partition, client_id, commit_id
+        )
+        .await)
+    }
+
+    /// Pages of one window share one snapshot (REPEATABLE READ READ ONLY).
+    pub async fn read_commit_window(
+        &self,
+        partition: &str,
+        q: &WindowQuery<'_>,
+    ) -> Result<Vec<StoredCommit>> {
+        if q.probe().is_none() {
+            return Ok(Vec::new());
+        }
+        write!(self, |c| {
+            c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                .await
+                .map_err(super::conn::map_err)?;
+            window::read_commit_window(c, partition, q).await
+        })
+    }
+
+    pub async fn latest_scoped_change_seq(
+        &self,
+        partition: &str,
+        table: &str,
+        filter: &ScopeFilter,
+    ) -> Result<i64> {
+        read!(self, |c| window::latest_scoped_change_seq(
+            c, partition, table, filter
+        )
+        .await)
+    }
+
+    pub async fn scan_rows(
+        &self,
+        partition: &str,
+        table: &str,
+        filter: &ScopeFilter,
+        after_row_id: &str,
+        limit: i64,
+    ) -> Result<Vec<StoredRow>> {
+        let (loaded, i) = self.table(table)?;
+        let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);
+        write!(self, |c| {
+            c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                .await
+                .map_err(super::conn::map_err)?;
+            rows::scan_rows(c, t, sql, partition, filter, after_row_id, limit).await
+        })
+    }
+
+    pub async fn read_serve_gate(&self, partition: &str, running: i64) -> Result<ServeGate> {
+        read!(self, |c| meta::read_serve_gate(c, partition, running).await)
+    }
+
+    pub async fn read_checkpoints(&self, partition: &str) -> Result<Vec<Checkpoint>> {
+        read!(self, |c| meta::read_checkpoints(c, partition).await)
+    }
+
+    pub async fn writer_fence_allows(&self, partition: &str, version: i64) -> Result<bool> {
+        read!(self, |c| meta::writer_fence_allows(c, partition, version)
+            .await)
+    }
+
+    pub async fn declare_checkpoint(
+        &self,
+        d: &CheckpointDeclaration,
+        now_ms: i64,
+    ) -> Result<Checkpoint> {
+        write!(self, |c| meta::declare_checkpoint(c, d, now_ms).await)
+    }
+
+    // ---- clients --------------------------------------------------------------
+
+    pub async fn get_client_record(
+        &self,
+        partition: &str,
+        client_id: &str,
+    ) -> Result<Option<ClientRecord>> {
+        read!(self, |c| meta::get_client(c, partition, client_id).await)
+    }
+
+    pub async fn list_client_records(&self, partition: &str) -> Result<Vec<ClientRecord>> {
+        read!(self, |c| meta::list_clients(c, partition).await)
+    }
+
+    pub async fn put_client_record(&self, partition: &str, record: &ClientRecord) -> Result<()> {
+        write!(self, |c| meta::put_client(c, partition, record).await)
+    }
+
+    pub async fn list_client_cursors(&self, partition: &str) -> Result<Vec<ClientCursor>> {
+        read!(self, |c| meta::list_cursors(c, partition).await)
+    }
+
+    pub async fn advance_client_cursor(
+        &self,
+        partition: &str,
+        client_id: &str,
+        guard: Option<(&str, &str)>,
+        cursor: i64,
+        at_ms: i64,
+    ) -> Result<()> {
+        write!(self, |c| meta::advance_cursor(
+            c, partition, client_id, guard, cursor, at_ms
+        )
+        .await)
+    }
+
+    pub async fn get_active_client_cursor_floor(
+        &self,
+        partition: &str,
+        cutoff_ms: i64,
+    ) -> Result<Option<i64>> {
+        read!(self, |c| meta::active_cursor_floor(c, partition, cutoff_ms)
+            .await)
+    }
+
+    // ---- the transaction ------------------------------------------------------
+
+    pub async fn tx_get_row(
+        &self,
+        id: u32,
+        table: &str,
+        row_id: &str,
+    ) -> Result<Option<StoredRow>> {
+        let (loaded, i) = self.table(table)?;
+        with_tx!(self, id, |_st, c, p| rows::get_row(
+            c,
+            &loaded.sql[i],
+            &p,
+            row_id
+        )
+        .await)
+    }
+
+    pub async fn tx_get_tombstone_seq(
+        &self,
+        id: u32,
+        table: &str,
+        row_id: &str,
+    ) -> Result<Option<i64>> {
+        with_tx!(self, id, |_st, c, p| rows::get_tombstone_seq(
+            c, &p, table, row_id
+        )
+        .await)
+    }
+
+    pub async fn tx_clear_tombstone(&self, id: u32, table: &str, row_id: &str) -> Result<()> {
+        with_tx!(self, id, |_st, c, p| rows::clear_tombstone(
+            c, &p, table, row_id
+        )
+        .await)
+    }
+
+    pub async fn tx_get_push_result(
+        &self,
+        id: u32,
+        client_id: &str,
+        commit_id: &str,
+    ) -> Result<Option<String>> {
+        with_tx!(self, id, |_st, c, p| meta::get_push_result(
+            c, &p, client_id, commit_id
+        )
+        .await)
+    }
+
+    pub async fn tx_scan_rows(
+        &self,
+        id: u32,
+        table: &str,
+        filter: &ScopeFilter,
+        after_row_id: &str,
+        limit: i64,
+    ) -> Result<Vec<StoredRow>> {
+        let (loaded, i) = self.table(table)?;
+        let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);
+        with_tx!(self, id, |_st, c, p| rows::scan_rows(
+            c,
+            t,
+            sql,
+            &p,
+            filter,
+            after_row_id,
+            limit
+        )
+        .await)
+    }
+
+    /// The partition row lock, then the candidate savepoint.
+    pub async fn tx_lock_partition_for_push(&self, id: u32) -> Result<()> {
+        with_tx!(self, id, |st, c, p| {
+            if !st.savepoint {
+                log::lock_partition(c, &p).await?;
+                super::exec(c, super::sql::SAVEPOINT).await?;
+                st.savepoint = true;
+            }
+            Ok(())
+        })
+    }
+
+    /// Discards staged candidate writes, records the rejection (first
+    /// writer wins) and commits; the transaction ends either way, except
+    /// when it has no savepoint (it stays open and usable, as in-tree).
+    pub async fn tx_commit_rejected_push_result(
+        &self,
+        id: u32,
+        client_id: &str,
+        commit_id: &str,
+        json: &str,
+    ) -> Result<()> {
+        let staged: Result<()> = with_tx!(self, id, |st, c, p| {
+            if !st.savepoint {
+                return Err(Error::plain(
+                    "ERR_SYNCULAR_NO_SAVEPOINT",
+                    "push rejection requires its apply savepoint",
+                ));
+            }
+            super::exec(c, super::sql::ROLLBACK_TO_SAVEPOINT).await?;
+            super::exec(c, super::sql::RELEASE_SAVEPOINT).await?;
+            st.savepoint = false;
+            meta::put_push_result(c, &p, client_id, commit_id, json).await
+        });
+        match staged {
+            Ok(()) => self.unlock(id, true).await,
+            Err(e) => {
+                if !matches!(
+                    &e,
+                    Error::Plain {
+                        code: "ERR_SYNCULAR_NO_SAVEPOINT",
+                        ..
+                    }
+                ) {
+                    self.unlock(id, false).await?;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    pub async fn tx_upsert_row(
+        &self,
+        id: u32,
+        table: &str,
+        row: &StoredRow,
+        op_index: Option<u32>,
+    ) -> Result<()> {
+        let (loaded, i) = self.table(table)?;
+        let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);
+        with_tx!(self, id, |_st, c, p| rows::upsert_row(
+            c, t, sql, &p, row, op_index
+        )
+        .await)
+    }
+
+    pub async fn tx_delete_row(&self, id: u32, table: &str, row_id: &str) -> Result<()> {
+        let (loaded, i) = self.table(table)?;
+        let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);
+        with_tx!(self, id, |_st, c, p| rows::delete_row(
+            c, t, sql, &p, row_id
+        )
+        .await)
+    }
+
+    pub async fn tx_append_commit(&self, id: u32, commit: &NewCommit) -> Result<i64> {
+        let version = self.writer_version();
+        with_tx!(self, id, |_st, c, p| log::append_commit(
+            c, &p, commit, version
+        )
+        .await)
+    }
+
+    pub async fn tx_put_push_result(
+        &self,
+        id: u32,
+        client_id: &str,
+        commit_id: &str,
+        json: &str,
+    ) -> Result<()> {
+        with_tx!(self, id, |_st, c, p| meta::put_push_result(
+            c, &p, client_id, commit_id, json
+        )
+        .await)
+    }
+
+    pub async fn tx_set_blob_refs(
+        &self,
+        id: u32,
+        table: &str,
+        row_id: &str,
+        blob_ids: &[String],
+    ) -> Result<()> {
+        with_tx!(self, id, |_st, c, p| rows::set_blob_refs(
+            c, &p, table, row_id, blob_ids
+        )
+        .await)
+    }
+
+    pub async fn tx_read_serve_gate(&self, id: u32, running: i64) -> Result<ServeGate> {
+        with_tx!(self, id, |_st, c, p| meta::read_serve_gate(c, &p, running)
+            .await)
+    }
+
+    /// A hint only; checks its arguments.
+    pub async fn tx_prefetch_rows(&self, id: u32, table: &str) -> Result<()> {
+        self.table(table)?;
+        self.tx_slot(id).map(|_| ())
+    }
+}

@@ -1,0 +1,396 @@
+//! Row tables on PostgreSQL: point reads, upserts with their projection and
+//! scope index, deletes, tombstones, blob references and scope scans. Same
+//! rules as `sqlite::rows`; the scan paging is `crate::scan`.
+
+use super::conn::{map_err, row_write_err};
+use crate::codec::{self, ColumnType, Value};
+use crate::error::{Error, Result};
+use crate::model::StoredRow;
+use crate::scan::ScanFold;
+use crate::schema::{quote_ident, Table};
+use crate::scope::{scope_pairs, ScopeFilter};
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::query::Query;
+use sqlx::{AssertSqlSafe, PgConnection, Postgres, Row};
+use std::sync::Arc;
+
+/// Statement text per row table, built once per loaded schema.
+pub struct TableSql {
+    select_row: Arc<str>,
+    select_scopes: Arc<str>,
+    upsert: Arc<str>,
+    delete_row: Arc<str>,
+    scan: Arc<str>,
+}
+
+pub const ROW_FIELDS: &str = r#""_sync_row_id", "_sync_server_version", "_sync_scopes"::text, "_sync_payload", "_sync_column_versions""#;
+
+/// `$n` with the cast a projected column needs.
+pub fn param(n: usize, ty: ColumnType) -> String {
+    match ty {
+        ColumnType::Json => format!("${n}::text::jsonb"),
+        _ => format!("${n}"),
+    }
+}
+
+pub fn pg_type(ty: ColumnType) -> &'static str {
+    match ty {
+        ColumnType::String | ColumnType::BlobRef => "TEXT",
+        ColumnType::Json => "JSONB",
+        ColumnType::Integer => "BIGINT",
+        ColumnType::Float => "DOUBLE PRECISION",
+        ColumnType::Boolean => "BOOLEAN",
+        ColumnType::Bytes | ColumnType::Crdt => "BYTEA",
+    }
+}
+
+impl TableSql {
+    pub fn new(t: &Table) -> TableSql {
+        let q = &t.quoted;
+        let mut cols = vec![
+            r#""_sync_partition""#.to_owned(),
+            r#""_sync_row_id""#.to_owned(),
+        ];
+        let mut params = vec!["$1".to_owned(), "$2".to_owned()];
+        if t.materialize {
+            for c in &t.columns {
+                cols.push(quote_ident(&c.name));
+                params.push(param(params.len() + 1, c.def.ty));
+            }
+        }
+        for (m, cast) in [
+            (r#""_sync_server_version""#, ""),
+            (r#""_sync_scopes""#, "::text::jsonb"),
+            (r#""_sync_payload""#, ""),
+            (r#""_sync_column_versions""#, ""),
+        ] {
+            cols.push(m.to_owned());
+            params.push(format!("${}{cast}", params.len() + 1));
+        }
+        let updates: Vec<String> = cols[2..]
+            .iter()
+            .map(|c| format!("{c} = EXCLUDED.{c}"))
+            .collect();
+        TableSql {
+            select_row: format!(
+                r#"SELECT {ROW_FIELDS} FROM {q} WHERE "_sync_partition" = $1 AND "_sync_row_id" = $2"#
+            )
+            .into(),
+            select_scopes: format!(
+                r#"SELECT "_sync_scopes"::text FROM {q} WHERE "_sync_partition" = $1 AND "_sync_row_id" = $2"#
+            )
+            .into(),
+            upsert: format!(
+                r#"INSERT INTO {q} ({}) VALUES ({}) ON CONFLICT ("_sync_partition", "_sync_row_id") DO UPDATE SET {}"#,
+                cols.join(", "),
+                params.join(", "),
+                updates.join(", ")
+            )
+            .into(),
+            delete_row: format!(
+                r#"DELETE FROM {q} WHERE "_sync_partition" = $1 AND "_sync_row_id" = $2"#
+            )
+            .into(),
+            scan: format!(
+                r#"SELECT c.row_id, t."_sync_server_version", t."_sync_scopes"::text, t."_sync_payload", t."_sync_column_versions"
+FROM (SELECT DISTINCT row_id FROM sync_row_scopes
+      WHERE partition = $1 AND tbl = $2 AND var = $3 AND row_id > $4 AND value = ANY($6)
+      ORDER BY row_id LIMIT $5) c
+LEFT JOIN {q} t ON t."_sync_partition" = $1 AND t."_sync_row_id" = c.row_id
+ORDER BY c.row_id"#
+            )
+            .into(),
+        }
+    }
+}
+
+/// Binds a decoded payload value as its projection (storage-layout §3.2):
+/// typed by the column, JSON only when it parses.
+pub fn bind_value<'q>(
+    q: Query<'q, Postgres, PgArguments>,
+    ty: ColumnType,
+    v: &Value<'_>,
+) -> Query<'q, Postgres, PgArguments> {
+    match ty {
+        ColumnType::String | ColumnType::BlobRef => q.bind(match v {
+            Value::Text(s) => Some(s.to_string()),
+            _ => None,
+        }),
+        ColumnType::Json => q.bind(match v {
+            Value::Text(s) if codec::is_valid_json(s) => Some(s.to_string()),
+            _ => None,
+        }),
+        ColumnType::Integer => q.bind(match v {
+            Value::Integer(i) => Some(*i),
+            Value::Boolean(b) => Some(i64::from(*b)),
+            _ => None,
+        }),
+        ColumnType::Float => q.bind(match v {
+            Value::Float(f) => Some(*f),
+            Value::Integer(i) => Some(*i as f64),
+            _ => None,
+        }),
+        ColumnType::Boolean => q.bind(match v {
+            Value::Boolean(b) => Some(*b),
+            Value::Integer(i) => Some(*i != 0),
+            _ => None,
+        }),
+        ColumnType::Bytes | ColumnType::Crdt => q.bind(match v {
+            Value::Bytes(b) => Some(b.to_vec()),
+            _ => None,
+        }),
+    }
+}
+
+pub fn row_from(r: &PgRow, offset: usize) -> Result<StoredRow> {
+    Ok(StoredRow {
+        row_id: r.try_get(offset).map_err(map_err)?,
+        server_version: r.try_get(offset + 1).map_err(map_err)?,
+        scopes_json: r.try_get(offset + 2).map_err(map_err)?,
+        payload: r.try_get(offset + 3).map_err(map_err)?,
+        column_versions: r.try_get(offset + 4).map_err(map_err)?,
+    })
+}
+
+pub async fn get_row(
+    c: &mut PgConnection,
+    sql: &TableSql,
+    partition: &str,
+    row_id: &str,
+) -> Result<Option<StoredRow>> {
+    let r = sqlx::query(AssertSqlSafe(sql.select_row.clone()))
+        .bind(partition)
+        .bind(row_id)
+        .fetch_optional(&mut *c)
+        .await
+        .map_err(map_err)?;
+    r.map(|r| row_from(&r, 0)).transpose()
+}
+
+fn sorted_pairs(json: &str) -> Option<Vec<(String, String)>> {
+    let mut p = scope_pairs(json).ok()?;
+    p.sort();
+    Some(p)
+}
+
+/// Writes the full stored row, its projection and its row-scope index
+/// entries (re-indexed only when the scope pairs changed).
+pub async fn upsert_row(
+    c: &mut PgConnection,
+    table: &Table,
+    sql: &TableSql,
+    partition: &str,
+    row: &StoredRow,
+    op_index: Option<u32>,
+) -> Result<()> {
+    let new_pairs = scope_pairs(&row.scopes_json)?;
+    let values = if table.materialize {
+        codec::decode_row(&table.defs, &row.payload)?
+    } else {
+        Vec::new()
+    };
+    let old_scopes: Option<String> = sqlx::query_scalar(AssertSqlSafe(sql.select_scopes.clone()))
+        .bind(partition)
+        .bind(&row.row_id)
+        .fetch_optional(&mut *c)
+        .await
+        .map_err(map_err)?;
+    let mut q = sqlx::query(AssertSqlSafe(sql.upsert.clone()))
+        .bind(partition)
+        .bind(&row.row_id);
+    for (col, v) in table.columns.iter().zip(&values) {
+        q = bind_value(q, col.def.ty, v);
+    }
+    q.bind(row.server_version)
+        .bind(&row.scopes_json)
+        .bind(&row.payload)
+        .bind(&row.column_versions)
+        .execute(&mut *c)
+        .await
+        .map_err(|e| row_write_err(e, op_index))?;
+    let mut sorted_new = new_pairs.clone();
+    sorted_new.sort();
+    let unchanged = old_scopes
+        .as_deref()
+        .and_then(sorted_pairs)
+        .is_some_and(|old| old == sorted_new);
+    if !unchanged {
+        if old_scopes.is_some() {
+            delete_row_keyed(c, DELETE_ROW_SCOPES, partition, &table.name, &row.row_id).await?;
+        }
+        insert_row_scope_entries(c, partition, &table.name, &row.row_id, &new_pairs).await?;
+    }
+    Ok(())
+}
+
+const DELETE_ROW_SCOPES: &str =
+    "DELETE FROM sync_row_scopes WHERE partition = $1 AND tbl = $2 AND row_id = $3";
+const DELETE_TOMBSTONE: &str =
+    "DELETE FROM sync_tombstones WHERE partition = $1 AND tbl = $2 AND row_id = $3";
+const DELETE_BLOB_REFS: &str =
+    "DELETE FROM sync_blob_refs WHERE partition = $1 AND tbl = $2 AND row_id = $3";
+
+async fn delete_row_keyed(
+    c: &mut PgConnection,
+    stmt: &'static str,
+    partition: &str,
+    table: &str,
+    row_id: &str,
+) -> Result<()> {
+    sqlx::query(stmt)
+        .bind(partition)
+        .bind(table)
+        .bind(row_id)
+        .execute(&mut *c)
+        .await
+        .map_err(map_err)?;
+    Ok(())
+}
+
+async fn insert_row_scope_entries(
+    c: &mut PgConnection,
+    partition: &str,
+    table: &str,
+    row_id: &str,
+    pairs: &[(String, String)],
+) -> Result<()> {
+    if pairs.is_empty() {
+        return Ok(());
+    }
+    let (vars, vals): (Vec<&str>, Vec<&str>) =
+        pairs.iter().map(|(a, b)| (a.as_str(), b.as_str())).unzip();
+    sqlx::query(
+        "INSERT INTO sync_row_scopes (partition, tbl, var, value, row_id)
+         SELECT $1, $2, v.var, v.value, $5 FROM unnest($3::text[], $4::text[]) AS v(var, value)
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(partition)
+    .bind(table)
+    .bind(vars)
+    .bind(vals)
+    .bind(row_id)
+    .execute(&mut *c)
+    .await
+    .map_err(map_err)?;
+    Ok(())
+}
+
+/// Removes the row, its scope entries and its blob references.
+pub async fn delete_row(
+    c: &mut PgConnection,
+    table: &Table,
+    sql: &TableSql,
+    partition: &str,
+    row_id: &str,
+) -> Result<()> {
+    delete_row_keyed(c, DELETE_ROW_SCOPES, partition, &table.name, row_id).await?;
+    sqlx::query(AssertSqlSafe(sql.delete_row.clone()))
+        .bind(partition)
+        .bind(row_id)
+        .execute(&mut *c)
+        .await
+        .map_err(|e| row_write_err(e, None))?;
+    delete_row_keyed(c, DELETE_BLOB_REFS, partition, &table.name, row_id).await
+}
+
+pub async fn get_tombstone_seq(
+    c: &mut PgConnection,
+    partition: &str,
+    table: &str,
+    row_id: &str,
+) -> Result<Option<i64>> {
+    sqlx::query_scalar(
+        "SELECT commit_seq FROM sync_tombstones WHERE partition = $1 AND tbl = $2 AND row_id = $3",
+    )
+    .bind(partition)
+    .bind(table)
+    .bind(row_id)
+    .fetch_optional(&mut *c)
+    .await
+    .map_err(map_err)
+}
+
+pub async fn clear_tombstone(
+    c: &mut PgConnection,
+    partition: &str,
+    table: &str,
+    row_id: &str,
+) -> Result<()> {
+    delete_row_keyed(c, DELETE_TOMBSTONE, partition, table, row_id).await
+}
+
+pub async fn set_blob_refs(
+    c: &mut PgConnection,
+    partition: &str,
+    table: &str,
+    row_id: &str,
+    blob_ids: &[String],
+) -> Result<()> {
+    delete_row_keyed(c, DELETE_BLOB_REFS, partition, table, row_id).await?;
+    if blob_ids.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "INSERT INTO sync_blob_refs (partition, tbl, row_id, blob_id)
+         SELECT $1, $2, $3, b FROM unnest($4::text[]) AS b ON CONFLICT DO NOTHING",
+    )
+    .bind(partition)
+    .bind(table)
+    .bind(row_id)
+    .bind(blob_ids)
+    .execute(&mut *c)
+    .await
+    .map_err(map_err)?;
+    Ok(())
+}
+
+/// One page of a scope scan (storage-layout §7.5), paged by `crate::scan`.
+pub async fn scan_rows(
+    c: &mut PgConnection,
+    table: &Table,
+    sql: &TableSql,
+    partition: &str,
+    filter: &ScopeFilter,
+    after_row_id: &str,
+    limit: i64,
+) -> Result<Vec<StoredRow>> {
+    let Some((var, values)) = filter.probe() else {
+        return Err(Error::query("sync.storage.scan_requires_scope"));
+    };
+    if values.is_empty() || limit <= 0 {
+        return Ok(Vec::new());
+    }
+    let mut fold = ScanFold::new(filter, after_row_id, limit);
+    loop {
+        let rows = sqlx::query(AssertSqlSafe(sql.scan.clone()))
+            .bind(partition)
+            .bind(&table.name)
+            .bind(var)
+            .bind(&fold.after)
+            .bind(fold.batch())
+            .bind(values)
+            .fetch_all(&mut *c)
+            .await
+            .map_err(map_err)?;
+        for r in &rows {
+            let row_id: String = r.try_get(0).map_err(map_err)?;
+            let payload: Option<Vec<u8>> = r.try_get(3).map_err(map_err)?;
+            let row = match payload {
+                Some(payload) => Some(StoredRow {
+                    row_id: row_id.clone(),
+                    server_version: r.try_get(1).map_err(map_err)?,
+                    scopes_json: r.try_get(2).map_err(map_err)?,
+                    payload,
+                    column_versions: r.try_get(4).map_err(map_err)?,
+                }),
+                None => None,
+            };
+            if !fold.add(row_id, row) {
+                return Ok(fold.finish());
+            }
+        }
+        if !fold.next_page() {
+            return Ok(fold.finish());
+        }
+    }
+}

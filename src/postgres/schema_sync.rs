@@ -1,0 +1,368 @@
+//! `ensureSchema` on PostgreSQL (storage-layout §14.6), with the checks and
+//! the append-only rule of `crate::migrate`: one storage-level transaction,
+//! so the bump commits or rolls back as a whole. A bump first takes
+//! `LOCK TABLE sync_partitions IN EXCLUSIVE MODE`, as the in-tree storage.
+
+use super::conn::map_err;
+use super::meta;
+use super::rows::{bind_value, pg_type};
+use crate::codec::{self, ColumnType};
+use crate::error::{Error, Result};
+use crate::migrate::{self, check_append_only, check_stored_layout, PhysicalColumn};
+use crate::model::CheckpointDeclaration;
+use crate::schema::{parse_layouts, physical_index_name, quote_ident, LayoutColumn, Schema, Table};
+use sqlx::{AssertSqlSafe, Executor, PgConnection, Row};
+
+/// (name, type as `format_type` prints it, not null, pk position).
+const META_COLUMNS: &[(&str, &str, bool, i64)] = &[
+    ("_sync_partition", "text", true, 1),
+    ("_sync_row_id", "text", true, 2),
+    ("_sync_server_version", "bigint", true, 0),
+    ("_sync_scopes", "jsonb", true, 0),
+    ("_sync_payload", "bytea", true, 0),
+    ("_sync_column_versions", "bytea", false, 0),
+];
+
+async fn physical_columns(c: &mut PgConnection, table: &str) -> Result<Vec<PhysicalColumn>> {
+    let rows = sqlx::query(
+        "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+                coalesce((SELECT k.n FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS k(att, n) WHERE k.att = a.attnum), 0)::bigint
+         FROM pg_attribute a
+         JOIN pg_class t ON t.oid = a.attrelid
+         JOIN pg_namespace n ON n.oid = t.relnamespace
+         LEFT JOIN pg_index i ON i.indrelid = t.oid AND i.indisprimary
+         WHERE n.nspname = current_schema() AND t.relname = $1 AND t.relkind = 'r'
+           AND a.attnum > 0 AND NOT a.attisdropped
+         ORDER BY a.attnum",
+    )
+    .bind(table)
+    .fetch_all(&mut *c)
+    .await
+    .map_err(map_err)?;
+    rows.iter()
+        .map(|r| {
+            Ok(PhysicalColumn {
+                name: r.try_get(0).map_err(map_err)?,
+                ty: r.try_get(1).map_err(map_err)?,
+                not_null: r.try_get(2).map_err(map_err)?,
+                pk: r.try_get(3).map_err(map_err)?,
+            })
+        })
+        .collect()
+}
+
+async fn table_exists(c: &mut PgConnection, table: &str) -> Result<bool> {
+    let n: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_class t JOIN pg_namespace n ON n.oid = t.relnamespace
+         WHERE n.nspname = current_schema() AND t.relname = $1 AND t.relkind = 'r'",
+    )
+    .bind(table)
+    .fetch_one(&mut *c)
+    .await
+    .map_err(map_err)?;
+    Ok(n > 0)
+}
+
+async fn run(c: &mut PgConnection, sql: String) -> Result<()> {
+    c.execute(AssertSqlSafe(sql)).await.map_err(map_err)?;
+    Ok(())
+}
+
+pub async fn ensure_schema(
+    c: &mut PgConnection,
+    schema: &Schema,
+    declarations: &[CheckpointDeclaration],
+    now_ms: i64,
+) -> Result<bool> {
+    migrate::refuse_incomplete(
+        meta::pending_checkpoints(c, schema.version).await?,
+        declarations,
+    )?;
+    let mut stored = meta::stored_schema_version(c).await?;
+    if stored.as_ref().is_none_or(|(v, _)| *v < schema.version) {
+        c.execute("LOCK TABLE sync_partitions IN EXCLUSIVE MODE")
+            .await
+            .map_err(map_err)?;
+        stored = meta::stored_schema_version(c).await?;
+    }
+    match stored {
+        Some((v, _)) if v > schema.version => Err(Error::plain(
+            "ERR_SYNCULAR_SCHEMA_NEWER",
+            format!(
+                "stored schema version {v} is newer than the running schema version {}: refusing to run an older server against a migrated database",
+                schema.version
+            ),
+        )),
+        Some((v, layouts)) if v == schema.version => {
+            check_stored_layout(schema, &layouts)?;
+            for t in &schema.tables {
+                migrate::check_physical(t, &physical_columns(c, &t.name).await?, META_COLUMNS)?;
+            }
+            Ok(false)
+        }
+        other => {
+            let old = other.map(|(_, l)| parse_layouts(&l)).unwrap_or_default();
+            migrate_tables(c, schema, &old).await?;
+            sqlx::query(
+                "INSERT INTO sync_schema_meta (id, schema_version, layouts) VALUES (1, $1, $2)
+                 ON CONFLICT (id) DO UPDATE SET schema_version = EXCLUDED.schema_version, layouts = EXCLUDED.layouts",
+            )
+            .bind(schema.version)
+            .bind(&schema.layouts)
+            .execute(&mut *c)
+            .await
+            .map_err(map_err)?;
+            for d in declarations {
+                meta::declare_checkpoint(c, d, now_ms).await?;
+            }
+            Ok(true)
+        }
+    }
+}
+
+async fn migrate_tables(
+    c: &mut PgConnection,
+    schema: &Schema,
+    old: &[(String, Vec<LayoutColumn>)],
+) -> Result<()> {
+    let mut retired: Vec<&str> = old
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .filter(|n| !schema.has_table(n))
+        .collect();
+    retired.sort_unstable();
+    for name in retired {
+        for stmt in [
+            "DELETE FROM sync_row_scopes WHERE tbl = $1",
+            "DELETE FROM sync_blob_refs WHERE tbl = $1",
+        ] {
+            sqlx::query(stmt)
+                .bind(name)
+                .execute(&mut *c)
+                .await
+                .map_err(map_err)?;
+        }
+        run(c, format!("DROP TABLE IF EXISTS {}", quote_ident(name))).await?;
+    }
+    // Index drops first, then creates, as the in-tree storage orders them.
+    for t in &schema.tables {
+        if table_exists(c, &t.name).await? {
+            drop_managed_indexes(c, t).await?;
+        }
+    }
+    let mut plans: Vec<(&Table, Option<Vec<codec::ColumnDef>>)> = Vec::new();
+    for t in &schema.tables {
+        let old_layout = old
+            .iter()
+            .find(|(n, _)| *n == t.name)
+            .map(|(_, cols)| cols.as_slice());
+        if !table_exists(c, &t.name).await? {
+            create_table(c, t).await?;
+            create_indexes(c, t).await?;
+            continue;
+        }
+        let grew = match old_layout {
+            Some(cols) => check_append_only(t, cols)?,
+            None => false,
+        };
+        let physical = physical_columns(c, &t.name).await?;
+        let mut added_projection = false;
+        if t.materialize {
+            for col in &t.columns {
+                if !physical.iter().any(|p| p.name == col.name) {
+                    run(
+                        c,
+                        format!(
+                            "ALTER TABLE {} ADD COLUMN {} {}",
+                            t.quoted,
+                            quote_ident(&col.name),
+                            pg_type(col.def.ty)
+                        ),
+                    )
+                    .await?;
+                    added_projection = true;
+                }
+            }
+        }
+        if !physical.iter().any(|p| p.name == "_sync_column_versions") {
+            run(
+                c,
+                format!(
+                    "ALTER TABLE {} ADD COLUMN \"_sync_column_versions\" BYTEA",
+                    t.quoted
+                ),
+            )
+            .await?;
+        }
+        create_indexes(c, t).await?;
+        let old_defs = match (grew, old_layout) {
+            (true, Some(cols)) => Some(
+                cols.iter()
+                    .map(|col| codec::ColumnDef {
+                        ty: ColumnType::parse(&col.ty).unwrap_or(ColumnType::Bytes),
+                        nullable: col.nullable,
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        };
+        if old_defs.is_some() || added_projection {
+            plans.push((t, old_defs));
+        }
+    }
+    for (t, old_defs) in plans {
+        rewrite_rows(c, t, old_defs.as_deref()).await?;
+    }
+    Ok(())
+}
+
+async fn create_table(c: &mut PgConnection, t: &Table) -> Result<()> {
+    let mut cols = vec![
+        "\"_sync_partition\" TEXT NOT NULL".to_owned(),
+        "\"_sync_row_id\" TEXT NOT NULL".to_owned(),
+    ];
+    if t.materialize {
+        for col in &t.columns {
+            let nn = if col.def.nullable { "" } else { " NOT NULL" };
+            cols.push(format!(
+                "{} {}{nn}",
+                quote_ident(&col.name),
+                pg_type(col.def.ty)
+            ));
+        }
+    }
+    cols.extend(
+        [
+            "\"_sync_server_version\" BIGINT NOT NULL",
+            "\"_sync_scopes\" JSONB NOT NULL",
+            "\"_sync_payload\" BYTEA NOT NULL",
+            "\"_sync_column_versions\" BYTEA",
+            "PRIMARY KEY (\"_sync_partition\", \"_sync_row_id\")",
+        ]
+        .map(str::to_owned),
+    );
+    run(
+        c,
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} ({})",
+            t.quoted,
+            cols.join(", ")
+        ),
+    )
+    .await
+}
+
+async fn drop_managed_indexes(c: &mut PgConnection, t: &Table) -> Result<()> {
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT ic.relname::text FROM pg_index i
+         JOIN pg_class ic ON ic.oid = i.indexrelid
+         JOIN pg_class tc ON tc.oid = i.indrelid
+         JOIN pg_namespace n ON n.oid = tc.relnamespace
+         WHERE n.nspname = current_schema() AND tc.relname = $1 AND NOT i.indisprimary
+           AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)",
+    )
+    .bind(&t.name)
+    .fetch_all(&mut *c)
+    .await
+    .map_err(map_err)?;
+    for n in names {
+        if n.starts_with("sync_ix_") || t.indexes.iter().any(|i| i.name == n) {
+            run(c, format!("DROP INDEX IF EXISTS {}", quote_ident(&n))).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn create_indexes(c: &mut PgConnection, t: &Table) -> Result<()> {
+    if !t.materialize {
+        return Ok(());
+    }
+    for ix in &t.indexes {
+        let mut cols = vec!["\"_sync_partition\"".to_owned()];
+        cols.extend(ix.columns.iter().map(|col| quote_ident(col)));
+        run(
+            c,
+            format!(
+                "CREATE {}INDEX IF NOT EXISTS {} ON {} ({})",
+                if ix.unique { "UNIQUE " } else { "" },
+                quote_ident(&physical_index_name(&ix.name)),
+                t.quoted,
+                cols.join(", ")
+            ),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+const REWRITE_BATCH: i64 = 500;
+
+/// Re-encodes payloads written under a shorter layout and re-derives the
+/// projection, 500 rows at a time.
+async fn rewrite_rows(
+    c: &mut PgConnection,
+    t: &Table,
+    old_defs: Option<&[codec::ColumnDef]>,
+) -> Result<()> {
+    let select = format!(
+        "SELECT \"_sync_partition\", \"_sync_row_id\", \"_sync_payload\" FROM {} \
+         WHERE $4 OR (\"_sync_partition\", \"_sync_row_id\") > ($1, $2) \
+         ORDER BY \"_sync_partition\", \"_sync_row_id\" LIMIT $3",
+        t.quoted
+    );
+    let mut sets = vec!["\"_sync_payload\" = $3".to_owned()];
+    if t.materialize {
+        for (i, col) in t.columns.iter().enumerate() {
+            sets.push(format!(
+                "{} = {}",
+                quote_ident(&col.name),
+                super::rows::param(i + 4, col.def.ty)
+            ));
+        }
+    }
+    let update = format!(
+        "UPDATE {} SET {} WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" = $2",
+        t.quoted,
+        sets.join(", ")
+    );
+    let mut after = (String::new(), String::new());
+    let mut first = true;
+    loop {
+        let batch = sqlx::query(AssertSqlSafe(select.clone()))
+            .bind(&after.0)
+            .bind(&after.1)
+            .bind(REWRITE_BATCH)
+            .bind(first)
+            .fetch_all(&mut *c)
+            .await
+            .map_err(map_err)?;
+        first = false;
+        let n = batch.len() as i64;
+        for r in &batch {
+            let partition: String = r.try_get(0).map_err(map_err)?;
+            let row_id: String = r.try_get(1).map_err(map_err)?;
+            let payload: Vec<u8> = r.try_get(2).map_err(map_err)?;
+            let payload = match old_defs {
+                Some(old) => codec::reencode_with_added_nulls(old, &t.defs, &payload)?,
+                None => payload,
+            };
+            let values = if t.materialize {
+                codec::decode_row(&t.defs, &payload)?
+            } else {
+                Vec::new()
+            };
+            let mut q = sqlx::query(AssertSqlSafe(update.clone()))
+                .bind(&partition)
+                .bind(&row_id)
+                .bind(payload.clone());
+            for (col, v) in t.columns.iter().zip(&values) {
+                q = bind_value(q, col.def.ty, v);
+            }
+            q.execute(&mut *c).await.map_err(map_err)?;
+            after = (partition, row_id);
+        }
+        if n < REWRITE_BATCH {
+            return Ok(());
+        }
+    }
+}

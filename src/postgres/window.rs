@@ -1,0 +1,93 @@
+//! Commit windows on PostgreSQL (storage-layout §7.4): the page query; the
+//! folding and stop rule are `crate::window`.
+
+use super::conn::map_err;
+use crate::error::Result;
+use crate::model::StoredCommit;
+use crate::scope::ScopeFilter;
+use crate::window::{ChangeRow, WindowFold, WindowQuery};
+use sqlx::{PgConnection, Row};
+
+const PAGE: &str = "SELECT c.commit_seq, m.actor_id, m.created_at_ms, ch.row_id, ch.op, ch.row_version, ch.scopes::text, ch.payload
+FROM (SELECT DISTINCT commit_seq FROM sync_change_scopes
+      WHERE partition = $1 AND tbl = $2 AND var = $3 AND commit_seq > $4 AND commit_seq <= $5 AND value = ANY($7)
+      ORDER BY commit_seq LIMIT $6) c
+LEFT JOIN sync_commits m ON m.partition = $1 AND m.commit_seq = c.commit_seq
+LEFT JOIN sync_changes ch ON ch.partition = $1 AND ch.commit_seq = c.commit_seq AND ch.tbl = $2
+ORDER BY c.commit_seq, ch.idx";
+
+pub async fn read_commit_window(
+    c: &mut PgConnection,
+    partition: &str,
+    q: &WindowQuery<'_>,
+) -> Result<Vec<StoredCommit>> {
+    let Some((var, values)) = q.probe() else {
+        return Ok(Vec::new());
+    };
+    let mut fold = WindowFold::new(q);
+    loop {
+        let rows = sqlx::query(PAGE)
+            .bind(partition)
+            .bind(q.table)
+            .bind(var)
+            .bind(fold.after)
+            .bind(q.through_seq)
+            .bind(q.batch())
+            .bind(values)
+            .fetch_all(&mut *c)
+            .await
+            .map_err(map_err)?;
+        for r in &rows {
+            let seq: i64 = r.try_get(0).map_err(map_err)?;
+            if fold.is_new(seq) {
+                let actor: Option<String> = r.try_get(1).map_err(map_err)?;
+                let created: Option<i64> = r.try_get(2).map_err(map_err)?;
+                if !fold.start(seq, actor.zip(created)) {
+                    return Ok(fold.finish());
+                }
+            }
+            let row_id: Option<String> = r.try_get(3).map_err(map_err)?;
+            let Some(row_id) = row_id else { continue };
+            let scopes_json: String = r.try_get(6).map_err(map_err)?;
+            if !fold.wants(&scopes_json) {
+                continue;
+            }
+            fold.add(ChangeRow {
+                row_id,
+                op: i64::from(r.try_get::<i16, _>(4).map_err(map_err)?),
+                row_version: r.try_get(5).map_err(map_err)?,
+                scopes_json,
+                payload: r.try_get(7).map_err(map_err)?,
+            });
+        }
+        if !fold.next_page() {
+            return Ok(fold.finish());
+        }
+    }
+}
+
+/// The index-only upper bound on the probe variable (post-0.24 member).
+pub async fn latest_scoped_change_seq(
+    c: &mut PgConnection,
+    partition: &str,
+    table: &str,
+    filter: &ScopeFilter,
+) -> Result<i64> {
+    let Some((var, values)) = filter.probe() else {
+        return Ok(0);
+    };
+    if values.is_empty() {
+        return Ok(0);
+    }
+    sqlx::query_scalar(
+        "SELECT coalesce(max(commit_seq), 0)::bigint FROM sync_change_scopes
+         WHERE partition = $1 AND tbl = $2 AND var = $3 AND value = ANY($4)",
+    )
+    .bind(partition)
+    .bind(table)
+    .bind(var)
+    .bind(values)
+    .fetch_one(&mut *c)
+    .await
+    .map_err(map_err)
+}

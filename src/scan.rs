@@ -1,0 +1,60 @@
+//! Scope-scan paging (storage-layout §7.5), engine-neutral: each engine runs
+//! its page query (candidate row ids from the row-scope index, LEFT JOIN the
+//! row table, ordered by `row_id` in the database's collation) and feeds the
+//! rows here for full-filter verification and the stop rule.
+
+use crate::model::StoredRow;
+use crate::scope::ScopeFilter;
+
+pub struct ScanFold<'f> {
+    filter: &'f ScopeFilter,
+    limit: i64,
+    out: Vec<StoredRow>,
+    seen: i64,
+    /// The page cursor: the last candidate row id.
+    pub after: String,
+}
+
+impl<'f> ScanFold<'f> {
+    pub fn new(filter: &'f ScopeFilter, after_row_id: &str, limit: i64) -> Self {
+        ScanFold {
+            filter,
+            limit,
+            out: Vec::new(),
+            seen: 0,
+            after: after_row_id.to_owned(),
+        }
+    }
+
+    /// Candidates per page.
+    pub fn batch(&self) -> i64 {
+        self.limit.max(64)
+    }
+
+    /// Feeds one candidate; `row` is `None` when the row vanished. Returns
+    /// `false` once the limit is reached (stop reading).
+    pub fn add(&mut self, row_id: String, row: Option<StoredRow>) -> bool {
+        self.seen += 1;
+        if let Some(row) = row {
+            if self.filter.matches_json(&row.scopes_json) {
+                self.out.push(row);
+                if self.out.len() as i64 >= self.limit {
+                    return false;
+                }
+            }
+        }
+        self.after = row_id;
+        true
+    }
+
+    /// Ends a page; `true` when another page must be read.
+    pub fn next_page(&mut self) -> bool {
+        let more = self.seen >= self.batch();
+        self.seen = 0;
+        more
+    }
+
+    pub fn finish(self) -> Vec<StoredRow> {
+        self.out
+    }
+}
