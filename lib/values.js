@@ -65,32 +65,45 @@ function rowFromTuple(t) {
   return row;
 }
 
-/** A copy of `[offset, length]` out of a packed batch's byte buffer. */
-function sliceOf(bytes, ref) {
-  return bytes.slice(ref[0], ref[0] + ref[1]);
-}
-
 /**
- * `[json, bytes]` row batch → StoredRow[]: JSON.parse builds the objects
- * (keys in StoredRow order, `columnVersions` only when present); each byte
- * field is an `[offset, length]` reference that becomes its own copy.
+ * `[json, bytes]` row batch → StoredRow[]. The text is a flat array, seven
+ * values a row (src/napi/packed.rs); byte fields are offset/length into
+ * `bytes` and become their own copies; `columnVersions` only when present.
  */
 function unpackRows([json, bytes]) {
-  const rows = JSON.parse(json);
-  for (const r of rows) {
-    r.payload = sliceOf(bytes, r.payload);
-    if (r.columnVersions !== undefined) r.columnVersions = sliceOf(bytes, r.columnVersions);
+  const a = JSON.parse(json);
+  const out = new Array(a.length / 7);
+  for (let i = 0, j = 0; i < a.length; i += 7, j++) {
+    const row = {
+      rowId: a[i],
+      serverVersion: a[i + 1],
+      scopes: a[i + 2],
+      payload: bytes.slice(a[i + 3], a[i + 3] + a[i + 4]),
+    };
+    if (a[i + 5] >= 0) row.columnVersions = bytes.slice(a[i + 5], a[i + 5] + a[i + 6]);
+    out[j] = row;
   }
-  return rows;
+  return out;
 }
 
-/** `[json, bytes]` commit window → StoredCommit[] (payload only on upserts that carry one). */
+/** `[json, bytes]` commit window → StoredCommit[] (rowVersion and payload only when present). */
 function unpackCommits([json, bytes]) {
-  const commits = JSON.parse(json);
-  for (const c of commits) {
-    for (const ch of c.changes) {
-      if (ch.payload !== undefined) ch.payload = sliceOf(bytes, ch.payload);
+  const a = JSON.parse(json);
+  const commits = [];
+  let i = 0;
+  while (i < a.length) {
+    const count = a[i + 3];
+    const changes = new Array(count);
+    const commit = { commitSeq: a[i], createdAtMs: a[i + 1], actorId: a[i + 2], changes };
+    i += 4;
+    for (let k = 0; k < count; k++, i += 7) {
+      const change = { table: a[i], rowId: a[i + 1], op: a[i + 2] === 1 ? 'upsert' : 'delete' };
+      if (a[i + 3] !== null) change.rowVersion = a[i + 3];
+      change.scopes = a[i + 4];
+      if (a[i + 5] >= 0) change.payload = bytes.slice(a[i + 5], a[i + 5] + a[i + 6]);
+      changes[k] = change;
     }
+    commits.push(commit);
   }
   return commits;
 }

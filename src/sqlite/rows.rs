@@ -295,19 +295,34 @@ pub fn scan_rows(
         return Ok(Vec::new());
     }
     let batch = limit.max(64);
-    let text = format!(
-        r#"SELECT c.row_id, t."_sync_server_version", t."_sync_scopes", t."_sync_payload", t."_sync_column_versions"
+    // One value (the common case): the scope index delivers row ids in
+    // order and distinct, so a plain join needs no sort. Several values:
+    // DISTINCT candidates, and the page is ordered here rather than by a
+    // SQL sort that would copy every payload through a temporary b-tree.
+    let single = values.len() == 1;
+    let text = if single {
+        format!(
+            r#"SELECT s.row_id, t."_sync_server_version", t."_sync_scopes", t."_sync_payload", t."_sync_column_versions"
+FROM sync_row_scopes s
+LEFT JOIN {} t ON t."_sync_partition" = ?1 AND t."_sync_row_id" = s.row_id
+WHERE s.partition = ?1 AND s.tbl = ?2 AND s.var = ?3 AND s.row_id > ?4 AND s.value = ?6
+ORDER BY s.row_id LIMIT ?5"#,
+            sql.table_quoted
+        )
+    } else {
+        format!(
+            r#"SELECT c.row_id, t."_sync_server_version", t."_sync_scopes", t."_sync_payload", t."_sync_column_versions"
 FROM (SELECT DISTINCT row_id FROM sync_row_scopes
       WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND row_id > ?4 AND value IN ({})
       ORDER BY row_id LIMIT ?5) c
-LEFT JOIN {} t ON t."_sync_partition" = ?1 AND t."_sync_row_id" = c.row_id
-ORDER BY c.row_id"#,
-        (0..values.len())
-            .map(|i| format!("?{}", i + 6))
-            .collect::<Vec<_>>()
-            .join(","),
-        sql.table_quoted
-    );
+LEFT JOIN {} t ON t."_sync_partition" = ?1 AND t."_sync_row_id" = c.row_id"#,
+            (0..values.len())
+                .map(|i| format!("?{}", i + 6))
+                .collect::<Vec<_>>()
+                .join(","),
+            sql.table_quoted
+        )
+    };
     let mut st = conn.prepare_cached(&text).map_err(map_err)?;
     let mut fold = crate::scan::ScanFold::new(filter, after_row_id, limit);
     loop {
@@ -317,6 +332,7 @@ ORDER BY c.row_id"#,
             binds.push(v);
         }
         let mut rows = st.query(&*binds).map_err(map_err)?;
+        let mut page: Vec<(String, Option<StoredRow>)> = Vec::new();
         while let Some(r) = rows.next().map_err(map_err)? {
             let row_id: String = r.get(0).map_err(map_err)?;
             let payload: Option<Vec<u8>> = r.get(3).map_err(map_err)?;
@@ -330,6 +346,14 @@ ORDER BY c.row_id"#,
                 }),
                 None => None,
             };
+            page.push((row_id, row));
+        }
+        drop(rows);
+        if !single {
+            // SQLite's BINARY collation is byte order, which is str order.
+            page.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        for (row_id, row) in page {
             if !fold.add(row_id, row) {
                 return Ok(fold.finish());
             }
