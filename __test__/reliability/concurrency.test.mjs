@@ -1,0 +1,37 @@
+// Concurrency, short versions (issue 7 §2; long: stress/concurrency.mjs).
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { runSameCommit, runTwoProcesses, runWorkers } from '../../stress/lib/concurrency.mjs';
+
+describe('reliability: concurrency', () => {
+  for (const [name, url] of [
+    ['sqlite-file', undefined],
+    ['sqlite-memory', 'sqlite::memory:'],
+  ]) {
+    test(`${name}: 64 concurrent deliveries of one commit apply once and replay 63 times`, async () => {
+      const f = await runSameCommit({ rounds: 2, n: 64, url });
+      assert.deepEqual(f, { deliveries: 128, applies: 2, replays: 126, mismatched: 0, extraCommits: 0 });
+    });
+  }
+
+  test('two processes on one SQLite file and partition: nothing lost or duplicated, dense log, no lock errors', async () => {
+    const f = await runTwoProcesses({ ms: 1200, inflight: 4 });
+    assert.deepEqual(f.problems, []);
+    assert.equal(f.lost, 0);
+    assert.equal(f.duplicates, 0);
+    assert.equal(f.gaps, 0);
+    assert.equal(f.lockedErrors, 0);
+    assert.equal(f.otherErrors, 0);
+    assert.equal(f.commits, f.acked);
+    assert.ok(f.perProcess.every((n) => n > 0), `both processes committed: ${f.perProcess}`);
+    assert.ok(f.switches > 0, 'the two writers interleaved');
+    assert.ok(f.lockWaits > 0, 'a process waited for the other one\'s write lock (off-thread, lockAsync)');
+  });
+
+  test('worker_threads: the addon in several workers at once, each with its own storage, exits cleanly', async () => {
+    const f = await runWorkers({ workers: 5, pushes: 15 });
+    assert.deepEqual(f.problems, []);
+    assert.equal(f.crashed, 0);
+    assert.ok(f.finished >= 4, `${f.finished} workers finished`);
+  });
+});

@@ -1,0 +1,75 @@
+// Hostile input, short version (issue 7 §3; long: stress/fuzz.mjs, 10^5
+// cases). Every storage and transaction member, enumerated from the
+// objects, gets generated hostile arguments.
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { runFuzz } from '../../stress/lib/fuzz.mjs';
+import { NativeStorage } from '../support/package.mjs';
+import { fixtureSchema } from '../support/schema.mjs';
+import { taskRow } from '../support/harness.mjs';
+
+describe('reliability: hostile input', () => {
+  test('3000 generated hostile calls: coded rejections, no panic, no partial write', async () => {
+    const f = await runFuzz({ cases: 3000, seed: Date.now() % 1e9 });
+    assert.deepEqual(f.failures, []);
+    assert.deepEqual(f.untemplated, [], 'members without a fuzz template');
+    assert.equal(f.cases, 3000);
+    assert.ok(f.members >= 60, `${f.members} members enumerated`);
+    assert.ok(f.rejected > 1000 && f.resolved > 100, `rejected ${f.rejected}, resolved ${f.resolved}`);
+    for (const k of ['uncoded', 'panics', 'syncThrows', 'hangs', 'partialWrites', 'acceptedBadPartition']) assert.equal(f[k], 0, k);
+  });
+
+  // Regressions for what the fuzz found.
+  test('values the JS engine cannot convert reject with ERR_SYNCULAR_INVALID_ARGUMENT', async () => {
+    const storage = new NativeStorage();
+    try {
+      await storage.ensureSchema(fixtureSchema());
+      const code = async (promise) => {
+        const err = await promise.then(
+          () => assert.fail('resolved'),
+          (e) => e,
+        );
+        assert.ok(err instanceof Error);
+        return err.code;
+      };
+      // BigInt met by the N-API conversion's message, by JSON.stringify, Symbol by a number conversion
+      assert.equal(await code(storage.getReaction({ a: 10n }, 'rk')), 'ERR_SYNCULAR_INVALID_ARGUMENT');
+      assert.equal(await code(storage.getClientRecord({ toString: 10n }, 'c')), 'ERR_SYNCULAR_INVALID_ARGUMENT');
+      assert.equal(
+        await code(storage.claimReactions('p', { leaseOwner: 'o', types: ['t'], nowMs: 1, leaseDurationMs: 1, limit: Symbol('x') })),
+        'ERR_SYNCULAR_INVALID_ARGUMENT',
+      );
+      const tx = await storage.begin('p');
+      await tx.lockPartitionForPush();
+      assert.equal(
+        await code(tx.putPushResult('c', 'cc', { status: 'applied', commitSeq: 1, recordedAtMs: 10n, cacheIdentity: 'x', results: [] })),
+        'ERR_SYNCULAR_INVALID_ARGUMENT',
+      );
+      assert.equal(
+        await code(tx.commitRejectedPushResult('c', 'cc', { status: 'rejected', commitSeq: 1, recordedAtMs: 1, cacheIdentity: 'x', results: [null] })),
+        'ERR_SYNCULAR_INVALID_ARGUMENT',
+      );
+      await tx.upsertRow('tasks', taskRow('r1'), { opIndex: 0 });
+      await tx.rollback();
+      assert.equal(await storage.getPushResult('p', 'c', 'cc'), undefined);
+      assert.equal(await storage.getRow('p', 'tasks', 'r1'), undefined);
+    } finally {
+      await storage.close();
+    }
+  });
+
+  test('claimReactions and pruneReactions reject a non-string partition even when the limit short-circuits', async () => {
+    const storage = new NativeStorage();
+    try {
+      for (const call of [
+        () => storage.claimReactions(42, { leaseOwner: 'o', types: ['t'], nowMs: 1, leaseDurationMs: 1, limit: 0 }),
+        () => storage.claimReactions(null, { leaseOwner: 'o', types: [], nowMs: 1, leaseDurationMs: 1, limit: 5 }),
+        () => storage.pruneReactions(1.5, { completedBeforeMs: 1, deadLetterBeforeMs: 1, limit: -1 }),
+      ]) {
+        await assert.rejects(call(), (e) => e.code === 'ERR_SYNCULAR_INVALID_ARGUMENT');
+      }
+    } finally {
+      await storage.close();
+    }
+  });
+});

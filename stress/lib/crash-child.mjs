@@ -1,0 +1,31 @@
+// Child of the crash program: pushes commits k = start, start+1, ... with
+// the host's push sequence. It prints "ready" on stdout once the schema is
+// in place, then appends to the report file, one write(2) per line,
+//   "begin <k>"            before delivering commit k,
+//   "ack <k> <commitSeq>"  once the push of commit k has resolved.
+// The parent SIGKILLs it at a random point. Reports go to a file, not the
+// pipe: a pipe write wakes the parent, whose kill timer then fires right
+// after a report far more often than mid-commit.
+import { openSync, writeSync } from 'node:fs';
+import { NativeStorage } from '../../__test__/support/package.mjs';
+import { fixtureSchema } from '../../__test__/support/schema.mjs';
+import { hostPush } from '../../__test__/support/harness.mjs';
+import { CRASH_CLIENT, CRASH_PARTITION, ccidOf, opsOf } from './shape.mjs';
+
+const [path, startArg, synchronous, reportPath] = process.argv.slice(2);
+const report = openSync(reportPath, 'a');
+const say = (line) => writeSync(report, `${line}\n`);
+
+const storage = new NativeStorage({ url: `sqlite:${path}`, synchronous: synchronous || undefined });
+await storage.ensureSchema(fixtureSchema());
+writeSync(1, 'ready\n');
+for (let k = Number(startArg); ; k++) {
+  say(`begin ${k}`);
+  const r = await hostPush(storage, CRASH_PARTITION, {
+    clientId: CRASH_CLIENT,
+    clientCommitId: ccidOf(k),
+    ops: opsOf(k),
+    createdAtMs: 1_700_000_000_000 + k,
+  });
+  say(`ack ${k} ${r.result.commitSeq}`);
+}
