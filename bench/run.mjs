@@ -37,7 +37,11 @@ function parseArgs(argv) {
       process.exit(0);
     } else throw new Error(`unknown option ${a} (see --help)`);
   }
-  if (out.modules.length === 0) out.modules.push(join(here, 'modules', 'native-sqlite.mjs'));
+  if (out.modules.length === 0) {
+    out.modules.push(join(here, 'modules', 'native-sqlite.mjs'));
+    // The PostgreSQL column when a server is configured (see README).
+    if (process.env.SYNCULAR_TEST_PG_URL) out.modules.push(join(here, 'modules', 'native-postgres.mjs'));
+  }
   if (!Number.isInteger(out.runs) || out.runs < 1) throw new Error('--runs must be a positive integer');
   return out;
 }

@@ -23,13 +23,25 @@ function createSqliteStorage(context) {
   return new NativeStorage({ errors: context?.server });
 }
 
+let pgSchemas = 0;
+
 /**
- * Picks the backend. Only SQLite exists today; a PostgreSQL backend will be
- * selected here from SYNCULAR_TEST_PG_URL, creating one fresh schema per call
- * so that storages stay isolated from each other.
+ * A fresh PostgreSQL schema per call on the server at `url`: each storage
+ * is isolated from the others on one database.
+ */
+function createPostgresStorage(url, context) {
+  pgSchemas += 1;
+  const schema = `syncular_up_${process.pid}_${Date.now().toString(36)}_${pgSchemas}`;
+  return new NativeStorage({ url, schema, maxConnections: 4, errors: context?.server });
+}
+
+/**
+ * Picks the backend: PostgreSQL when SYNCULAR_TEST_PG_URL is set, else
+ * SQLite in memory.
  */
 export function createStorage(context) {
-  return createSqliteStorage(context);
+  const url = process.env.SYNCULAR_TEST_PG_URL;
+  return url ? createPostgresStorage(url, context) : createSqliteStorage(context);
 }
 
 export default createStorage;

@@ -9,6 +9,7 @@
 //! - `napi`: the thin N-API binding; the only module that knows JS exists.
 
 pub mod bench;
+pub mod checkpoint;
 pub mod codec;
 pub mod error;
 pub mod migrate;

@@ -58,3 +58,28 @@ impl<'f> ScanFold<'f> {
         self.out
     }
 }
+
+/// Validates an index lookup (storage-layout §7.6) in the specified order
+/// and returns the index and its values, one per index column, and the
+/// limit. `values` is `None` when the caller's `values` is not an array.
+pub fn check_index_lookup<'t, 'v>(
+    table: &'t crate::schema::Table,
+    index: &str,
+    values: Option<&'v [crate::query::Value]>,
+    limit: f64,
+) -> crate::Result<(&'t crate::schema::Index, &'v [crate::query::Value], i64)> {
+    use crate::error::Error;
+    if !(limit.fract() == 0.0 && (1.0..=1000.0).contains(&limit)) {
+        return Err(Error::query("sync.storage.invalid_limit"));
+    }
+    if !table.materialize {
+        return Err(Error::query("sync.storage.index_not_materialized"));
+    }
+    let Some(ix) = table.indexes.iter().find(|i| i.name == index) else {
+        return Err(Error::query("sync.storage.index_not_found"));
+    };
+    match values {
+        Some(v) if v.len() == ix.columns.len() => Ok((ix, v, limit as i64)),
+        _ => Err(Error::query("sync.storage.index_value_count_mismatch")),
+    }
+}

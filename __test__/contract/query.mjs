@@ -122,7 +122,7 @@ export function define(engine) {
         assert.deepStrictEqual(other, { rows: [{ marker: '?; FROM tasks', title: 'other partition' }], maxCommitSeq: 1 });
         // The host's 0.15.x wrapper with its LIMIT parameter.
         const wrapped = await storage.queryAuthoritative(P1, {
-          sql: 'SELECT * FROM (SELECT t.id, a.email FROM tasks t JOIN accounts a ON 1 WHERE t.id = ?) AS "_syncular_registered_query" LIMIT ?',
+          sql: 'SELECT * FROM (SELECT t.id, a.email FROM tasks t JOIN accounts a ON 1 = 1 WHERE t.id = ?) AS "_syncular_registered_query" LIMIT ?',
           params: ['t2', 2],
           tables: ['tasks', 'accounts'],
         });
@@ -142,7 +142,7 @@ export function define(engine) {
           tables: ['tasks'],
         });
         assert.deepStrictEqual(r, { rows: [{ smile: '😀é', title: 'one' }], maxCommitSeq: 2 });
-        const joined = 'SELECT tasks.id, accounts.email FROM tasks JOIN accounts ON 1 ORDER BY tasks.id';
+        const joined = 'SELECT tasks.id, accounts.email FROM tasks JOIN accounts ON 1 = 1 ORDER BY tasks.id';
         const plan = planOf(joined, 'tasks', 'tasks ');
         const a = joined.indexOf('accounts ON');
         plan.relations.push({ table: 'accounts', start: a, end: a + 8 });
@@ -181,13 +181,19 @@ export function define(engine) {
     test('binds every AuthoritativeQueryValue and returns driver-shaped values', async () => {
       await withStorage(engine, async (storage) => {
         const bytes = new Uint8Array([0, 1, 255]);
+        const pg = engine.dialect === 'postgres';
+        // SQLite reports the bound storage class; PostgreSQL the bound type
+        // (its catalog functions are refused, so compare through CASTs).
         const r = await storage.queryAuthoritative(P1, {
-          sql: 'SELECT ? AS s, typeof(?2) AS s_t, ? AS i, typeof(?3) AS i_t, ? AS f, typeof(?4) AS f_t, ? AS big, typeof(?5) AS big_t, ? AS yes, ? AS no, ? AS blob, ? AS nul',
+          sql: pg
+            ? "SELECT ? AS s, CASE WHEN CAST(?2 AS TEXT) = ?2 THEN 'text' END AS s_t, ? AS i, CASE WHEN CAST(?3 AS BIGINT) = ?3 THEN 'integer' END AS i_t, ? AS f, CASE WHEN CAST(?4 AS DOUBLE PRECISION) = ?4 THEN 'real' END AS f_t, ? AS big, CASE WHEN CAST(?5 AS BIGINT) = ?5 THEN 'integer' END AS big_t, ? AS yes, ? AS no, ? AS blob, CAST(? AS TEXT) AS nul"
+            : 'SELECT ? AS s, typeof(?2) AS s_t, ? AS i, typeof(?3) AS i_t, ? AS f, typeof(?4) AS f_t, ? AS big, typeof(?5) AS big_t, ? AS yes, ? AS no, ? AS blob, ? AS nul',
           params: ['text', 'text', 42, 1.5, 9007199254740993n, true, false, bytes, null],
           tables: [],
         });
         const row = r.rows[0];
         assert.equal(row.s, 'text');
+        if (pg) assert.equal(row.s_t, 'text');
         assert.equal(row.i, 42);
         assert.equal(row.i_t, 'integer');
         assert.equal(row.f, 1.5);
@@ -202,7 +208,7 @@ export function define(engine) {
         assert.equal(r.maxCommitSeq, 0);
 
         const v = await storage.queryAuthoritative(P1, {
-          sql: "SELECT 9007199254740991 AS safe, -9007199254740993 AS neg, 9223372036854775807 AS max, 2.5 AS r, x'0a0b' AS b, NULL AS n, 'é' AS t",
+          sql: `SELECT 9007199254740991 AS safe, -9007199254740993 AS neg, 9223372036854775807 AS max, 2.5 AS r, ${pg ? "decode('0a0b', 'hex')" : "x'0a0b'"} AS b, NULL AS n, 'é' AS t`,
           params: [],
           tables: [],
         });
@@ -317,7 +323,7 @@ export function define(engine) {
           );
           assert.equal(bad.code, 'sync.schema_not_ready');
           refuse = undefined;
-          await assert.rejects(storage.queryAuthoritative(P1, { sql: 'SELECT nope FROM tasks', params: [], tables: ['tasks'] }), /no such column/);
+          await assert.rejects(storage.queryAuthoritative(P1, { sql: 'SELECT nope FROM tasks', params: [], tables: ['tasks'] }), /no such column|column "nope" does not exist/);
           // Transactions never gate.
           const before = calls.length;
           const tx = await storage.begin(P1);

@@ -1,7 +1,6 @@
 // The engines every contract case runs against. PostgreSQL joins when
-// SYNCULAR_TEST_PG_URL is set (one fresh schema per storage). It is not yet
-// part of CI: the engine is incomplete (issue 5); .ci/run will start a
-// server and require it once it is.
+// SYNCULAR_TEST_PG_URL is set (one fresh schema per storage); under CI=true
+// it is required (see below).
 //
 // Each engine:
 //   name                 label used in test names
@@ -11,6 +10,7 @@
 //                        object: reopen, same-version layout checks)
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { NativeStorage } from './package.mjs';
 
@@ -67,7 +67,40 @@ export function freshPgSchema() {
   return `syncular_t_${process.pid}_${Date.now().toString(36)}_${schemaCounter}`;
 }
 
-if (pgUrl) {
+/** Why the server at `url` cannot be used, or undefined when it answers. */
+async function pgUnreachable(url) {
+  let host;
+  let port;
+  try {
+    const u = new URL(url);
+    host = u.hostname || '127.0.0.1';
+    port = Number(u.port || 5432);
+  } catch {
+    return `SYNCULAR_TEST_PG_URL is not a URL: ${url}`;
+  }
+  return new Promise((resolve) => {
+    const socket = connect({ host, port });
+    const done = (why) => {
+      socket.destroy();
+      resolve(why);
+    };
+    socket.setTimeout(3000, () => done(`no answer from ${host}:${port} within 3 s`));
+    socket.once('connect', () => done(undefined));
+    socket.once('error', (err) => done(`cannot reach ${host}:${port}: ${err.message}`));
+  });
+}
+
+// Locally the PostgreSQL cases join when SYNCULAR_TEST_PG_URL is set. Under
+// CI=true (.ci/run starts a server) they are required: a missing URL or an
+// unreachable server makes every PostgreSQL case fail, never skip.
+const required = process.env.CI === 'true';
+const pgProblem = pgUrl
+  ? await pgUnreachable(pgUrl)
+  : required
+    ? 'SYNCULAR_TEST_PG_URL is not set (required when CI=true; .ci/run starts a server)'
+    : undefined;
+
+if (pgUrl && pgProblem === undefined) {
   engines.push({
     name: 'postgres',
     dialect: 'postgres',
@@ -78,6 +111,12 @@ if (pgUrl) {
       return { url: pgUrl, schema, open: (opts = {}) => new NativeStorage({ url: pgUrl, schema, maxConnections: 4, ...opts }) };
     },
   });
+} else if (pgProblem !== undefined && (required || pgUrl)) {
+  // Set but unreachable (or required and missing): every case fails with the reason.
+  const fail = () => {
+    throw new Error(`PostgreSQL engine unavailable: ${pgProblem}`);
+  };
+  engines.push({ name: 'postgres', dialect: 'postgres', url: pgUrl, create: fail, shared: fail });
 }
 
 export { tempDbPath };

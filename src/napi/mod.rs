@@ -11,6 +11,7 @@ mod convert;
 mod handle;
 mod packed;
 mod pg;
+mod pg_ext;
 mod query;
 mod reactions;
 mod rowpack;

@@ -16,6 +16,7 @@ use crate::scope::ScopeFilter;
 use crate::window::WindowQuery;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
+use std::cell::Cell;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
@@ -24,7 +25,7 @@ use std::task::{Context, Poll};
 
 /// Polls a future with panics contained, like `super::guard` for sync
 /// calls.
-struct Guarded<F>(Pin<Box<F>>);
+pub(super) struct Guarded<F>(Pin<Box<F>>);
 
 impl<T, F: Future<Output = crate::Result<T>>> Future for Guarded<F> {
     type Output = napi::Result<T>;
@@ -45,7 +46,7 @@ impl<T, F: Future<Output = crate::Result<T>>> Future for Guarded<F> {
     }
 }
 
-fn guarded<T, F: Future<Output = crate::Result<T>>>(f: F) -> Guarded<F> {
+pub(super) fn guarded<T, F: Future<Output = crate::Result<T>>>(f: F) -> Guarded<F> {
     Guarded(Box::pin(f))
 }
 
@@ -54,22 +55,64 @@ pub struct PgHandle {
     engine: Option<Arc<PgEngine>>,
 }
 
+thread_local! {
+    /// Set by this env's cleanup hook: napi shuts its tokio runtime down in
+    /// an earlier-registered hook (hooks run last-in first-out, so ours runs
+    /// first), and finalizers run after both.
+    static TEARDOWN: Cell<bool> = const { Cell::new(false) };
+    static HOOKED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Registers the teardown hook once per env (per JS thread).
+fn hook_teardown(env: &Env) -> Result<()> {
+    if !HOOKED.with(Cell::get) {
+        env.add_env_cleanup_hook((), |()| TEARDOWN.with(|t| t.set(true)))?;
+        HOOKED.with(|h| h.set(true));
+    }
+    Ok(())
+}
+
 impl Drop for PgHandle {
-    /// Collected by GC: pooled connections must be dropped inside the
-    /// runtime (outside it, sqlx's drop aborts the process); pinned
-    /// transactions are closed, which rolls them back on the server.
+    /// Collected by GC: every sqlx object (pool, pinned connections) must be
+    /// dropped inside the runtime, where it can spawn its return-to-pool or
+    /// close task; outside it, sqlx's drop panics, and a panic in a
+    /// finalizer aborts the process. Pinned transactions are closed, which
+    /// rolls them back on the server. At env teardown (process or worker
+    /// exit) the runtime is gone or going: the engine is leaked and the OS
+    /// closes its sockets, which the server treats as a rollback.
     fn drop(&mut self) {
-        if let Some(engine) = self.engine.take() {
-            within_runtime_if_available(move || {
-                if tokio::runtime::Handle::try_current().is_ok() {
+        let Some(engine) = self.engine.take() else {
+            return;
+        };
+        if TEARDOWN.with(Cell::get) {
+            std::mem::forget(engine);
+            return;
+        }
+        let owned = InRuntime(Some(engine));
+        // Outside a live runtime `spawn` panics and drops the future, whose
+        // `InRuntime` then leaks the engine instead of dropping it.
+        let _ = catch_unwind(AssertUnwindSafe(move || {
+            napi::bindgen_prelude::spawn(async move {
+                let mut owned = owned;
+                if let Some(engine) = owned.0.take() {
                     engine.abandon_all();
                     drop(engine);
-                } else {
-                    // The runtime is gone (process exit): dropping pooled
-                    // connections would abort; the OS reclaims them.
-                    std::mem::forget(engine);
                 }
             });
+        }));
+    }
+}
+
+/// An engine that may only be dropped inside a tokio runtime; anywhere
+/// else it is leaked.
+struct InRuntime(Option<Arc<PgEngine>>);
+
+impl Drop for InRuntime {
+    fn drop(&mut self) {
+        if let Some(engine) = self.0.take() {
+            if tokio::runtime::Handle::try_current().is_err() {
+                std::mem::forget(engine);
+            }
         }
     }
 }
@@ -82,7 +125,13 @@ fn filter(json: &str) -> crate::Result<ScopeFilter> {
 impl PgHandle {
     /// Validates the options; the pool connects on first use.
     #[napi(constructor)]
-    pub fn new(url: String, max_connections: Option<f64>, schema: Option<String>) -> Result<Self> {
+    pub fn new(
+        env: Env,
+        url: String,
+        max_connections: Option<f64>,
+        schema: Option<String>,
+    ) -> Result<Self> {
+        hook_teardown(&env)?;
         super::guard(|| {
             let max = max_connections
                 .map(|v| non_negative(v, "maxConnections"))
@@ -94,7 +143,7 @@ impl PgHandle {
         })
     }
 
-    fn e(&self) -> &PgEngine {
+    pub(super) fn e(&self) -> &PgEngine {
         self.engine.as_deref().expect("engine present until drop")
     }
 

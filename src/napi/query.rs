@@ -74,7 +74,7 @@ impl FromNapiValue for QueryValue {
     }
 }
 
-fn values(list: Vec<QueryValue>) -> Vec<Value> {
+pub(super) fn values(list: Vec<QueryValue>) -> Vec<Value> {
     list.into_iter().map(|v| v.0).collect()
 }
 
@@ -98,7 +98,7 @@ pub struct JsQueryRequest {
 }
 
 impl JsQueryRequest {
-    fn into_parts(self) -> (Request, Vec<String>) {
+    pub(super) fn into_parts(self) -> (Request, Vec<String>) {
         let req = if self.plan_malformed == Some(true) {
             Request::Malformed
         } else if let (Some(sql), Some(relations)) = (self.plan_sql, self.relations) {
@@ -124,7 +124,7 @@ impl JsQueryRequest {
 }
 
 /// `{ rows, maxCommitSeq, gate?, error? }` built straight into JS objects.
-pub struct JsQueryResult(QueryOutput);
+pub struct JsQueryResult(pub QueryOutput);
 
 impl TypeName for JsQueryResult {
     fn type_name() -> &'static str {

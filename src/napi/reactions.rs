@@ -29,7 +29,7 @@ pub struct JsNewReaction {
 }
 
 impl JsNewReaction {
-    fn into_model(self, i: usize) -> crate::Result<NewReaction> {
+    pub(super) fn into_model(self, i: usize) -> crate::Result<NewReaction> {
         let field = |name: &str| format!("reactions[{i}].{name}");
         Ok(NewReaction {
             version: int(self.version, &field("version"))?,
@@ -106,13 +106,13 @@ impl From<PrunedCounts> for JsPrunedReactions {
     }
 }
 
-fn out(list: Vec<StoredReaction>) -> Vec<JsReaction> {
+pub(super) fn out(list: Vec<StoredReaction>) -> Vec<JsReaction> {
     list.into_iter().map(Into::into).collect()
 }
 
 /// `min(2^53 − 1, now + duration)` as the in-tree storage computes it in
 /// doubles: exact whenever the sum is a safe integer, capped otherwise.
-fn lease_expiry(now_ms: i64, duration_ms: f64) -> crate::Result<i64> {
+pub(super) fn lease_expiry(now_ms: i64, duration_ms: f64) -> crate::Result<i64> {
     if duration_ms.is_nan() {
         return Err(Error::invalid("leaseDurationMs must be a number"));
     }

@@ -11,10 +11,14 @@
 //! Transactions are numbered like the SQLite engine's write leases: the
 //! binding hands the id to JS and every transaction member takes it back.
 
+mod admin;
+mod checkpoints;
 mod conn;
 mod log;
 mod meta;
 mod ops;
+mod query;
+mod reactions;
 mod rows;
 mod schema_sync;
 pub mod sql;
@@ -91,6 +95,22 @@ macro_rules! write {
     }};
 }
 
+/// Runs `$body` in one read-only snapshot (REPEATABLE READ READ ONLY) on a
+/// pool connection: every statement of the body sees the same committed
+/// state.
+macro_rules! snapshot {
+    ($self:expr, |$c:ident| $body:expr) => {{
+        $crate::postgres::write!($self, |$c| {
+            $crate::postgres::exec(
+                $c,
+                "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY",
+            )
+            .await?;
+            $body
+        })
+    }};
+}
+
 /// Runs `$body` on transaction `$id`'s pinned connection, with `$p` its
 /// partition and `$st` the whole state.
 macro_rules! with_tx {
@@ -107,7 +127,7 @@ macro_rules! with_tx {
     }};
 }
 
-pub(crate) use {read, with_tx, write};
+pub(crate) use {read, snapshot, with_tx, write};
 
 pub(crate) async fn exec(c: &mut PgConnection, sql: &'static str) -> Result<()> {
     c.execute(sql).await.map_err(map_err)?;

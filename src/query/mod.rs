@@ -12,11 +12,13 @@
 //! (bare, quoted, or in another letter case) that the rewrite does not
 //! replace.
 
+mod dialect;
 pub mod lex;
 mod rewrite;
 #[cfg(test)]
 mod tests;
 
+pub use dialect::{count_params, dollar_params};
 pub use rewrite::{prepare, Bind, Prepared, Relation, Request};
 
 /// A value bound into a registered query (`AuthoritativeQueryValue`).

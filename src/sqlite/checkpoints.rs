@@ -9,42 +9,7 @@ use crate::error::{Error, Result};
 use crate::model::Checkpoint;
 use rusqlite::{params, Connection, OptionalExtension};
 
-/// Returned by [`has_source_changes_above`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SourceState {
-    Clean,
-    Changed,
-    /// Pruning removed changes above the seq: nothing can be proven.
-    Unverifiable,
-}
-
-impl SourceState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SourceState::Clean => "clean",
-            SourceState::Changed => "changed",
-            SourceState::Unverifiable => "unverifiable",
-        }
-    }
-}
-
-/// Returned by [`activate`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Activation {
-    Activated,
-    Stale,
-    Unverifiable,
-}
-
-impl Activation {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Activation::Activated => "activated",
-            Activation::Stale => "stale",
-            Activation::Unverifiable => "unverifiable",
-        }
-    }
-}
+pub use crate::checkpoint::{Activation, SourceState};
 
 const CLAIM: &str = "UPDATE sync_backfill_checkpoints
    SET owner_epoch = owner_epoch + 1,
@@ -166,11 +131,7 @@ pub fn has_source_changes_above(
             return Ok(SourceState::Changed);
         }
     }
-    Ok(if horizon > seq {
-        SourceState::Unverifiable
-    } else {
-        SourceState::Clean
-    })
+    Ok(SourceState::decide(false, horizon, seq))
 }
 
 /// Activation under the write lock the caller holds (storage-layout §14.5).
@@ -188,24 +149,18 @@ pub fn activate(
         .prepare_cached(FENCE_AND_VERSION)
         .and_then(|mut st| st.query_row(params![partition, name], |r| Ok((r.get(0)?, r.get(1)?))))
         .map_err(map_err)?;
-    match (required, version) {
-        (Some(required), Some(version)) if required >= version => {}
-        _ => return Err(Error::query("sync.storage.checkpoint_fence_missing")),
+    if !crate::checkpoint::fence_covers(required, version) {
+        return Err(Error::query("sync.storage.checkpoint_fence_missing"));
     }
-    match has_source_changes_above(conn, partition, sources, watermark)? {
-        SourceState::Changed => return Ok(Activation::Stale),
-        SourceState::Unverifiable => return Ok(Activation::Unverifiable),
-        SourceState::Clean => {}
+    let sources_state = has_source_changes_above(conn, partition, sources, watermark)?;
+    if let Some(refused) = Activation::refused_by(sources_state) {
+        return Ok(refused);
     }
     let changed = conn
         .prepare_cached(ACTIVATE)
         .and_then(|mut st| st.execute(params![partition, name, owner_epoch, watermark, now_ms]))
         .map_err(map_err)?;
-    Ok(if changed == 1 {
-        Activation::Activated
-    } else {
-        Activation::Stale
-    })
+    Ok(Activation::from_changed(changed as u64))
 }
 
 impl SqliteEngine {

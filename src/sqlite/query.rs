@@ -159,19 +159,7 @@ pub fn scan_rows_by_index(
     after_row_id: &str,
     limit: f64,
 ) -> Result<Vec<StoredRow>> {
-    if !(limit.fract() == 0.0 && (1.0..=1000.0).contains(&limit)) {
-        return Err(Error::query("sync.storage.invalid_limit"));
-    }
-    if !table.materialize {
-        return Err(Error::query("sync.storage.index_not_materialized"));
-    }
-    let Some(ix) = table.indexes.iter().find(|i| i.name == index) else {
-        return Err(Error::query("sync.storage.index_not_found"));
-    };
-    let values = match values {
-        Some(v) if v.len() == ix.columns.len() => v,
-        _ => return Err(Error::query("sync.storage.index_value_count_mismatch")),
-    };
+    let (ix, values, limit) = crate::scan::check_index_lookup(table, index, values, limit)?;
     let mut text = format!(
         r#"SELECT {INDEX_ROW_FIELDS} FROM {} WHERE "_sync_partition" = ?"#,
         table.quoted
@@ -186,7 +174,6 @@ pub fn scan_rows_by_index(
         }
     }
     text.push_str(r#" AND "_sync_row_id" > ? ORDER BY "_sync_row_id" LIMIT ?"#);
-    let limit = limit as i64;
     let mut all: Vec<&dyn ToSql> = Vec::with_capacity(binds.len() + 3);
     all.push(&partition);
     for b in &binds {

@@ -1,0 +1,154 @@
+// PostgreSQL-only cases: clean process exit after using the engine, two
+// storages (two pools, standing in for two host processes) pushing into one
+// partition, and a full pool of pushing transactions. They run whenever the
+// contract suite's postgres engine does (SYNCULAR_TEST_PG_URL; required
+// under CI=true, see support/engines.mjs).
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { engines, freshPgSchema } from './support/engines.mjs';
+import { NativeStorage } from './support/package.mjs';
+import { hostPush, taskRow, within } from './support/harness.mjs';
+import { fixtureSchema } from './support/schema.mjs';
+
+const pg = engines.find((e) => e.dialect === 'postgres');
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** Runs `body` (an async function's text) in a fresh node process. */
+function runChild(body, args = []) {
+  const program = `
+    const { NativeStorage } = require(${JSON.stringify(join(root, 'index.js'))});
+    const url = process.env.SYNCULAR_TEST_PG_URL;
+    const schema = process.argv[1];
+    (async () => { ${body} })().then(
+      () => console.log('child done'),
+      (e) => { console.error(e); process.exit(3); },
+    );`;
+  return spawnSync(process.execPath, [...args, '-e', program, freshPgSchema()], {
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: process.env,
+  });
+}
+
+function assertCleanExit(r) {
+  assert.equal(r.signal, null, `killed by ${r.signal}: ${r.stderr}`);
+  assert.equal(r.status, 0, `exit ${r.status}: ${r.stderr}`);
+  assert.match(r.stdout, /child done/);
+  assert.doesNotMatch(r.stderr, /panicked|fatal runtime error/);
+}
+
+if (pg) {
+  describe('postgres: process exit', () => {
+    test('a process that closed its storage exits 0', () => {
+      assertCleanExit(
+        runChild(`
+          const s = new NativeStorage({ url, schema });
+          await s.getMaxCommitSeq('p');
+          await s.close();`),
+      );
+    });
+
+    test('a process that never closed its storage and left a transaction open exits 0', () => {
+      assertCleanExit(
+        runChild(`
+          const s = new NativeStorage({ url, schema });
+          const tx = await s.begin('p');
+          await tx.lockPartitionForPush();
+          globalThis.keep = [s, tx];`),
+      );
+    });
+
+    test('storages and transactions collected by GC release their locks; the process exits 0', () => {
+      assertCleanExit(
+        runChild(
+          `
+          for (let i = 0; i < 3; i++) {
+            let s = new NativeStorage({ url, schema, maxConnections: 2 });
+            let tx = await s.begin('p');
+            await tx.lockPartitionForPush();
+            s = undefined; tx = undefined;
+            for (let k = 0; k < 3; k++) { globalThis.gc(); await new Promise((r) => setTimeout(r, 30)); }
+          }
+          // the partition row locks of the collected transactions are gone
+          const s2 = new NativeStorage({ url, schema });
+          const tx = await s2.begin('p');
+          const t = setTimeout(() => { console.error('partition lock still held'); process.exit(4); }, 10000);
+          await tx.lockPartitionForPush();
+          clearTimeout(t);
+          await tx.rollback();`,
+          ['--expose-gc'],
+        ),
+      );
+    });
+  });
+
+  describe('postgres: several pools on one database', () => {
+    test('two storages pushing concurrently to one partition: each push applied once, commitSeq dense 1..N', async () => {
+      const shared = pg.shared();
+      const a = shared.open({ maxConnections: 3 });
+      const b = shared.open({ maxConnections: 3 });
+      try {
+        await Promise.all([a.ensureSchema(fixtureSchema()), b.ensureSchema(fixtureSchema())]);
+        const N = 40;
+        const pushes = [];
+        for (let i = 0; i < N; i++) {
+          const push = {
+            clientId: `client-${i % 5}`,
+            clientCommitId: `commit-${i}`,
+            ops: [{ table: 'tasks', row: taskRow(`t${i}`, { count: i }) }],
+          };
+          // every push is sent to both storages, as a retry landing on the
+          // other process would be
+          pushes.push(hostPush(a, 'p1', push), hostPush(b, 'p1', push));
+        }
+        const results = await within(Promise.all(pushes), 60_000, 'pushes');
+        const applied = results.filter((r) => r.applied);
+        assert.equal(applied.length, N, 'each push applied exactly once');
+        const seqs = applied.map((r) => r.commitSeq).sort((x, y) => x - y);
+        assert.deepEqual(seqs, Array.from({ length: N }, (_, i) => i + 1));
+        for (let i = 0; i < N; i++) {
+          const [x, y] = [results[2 * i], results[2 * i + 1]];
+          assert.equal(x.result.commitSeq, y.result.commitSeq, 'both callers see the one result');
+        }
+        assert.equal(await a.getMaxCommitSeq('p1'), N);
+        assert.equal(await b.getMaxCommitSeq('p1'), N);
+        const metadata = await a.listCommitMetadata('p1', { afterSeq: 0, limit: 1000 });
+        assert.deepEqual(
+          metadata.map((m) => m.commitSeq).sort((x, y) => x - y),
+          seqs,
+        );
+        for (let i = 0; i < N; i++) assert.ok(await b.getRow('p1', 'tasks', `t${i}`));
+      } finally {
+        await Promise.all([a.close(), b.close()]);
+      }
+    });
+
+    test('more concurrent pushers than pool connections still make progress', async () => {
+      const storage = new NativeStorage({ url: pg.url, schema: freshPgSchema(), maxConnections: 2 });
+      try {
+        await storage.ensureSchema(fixtureSchema());
+        const N = 24;
+        const results = await within(
+          Promise.all(
+            Array.from({ length: N }, (_, i) =>
+              hostPush(storage, i % 3 === 0 ? 'p2' : 'p1', {
+                clientId: 'c',
+                clientCommitId: `k${i}`,
+                ops: [{ table: 'tasks', row: taskRow(`t${i}`) }],
+              }),
+            ),
+          ),
+          60_000,
+          'pushes on a full pool',
+        );
+        assert.ok(results.every((r) => r.applied));
+        assert.equal((await storage.getMaxCommitSeq('p1')) + (await storage.getMaxCommitSeq('p2')), N);
+      } finally {
+        await storage.close();
+      }
+    });
+  });
+}

@@ -1,0 +1,16 @@
+// This package on PostgreSQL: one fresh schema per storage on the server at
+// SYNCULAR_TEST_PG_URL (default: the local server .ci/run and the README use).
+import { createRequire } from 'node:module';
+
+const { NativeStorage } = createRequire(import.meta.url)('../../index.js');
+
+export const label = 'native (postgres)';
+
+const url = process.env.SYNCULAR_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:55432/postgres';
+let schemas = 0;
+
+export function createStorage(context) {
+  schemas += 1;
+  const schema = `syncular_bench_${process.pid}_${Date.now().toString(36)}_${schemas}`;
+  return new NativeStorage({ url, schema, maxConnections: 16, errors: context.server });
+}

@@ -1,0 +1,273 @@
+//! RFC 0007 checkpoint lifecycle beyond declaration on PostgreSQL
+//! (storage-layout §14.3–§14.5): claim, the owner-epoch compare-and-set,
+//! source coverage, the source-change check and activation under the
+//! partition row lock. The decisions are `crate::checkpoint`'s.
+
+use super::conn::map_err;
+use super::{log, read, snapshot, with_tx, write, PgEngine};
+use crate::checkpoint::{fence_covers, Activation, SourceState};
+use crate::error::{Error, Result};
+use crate::model::Checkpoint;
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, Row};
+
+const CLAIM: &str = "UPDATE sync_backfill_checkpoints
+   SET owner_epoch = owner_epoch + 1,
+       state = CASE WHEN state = 'declared' THEN 'backfilling' ELSE state END,
+       schema_version = $3,
+       updated_at_ms = $4
+ WHERE partition = $1 AND name = $2 AND state <> 'activated'
+ RETURNING partition, name, schema_version, state, watermark, owner_epoch, observed_rows, updated_at_ms";
+
+/// Counts RETURNING rows, as the in-tree storage does.
+const ADVANCE: &str = "UPDATE sync_backfill_checkpoints
+   SET watermark = $4, observed_rows = $5, updated_at_ms = $6
+ WHERE partition = $1 AND name = $2 AND owner_epoch = $3
+ RETURNING 1";
+
+const FENCE_AND_VERSION: &str = "SELECT
+   (SELECT required_writer_version FROM sync_writer_fence WHERE partition = $1),
+   (SELECT schema_version FROM sync_backfill_checkpoints WHERE partition = $1 AND name = $2)";
+
+const ACTIVATE: &str = "UPDATE sync_backfill_checkpoints
+   SET state = 'activated', watermark = $4, updated_at_ms = $5
+ WHERE partition = $1 AND name = $2 AND owner_epoch = $3 AND state <> 'activated'";
+
+/// Newest retained change of the tables (backward scan of
+/// `(partition, commit_seq, tbl, idx)` per table).
+const COVERAGE: &str = "SELECT coalesce(max(s), 0)::bigint FROM unnest($2::text[]) AS t(tbl),
+ LATERAL (SELECT commit_seq AS s FROM sync_changes
+   WHERE partition = $1 AND tbl = t.tbl ORDER BY commit_seq DESC LIMIT 1) x";
+
+const CHANGED_ABOVE: &str = "SELECT EXISTS (SELECT 1 FROM sync_changes
+ WHERE partition = $1 AND commit_seq > $3 AND tbl = ANY($2))";
+
+fn checkpoint_from(r: &PgRow) -> Result<Checkpoint> {
+    Ok(Checkpoint {
+        partition: r.try_get(0).map_err(map_err)?,
+        name: r.try_get(1).map_err(map_err)?,
+        schema_version: i64::from(r.try_get::<i32, _>(2).map_err(map_err)?),
+        state: r.try_get(3).map_err(map_err)?,
+        watermark: r.try_get(4).map_err(map_err)?,
+        owner_epoch: r.try_get(5).map_err(map_err)?,
+        observed_rows: r.try_get(6).map_err(map_err)?,
+        updated_at_ms: r.try_get(7).map_err(map_err)?,
+    })
+}
+
+fn version_i32(v: i64) -> Result<i32> {
+    i32::try_from(v).map_err(|_| Error::invalid("schemaVersion out of range"))
+}
+
+pub async fn claim(
+    c: &mut PgConnection,
+    partition: &str,
+    name: &str,
+    schema_version: i64,
+    now_ms: i64,
+) -> Result<Checkpoint> {
+    let r = sqlx::query(CLAIM)
+        .bind(partition)
+        .bind(name)
+        .bind(version_i32(schema_version)?)
+        .bind(now_ms)
+        .fetch_optional(&mut *c)
+        .await
+        .map_err(map_err)?
+        .ok_or_else(|| Error::query("sync.storage.checkpoint_not_declared"))?;
+    checkpoint_from(&r)
+}
+
+pub async fn advance(
+    c: &mut PgConnection,
+    partition: &str,
+    name: &str,
+    owner_epoch: i64,
+    watermark: i64,
+    observed_rows: i64,
+    now_ms: i64,
+) -> Result<bool> {
+    let rows = sqlx::query(ADVANCE)
+        .bind(partition)
+        .bind(name)
+        .bind(owner_epoch)
+        .bind(watermark)
+        .bind(observed_rows)
+        .bind(now_ms)
+        .fetch_all(&mut *c)
+        .await
+        .map_err(map_err)?;
+    Ok(rows.len() == 1)
+}
+
+pub async fn source_coverage_seq(
+    c: &mut PgConnection,
+    partition: &str,
+    tables: &[String],
+) -> Result<i64> {
+    if tables.is_empty() {
+        return Ok(0);
+    }
+    sqlx::query_scalar(COVERAGE)
+        .bind(partition)
+        .bind(tables)
+        .fetch_one(&mut *c)
+        .await
+        .map_err(map_err)
+}
+
+/// Horizon first, then the changes (inside the caller's snapshot).
+pub async fn has_source_changes_above(
+    c: &mut PgConnection,
+    partition: &str,
+    tables: &[String],
+    seq: i64,
+) -> Result<SourceState> {
+    let horizon = log::horizon_seq(c, partition).await?;
+    if tables.is_empty() {
+        return Ok(SourceState::Clean);
+    }
+    let changed: bool = sqlx::query_scalar(CHANGED_ABOVE)
+        .bind(partition)
+        .bind(tables)
+        .bind(seq)
+        .fetch_one(&mut *c)
+        .await
+        .map_err(map_err)?;
+    Ok(SourceState::decide(changed, horizon, seq))
+}
+
+/// Under the partition row lock, which the caller's transaction takes
+/// first (storage-layout §14.5); nothing is written unless activated.
+#[allow(clippy::too_many_arguments)]
+pub async fn activate(
+    c: &mut PgConnection,
+    partition: &str,
+    name: &str,
+    owner_epoch: i64,
+    watermark: i64,
+    sources: &[String],
+    now_ms: i64,
+) -> Result<Activation> {
+    log::lock_partition(c, partition).await?;
+    let r = sqlx::query(FENCE_AND_VERSION)
+        .bind(partition)
+        .bind(name)
+        .fetch_one(&mut *c)
+        .await
+        .map_err(map_err)?;
+    let required: Option<i32> = r.try_get(0).map_err(map_err)?;
+    let version: Option<i32> = r.try_get(1).map_err(map_err)?;
+    if !fence_covers(required.map(i64::from), version.map(i64::from)) {
+        return Err(Error::query("sync.storage.checkpoint_fence_missing"));
+    }
+    let state = has_source_changes_above(c, partition, sources, watermark).await?;
+    if let Some(refused) = Activation::refused_by(state) {
+        return Ok(refused);
+    }
+    let done = sqlx::query(ACTIVATE)
+        .bind(partition)
+        .bind(name)
+        .bind(owner_epoch)
+        .bind(watermark)
+        .bind(now_ms)
+        .execute(&mut *c)
+        .await
+        .map_err(map_err)?;
+    Ok(Activation::from_changed(done.rows_affected()))
+}
+
+impl PgEngine {
+    pub async fn claim_checkpoint(
+        &self,
+        partition: &str,
+        name: &str,
+        schema_version: i64,
+        now_ms: i64,
+    ) -> Result<Checkpoint> {
+        write!(self, |c| claim(c, partition, name, schema_version, now_ms)
+            .await)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub async fn advance_checkpoint(
+        &self,
+        partition: &str,
+        name: &str,
+        owner_epoch: i64,
+        watermark: i64,
+        observed_rows: i64,
+        now_ms: i64,
+    ) -> Result<bool> {
+        write!(self, |c| advance(
+            c,
+            partition,
+            name,
+            owner_epoch,
+            watermark,
+            observed_rows,
+            now_ms
+        )
+        .await)
+    }
+
+    /// Transaction form: the CAS commits with the transaction's writes.
+    pub async fn tx_advance_checkpoint(
+        &self,
+        id: u32,
+        name: &str,
+        owner_epoch: i64,
+        watermark: i64,
+        observed_rows: i64,
+        now_ms: i64,
+    ) -> Result<bool> {
+        with_tx!(self, id, |_st, c, p| advance(
+            c,
+            &p,
+            name,
+            owner_epoch,
+            watermark,
+            observed_rows,
+            now_ms
+        )
+        .await)
+    }
+
+    pub async fn source_coverage_seq(&self, partition: &str, tables: &[String]) -> Result<i64> {
+        read!(self, |c| source_coverage_seq(c, partition, tables).await)
+    }
+
+    pub async fn has_source_changes_above(
+        &self,
+        partition: &str,
+        tables: &[String],
+        seq: i64,
+    ) -> Result<SourceState> {
+        snapshot!(self, |c| has_source_changes_above(
+            c, partition, tables, seq
+        )
+        .await)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub async fn activate_checkpoint(
+        &self,
+        partition: &str,
+        name: &str,
+        owner_epoch: i64,
+        watermark: i64,
+        sources: &[String],
+        now_ms: i64,
+    ) -> Result<Activation> {
+        write!(self, |c| activate(
+            c,
+            partition,
+            name,
+            owner_epoch,
+            watermark,
+            sources,
+            now_ms
+        )
+        .await)
+    }
+}
