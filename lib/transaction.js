@@ -217,7 +217,9 @@ class NativeTransaction {
 
   async prefetchRows(table, rowIds) {
     if (!Array.isArray(rowIds)) throw invalidArgument('prefetchRows: rowIds must be an array');
-    await this.#call((n, id) => n.txPrefetchRows(id, table));
+    // Only string ids are worth reading; SQLite ignores the list.
+    const ids = rowIds.filter((r) => typeof r === 'string');
+    await this.#call((n, id) => n.txPrefetchRows(id, table, ids));
   }
 
   async commit() {

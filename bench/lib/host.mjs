@@ -13,6 +13,8 @@ export async function push(storage, partition, clientCommitId, rows, n) {
     await tx.lockPartitionForPush();
     if (tx.readServeGate) await tx.readServeGate(1);
     if (tx.getPushResult) await tx.getPushResult('bench-client', clientCommitId);
+    // The post-0.24 host names every row a commit targets before applying it.
+    if (tx.prefetchRows) await tx.prefetchRows(TABLE, rows.map((r) => r[0]));
     const changes = new Array(rows.length);
     for (let o = 0; o < rows.length; o++) {
       const [rowId, projectId, payload] = rows[o];

@@ -775,8 +775,16 @@ impl PgHandle {
         .await
     }
 
+    /// Reads the rows and tombstones of `row_ids` into the transaction's
+    /// cache in one statement (a hint: correctness never depends on it).
     #[napi]
-    pub async fn tx_prefetch_rows(&self, lease: u32, table: String) -> Result<()> {
-        guarded(self.e().tx_prefetch_rows(lease, &table)).await
+    pub async fn tx_prefetch_rows(
+        &self,
+        lease: u32,
+        table: String,
+        row_ids: Option<Vec<String>>,
+    ) -> Result<()> {
+        let ids = row_ids.unwrap_or_default();
+        guarded(self.e().tx_prefetch_rows(lease, &table, &ids)).await
     }
 }

@@ -1,7 +1,7 @@
 //! The commit log on PostgreSQL: dense commitSeq allocation through the
 //! partition's counter row (inside the caller's transaction, so a rollback
 //! consumes nothing), appends with their change scope index and
-//! tombstones (set-based, one statement each), the horizon and pruning.
+//! tombstones (one statement), the horizon and pruning.
 
 use super::conn::map_err;
 use crate::error::{Error, Result};
@@ -95,26 +95,6 @@ pub async fn append_commit(
         .iter()
         .map(|ch| scope_pairs(&ch.scopes_json))
         .collect::<Result<_>>()?;
-    let seq: i64 = sqlx::query_scalar(
-        "WITH s AS (
-           INSERT INTO sync_partitions (partition, max_commit_seq) VALUES ($1, 1)
-           ON CONFLICT (partition) DO UPDATE SET max_commit_seq = sync_partitions.max_commit_seq + 1
-           RETURNING max_commit_seq)
-         INSERT INTO sync_commits (partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms, writer_version)
-         SELECT $1, s.max_commit_seq, $2, $3, $4, $5, $6 FROM s RETURNING commit_seq",
-    )
-    .bind(partition)
-    .bind(&commit.client_id)
-    .bind(&commit.client_commit_id)
-    .bind(&commit.actor_id)
-    .bind(commit.created_at_ms)
-    .bind(writer_version)
-    .fetch_one(&mut *c)
-    .await
-    .map_err(map_err)?;
-    if commit.changes.is_empty() {
-        return Ok(seq);
-    }
     let n = commit.changes.len();
     let mut idx = Vec::with_capacity(n);
     let mut tbl = Vec::with_capacity(n);
@@ -122,7 +102,7 @@ pub async fn append_commit(
     let mut op = Vec::with_capacity(n);
     let mut row_version: Vec<Option<i64>> = Vec::with_capacity(n);
     let mut scopes = Vec::with_capacity(n);
-    let mut payload: Vec<Option<Vec<u8>>> = Vec::with_capacity(n);
+    let mut payload: Vec<Option<&[u8]>> = Vec::with_capacity(n);
     let (mut s_tbl, mut s_var, mut s_val) = (Vec::new(), Vec::new(), Vec::new());
     let (mut t_tbl, mut t_row) = (Vec::new(), Vec::new());
     for (i, (ch, pairs)) in commit.changes.iter().zip(&pairs).enumerate() {
@@ -134,7 +114,7 @@ pub async fn append_commit(
         match ch.op {
             ChangeOp::Upsert => {
                 row_version.push(ch.row_version);
-                payload.push(ch.payload.clone());
+                payload.push(ch.payload.as_deref());
             }
             ChangeOp::Delete => {
                 row_version.push(None);
@@ -149,57 +129,58 @@ pub async fn append_commit(
             s_val.push(value.as_str());
         }
     }
-    sqlx::query(
-        "INSERT INTO sync_changes (partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload)
-         SELECT $1, $2, u.idx, u.tbl, u.row_id, u.op, u.row_version, u.scopes::jsonb, u.payload
-         FROM unnest($3::int4[], $4::text[], $5::text[], $6::int2[], $7::int8[], $8::text[], $9::bytea[])
-           AS u(idx, tbl, row_id, op, row_version, scopes, payload)",
-    )
-    .bind(partition)
-    .bind(seq)
-    .bind(idx)
-    .bind(tbl)
-    .bind(row_id)
-    .bind(op)
-    .bind(row_version)
-    .bind(scopes)
-    .bind(payload)
-    .execute(&mut *c)
-    .await
-    .map_err(map_err)?;
-    if !s_tbl.is_empty() {
-        sqlx::query(
-            "INSERT INTO sync_change_scopes (partition, tbl, var, value, commit_seq)
-             SELECT $1, u.tbl, u.var, u.value, $2 FROM unnest($3::text[], $4::text[], $5::text[]) AS u(tbl, var, value)
-             ON CONFLICT DO NOTHING",
-        )
+    sqlx::query_scalar(APPEND_COMMIT)
         .bind(partition)
-        .bind(seq)
+        .bind(&commit.client_id)
+        .bind(&commit.client_commit_id)
+        .bind(&commit.actor_id)
+        .bind(commit.created_at_ms)
+        .bind(writer_version)
+        .bind(idx)
+        .bind(tbl)
+        .bind(row_id)
+        .bind(op)
+        .bind(row_version)
+        .bind(scopes)
+        .bind(payload)
         .bind(s_tbl)
         .bind(s_var)
         .bind(s_val)
-        .execute(&mut *c)
-        .await
-        .map_err(map_err)?;
-    }
-    if !t_tbl.is_empty() {
-        // A commit may delete one key twice: one row per (tbl, row_id).
-        sqlx::query(
-            "INSERT INTO sync_tombstones (partition, tbl, row_id, commit_seq)
-             SELECT DISTINCT ON (u.tbl, u.row_id) $1, u.tbl, u.row_id, $2
-             FROM unnest($3::text[], $4::text[]) AS u(tbl, row_id)
-             ON CONFLICT (partition, tbl, row_id) DO UPDATE SET commit_seq = EXCLUDED.commit_seq",
-        )
-        .bind(partition)
-        .bind(seq)
         .bind(t_tbl)
         .bind(t_row)
-        .execute(&mut *c)
+        .fetch_one(&mut *c)
         .await
-        .map_err(map_err)?;
-    }
-    Ok(seq)
+        .map_err(map_err)
 }
+
+/// The whole append as one statement (storage-layout §8): the allocation
+/// upsert (which takes the partition row lock), the commit row (the fence
+/// trigger may abort it), the changes, their scope entries and the
+/// tombstones of deletes (one per key: a commit may delete a row twice).
+/// Data-modifying CTEs always run to completion; empty arrays insert
+/// nothing.
+const APPEND_COMMIT: &str = "WITH s AS (
+  INSERT INTO sync_partitions (partition, max_commit_seq) VALUES ($1, 1)
+  ON CONFLICT (partition) DO UPDATE SET max_commit_seq = sync_partitions.max_commit_seq + 1
+  RETURNING max_commit_seq AS seq),
+m AS (
+  INSERT INTO sync_commits (partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms, writer_version)
+  SELECT $1, s.seq, $2, $3, $4, $5, $6 FROM s RETURNING commit_seq),
+ch AS (
+  INSERT INTO sync_changes (partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload)
+  SELECT $1, s.seq, u.idx, u.tbl, u.row_id, u.op, u.row_version, u.scopes::jsonb, u.payload
+  FROM s, unnest($7::int4[], $8::text[], $9::text[], $10::int2[], $11::int8[], $12::text[], $13::bytea[])
+    AS u(idx, tbl, row_id, op, row_version, scopes, payload)),
+sc AS (
+  INSERT INTO sync_change_scopes (partition, tbl, var, value, commit_seq)
+  SELECT $1, u.tbl, u.var, u.value, s.seq FROM s, unnest($14::text[], $15::text[], $16::text[]) AS u(tbl, var, value)
+  ON CONFLICT DO NOTHING),
+tb AS (
+  INSERT INTO sync_tombstones (partition, tbl, row_id, commit_seq)
+  SELECT DISTINCT ON (u.tbl, u.row_id) $1, u.tbl, u.row_id, s.seq
+  FROM s, unnest($17::text[], $18::text[]) AS u(tbl, row_id)
+  ON CONFLICT (partition, tbl, row_id) DO UPDATE SET commit_seq = EXCLUDED.commit_seq)
+SELECT commit_seq FROM m";
 
 /// Raises the horizon and removes everything at or below it (§9), under
 /// the partition row lock, then the registry row lock.

@@ -17,6 +17,7 @@ mod conn;
 mod log;
 mod meta;
 mod ops;
+mod prefetch;
 mod query;
 mod reactions;
 mod rows;
@@ -52,12 +53,22 @@ impl Loaded {
     }
 }
 
-/// One open transaction: its pinned connection (inside `BEGIN`), its
-/// partition, and whether the push savepoint is open.
+/// One open transaction: its pinned connection, its partition, and whether
+/// the push savepoint is open.
+///
+/// Round trips are what a PostgreSQL push costs, so the state also holds:
+/// `begun` (`BEGIN` is sent with the first statement, not by `begin`), the
+/// `prefetchRows` cache (rows and tombstones by table and row id, dropped
+/// by the writes that could change them), and one deferred push result
+/// (`putPushResult` returns nothing, so its insert travels with the next
+/// statement's round trip or with `COMMIT`).
 pub struct TxState {
     conn: Option<PoolConnection<Postgres>>,
     partition: String,
     savepoint: bool,
+    begun: bool,
+    cache: prefetch::Cache,
+    pending_put: Option<prefetch::PendingPut>,
 }
 
 type TxSlot = Arc<tokio::sync::Mutex<TxState>>;
@@ -112,12 +123,14 @@ macro_rules! snapshot {
 }
 
 /// Runs `$body` on transaction `$id`'s pinned connection, with `$p` its
-/// partition and `$st` the whole state.
+/// partition and `$st` the whole state. The transaction is open (`BEGIN`
+/// sent) and a deferred push result written before the body runs.
 macro_rules! with_tx {
     ($self:expr, $id:expr, |$st:ident, $c:ident, $p:ident| $body:expr) => {{
         let __slot = $self.tx_slot($id)?;
         let mut __guard = __slot.lock().await;
         let $st: &mut $crate::postgres::TxState = &mut *__guard;
+        $st.ready().await?;
         let $p: String = $st.partition.clone();
         let Some(__conn) = $st.conn.as_mut() else {
             return Err($crate::error::Error::tx_finished());
@@ -234,15 +247,18 @@ impl PgEngine {
 
     // ---- transactions ---------------------------------------------------------
 
-    /// Pins a pool connection inside `BEGIN` (READ COMMITTED, no lock yet).
+    /// Pins a pool connection (READ COMMITTED, no lock yet). `BEGIN` goes
+    /// out with the transaction's first statement.
     pub async fn begin(&self, partition: &str) -> Result<u32> {
-        let mut conn = self.acquire().await?;
-        exec(&mut conn, "BEGIN").await?;
+        let conn = self.acquire().await?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed).max(1);
         let slot = Arc::new(tokio::sync::Mutex::new(TxState {
             conn: Some(conn),
             partition: partition.to_owned(),
             savepoint: false,
+            begun: false,
+            cache: prefetch::Cache::default(),
+            pending_put: None,
         }));
         lock(&self.txs).insert(id, slot);
         Ok(id)
@@ -271,14 +287,29 @@ impl PgEngine {
             };
         };
         let mut st = slot.lock().await;
-        let Some(conn) = st.conn.take() else {
+        let pending = st.pending_put.take();
+        let begun = st.begun;
+        let Some(mut conn) = st.conn.take() else {
             return if commit {
                 Err(Error::tx_finished())
             } else {
                 Ok(())
             };
         };
+        if !begun {
+            // Nothing was sent: the connection goes back to the pool as is.
+            return Ok(());
+        }
         if commit {
+            if let Some(put) = pending {
+                // The deferred push result and COMMIT in one round trip.
+                let out = prefetch::put_and_commit(&mut conn, &st.partition, &put).await;
+                return match out {
+                    Ok(true) => Ok(()),
+                    Ok(false) => finish(conn, Ok(())).await,
+                    Err(e) => finish::<()>(conn, Err(e)).await,
+                };
+            }
             finish(conn, Ok(())).await
         } else {
             finish::<()>(conn, Err(Error::tx_finished()))

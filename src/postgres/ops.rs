@@ -8,7 +8,6 @@ use crate::model::*;
 use crate::schema::Schema;
 use crate::scope::ScopeFilter;
 use crate::window::WindowQuery;
-use sqlx::Executor;
 
 impl PgEngine {
     // ---- schema -------------------------------------------------------------
@@ -117,7 +116,9 @@ impl PgEngine {
         .await)
     }
 
-    /// Pages of one window share one snapshot (REPEATABLE READ READ ONLY).
+    /// Each page is one statement, so one snapshot; a window that needs a
+    /// second page reads it as the in-tree storage does, from the last
+    /// candidate seq (everything at or below `throughSeq` is committed).
     pub async fn read_commit_window(
         &self,
         partition: &str,
@@ -126,12 +127,7 @@ impl PgEngine {
         if q.probe().is_none() {
             return Ok(Vec::new());
         }
-        write!(self, |c| {
-            c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                .await
-                .map_err(super::conn::map_err)?;
-            window::read_commit_window(c, partition, q).await
-        })
+        read!(self, |c| window::read_commit_window(c, partition, q).await)
     }
 
     pub async fn latest_scoped_change_seq(
@@ -156,12 +152,16 @@ impl PgEngine {
     ) -> Result<Vec<StoredRow>> {
         let (loaded, i) = self.table(table)?;
         let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);
-        write!(self, |c| {
-            c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                .await
-                .map_err(super::conn::map_err)?;
-            rows::scan_rows(c, t, sql, partition, filter, after_row_id, limit).await
-        })
+        read!(self, |c| rows::scan_rows(
+            c,
+            t,
+            sql,
+            partition,
+            filter,
+            after_row_id,
+            limit
+        )
+        .await)
     }
 
     pub async fn read_serve_gate(&self, partition: &str, running: i64) -> Result<ServeGate> {
@@ -232,41 +232,6 @@ impl PgEngine {
 
     // ---- the transaction ------------------------------------------------------
 
-    pub async fn tx_get_row(
-        &self,
-        id: u32,
-        table: &str,
-        row_id: &str,
-    ) -> Result<Option<StoredRow>> {
-        let (loaded, i) = self.table(table)?;
-        with_tx!(self, id, |_st, c, p| rows::get_row(
-            c,
-            &loaded.sql[i],
-            &p,
-            row_id
-        )
-        .await)
-    }
-
-    pub async fn tx_get_tombstone_seq(
-        &self,
-        id: u32,
-        table: &str,
-        row_id: &str,
-    ) -> Result<Option<i64>> {
-        with_tx!(self, id, |_st, c, p| rows::get_tombstone_seq(
-            c, &p, table, row_id
-        )
-        .await)
-    }
-
-    pub async fn tx_clear_tombstone(&self, id: u32, table: &str, row_id: &str) -> Result<()> {
-        with_tx!(self, id, |_st, c, p| rows::clear_tombstone(
-            c, &p, table, row_id
-        )
-        .await)
-    }
-
     pub async fn tx_get_push_result(
         &self,
         id: u32,
@@ -301,18 +266,6 @@ impl PgEngine {
         .await)
     }
 
-    /// The partition row lock, then the candidate savepoint.
-    pub async fn tx_lock_partition_for_push(&self, id: u32) -> Result<()> {
-        with_tx!(self, id, |st, c, p| {
-            if !st.savepoint {
-                log::lock_partition(c, &p).await?;
-                super::exec(c, super::sql::SAVEPOINT).await?;
-                st.savepoint = true;
-            }
-            Ok(())
-        })
-    }
-
     /// Discards staged candidate writes, records the rejection (first
     /// writer wins) and commits; the transaction ends either way, except
     /// when it has no savepoint (it stays open and usable, as in-tree).
@@ -333,6 +286,7 @@ impl PgEngine {
             super::exec(c, super::sql::ROLLBACK_TO_SAVEPOINT).await?;
             super::exec(c, super::sql::RELEASE_SAVEPOINT).await?;
             st.savepoint = false;
+            st.cache.clear();
             meta::put_push_result(c, &p, client_id, commit_id, json).await
         });
         match staged {
@@ -361,40 +315,30 @@ impl PgEngine {
     ) -> Result<()> {
         let (loaded, i) = self.table(table)?;
         let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);
-        with_tx!(self, id, |_st, c, p| rows::upsert_row(
-            c, t, sql, &p, row, op_index
-        )
-        .await)
+        with_tx!(self, id, |st, c, p| {
+            let out = rows::upsert_row(c, t, sql, &p, row, op_index).await;
+            PgEngine::invalidate_row(st, table, &row.row_id);
+            out
+        })
     }
 
     pub async fn tx_delete_row(&self, id: u32, table: &str, row_id: &str) -> Result<()> {
         let (loaded, i) = self.table(table)?;
         let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);
-        with_tx!(self, id, |_st, c, p| rows::delete_row(
-            c, t, sql, &p, row_id
-        )
-        .await)
+        with_tx!(self, id, |st, c, p| {
+            let out = rows::delete_row(c, t, sql, &p, row_id).await;
+            PgEngine::invalidate_row(st, table, row_id);
+            out
+        })
     }
 
     pub async fn tx_append_commit(&self, id: u32, commit: &NewCommit) -> Result<i64> {
         let version = self.writer_version();
-        with_tx!(self, id, |_st, c, p| log::append_commit(
-            c, &p, commit, version
-        )
-        .await)
-    }
-
-    pub async fn tx_put_push_result(
-        &self,
-        id: u32,
-        client_id: &str,
-        commit_id: &str,
-        json: &str,
-    ) -> Result<()> {
-        with_tx!(self, id, |_st, c, p| meta::put_push_result(
-            c, &p, client_id, commit_id, json
-        )
-        .await)
+        with_tx!(self, id, |st, c, p| {
+            let out = log::append_commit(c, &p, commit, version).await;
+            PgEngine::invalidate_tombstones(st);
+            out
+        })
     }
 
     pub async fn tx_set_blob_refs(
@@ -413,11 +357,5 @@ impl PgEngine {
     pub async fn tx_read_serve_gate(&self, id: u32, running: i64) -> Result<ServeGate> {
         with_tx!(self, id, |_st, c, p| meta::read_serve_gate(c, &p, running)
             .await)
-    }
-
-    /// A hint only; checks its arguments.
-    pub async fn tx_prefetch_rows(&self, id: u32, table: &str) -> Result<()> {
-        self.table(table)?;
-        self.tx_slot(id).map(|_| ())
     }
 }

@@ -17,10 +17,11 @@ use std::sync::Arc;
 /// Statement text per row table, built once per loaded schema.
 pub struct TableSql {
     select_row: Arc<str>,
-    select_scopes: Arc<str>,
     upsert: Arc<str>,
     delete_row: Arc<str>,
     scan: Arc<str>,
+    /// Rows and tombstones of many ids (`prefetchRows`).
+    pub prefetch: Arc<str>,
 }
 
 pub const ROW_FIELDS: &str = r#""_sync_row_id", "_sync_server_version", "_sync_scopes"::text, "_sync_payload", "_sync_column_versions""#;
@@ -71,35 +72,47 @@ impl TableSql {
             .iter()
             .map(|c| format!("{c} = EXCLUDED.{c}"))
             .collect();
+        // The row-scope index in the same statement (storage-layout §7.7):
+        // entries not in the new map go, missing ones come.
+        let n = params.len();
+        let (tbl, vars, vals) = (n + 1, n + 2, n + 3);
         TableSql {
             select_row: format!(
                 r#"SELECT {ROW_FIELDS} FROM {q} WHERE "_sync_partition" = $1 AND "_sync_row_id" = $2"#
             )
             .into(),
-            select_scopes: format!(
-                r#"SELECT "_sync_scopes"::text FROM {q} WHERE "_sync_partition" = $1 AND "_sync_row_id" = $2"#
-            )
-            .into(),
             upsert: format!(
-                r#"INSERT INTO {q} ({}) VALUES ({}) ON CONFLICT ("_sync_partition", "_sync_row_id") DO UPDATE SET {}"#,
+                r#"WITH w AS (INSERT INTO {q} ({}) VALUES ({}) ON CONFLICT ("_sync_partition", "_sync_row_id") DO UPDATE SET {} RETURNING 1),
+p AS (SELECT * FROM unnest(${vars}::text[], ${vals}::text[]) AS p(var, value)),
+d AS (DELETE FROM sync_row_scopes s WHERE s.partition = $1 AND s.tbl = ${tbl} AND s.row_id = $2
+      AND NOT EXISTS (SELECT 1 FROM p WHERE p.var = s.var AND p.value = s.value)),
+i AS (INSERT INTO sync_row_scopes (partition, tbl, var, value, row_id)
+      SELECT $1, ${tbl}, p.var, p.value, $2 FROM p ON CONFLICT DO NOTHING)
+SELECT count(*) FROM w"#,
                 cols.join(", "),
                 params.join(", "),
                 updates.join(", ")
             )
             .into(),
             delete_row: format!(
-                r#"DELETE FROM {q} WHERE "_sync_partition" = $1 AND "_sync_row_id" = $2"#
+                r#"WITH d AS (DELETE FROM {q} WHERE "_sync_partition" = $1 AND "_sync_row_id" = $2),
+s AS (DELETE FROM sync_row_scopes WHERE partition = $1 AND tbl = $3 AND row_id = $2),
+b AS (DELETE FROM sync_blob_refs WHERE partition = $1 AND tbl = $3 AND row_id = $2)
+SELECT 1"#
             )
             .into(),
             scan: format!(
                 r#"SELECT c.row_id, t."_sync_server_version", t."_sync_scopes"::text, t."_sync_payload", t."_sync_column_versions"
-FROM (SELECT DISTINCT row_id FROM sync_row_scopes
-      WHERE partition = $1 AND tbl = $2 AND var = $3 AND row_id > $4 AND value = ANY($6)
-      ORDER BY row_id LIMIT $5) c
+FROM (SELECT DISTINCT x.row_id FROM unnest($6::text[]) AS v(value)
+      CROSS JOIN LATERAL (SELECT s.row_id FROM sync_row_scopes s
+        WHERE s.partition = $1 AND s.tbl = $2 AND s.var = $3 AND s.value = v.value AND s.row_id > $4
+        ORDER BY s.row_id LIMIT $5) x
+      ORDER BY x.row_id LIMIT $5) c
 LEFT JOIN {q} t ON t."_sync_partition" = $1 AND t."_sync_row_id" = c.row_id
 ORDER BY c.row_id"#
             )
             .into(),
+            prefetch: super::prefetch::prefetch_sql(q).into(),
         }
     }
 }
@@ -142,6 +155,17 @@ pub fn bind_value<'q>(
     }
 }
 
+/// The stored row fields after the row id, from column `offset` on.
+pub fn row_from_parts(r: &PgRow, row_id: String, offset: usize) -> Result<StoredRow> {
+    Ok(StoredRow {
+        row_id,
+        server_version: r.try_get(offset).map_err(map_err)?,
+        scopes_json: r.try_get(offset + 1).map_err(map_err)?,
+        payload: r.try_get(offset + 2).map_err(map_err)?,
+        column_versions: r.try_get(offset + 3).map_err(map_err)?,
+    })
+}
+
 pub fn row_from(r: &PgRow, offset: usize) -> Result<StoredRow> {
     Ok(StoredRow {
         row_id: r.try_get(offset).map_err(map_err)?,
@@ -167,12 +191,6 @@ pub async fn get_row(
     r.map(|r| row_from(&r, 0)).transpose()
 }
 
-fn sorted_pairs(json: &str) -> Option<Vec<(String, String)>> {
-    let mut p = scope_pairs(json).ok()?;
-    p.sort();
-    Some(p)
-}
-
 /// Writes the full stored row, its projection and its row-scope index
 /// entries (re-indexed only when the scope pairs changed).
 pub async fn upsert_row(
@@ -183,18 +201,14 @@ pub async fn upsert_row(
     row: &StoredRow,
     op_index: Option<u32>,
 ) -> Result<()> {
-    let new_pairs = scope_pairs(&row.scopes_json)?;
+    let pairs = scope_pairs(&row.scopes_json)?;
     let values = if table.materialize {
         codec::decode_row(&table.defs, &row.payload)?
     } else {
         Vec::new()
     };
-    let old_scopes: Option<String> = sqlx::query_scalar(AssertSqlSafe(sql.select_scopes.clone()))
-        .bind(partition)
-        .bind(&row.row_id)
-        .fetch_optional(&mut *c)
-        .await
-        .map_err(map_err)?;
+    let (vars, vals): (Vec<&str>, Vec<&str>) =
+        pairs.iter().map(|(a, b)| (a.as_str(), b.as_str())).unzip();
     let mut q = sqlx::query(AssertSqlSafe(sql.upsert.clone()))
         .bind(partition)
         .bind(&row.row_id);
@@ -205,26 +219,15 @@ pub async fn upsert_row(
         .bind(&row.scopes_json)
         .bind(&row.payload)
         .bind(&row.column_versions)
+        .bind(&table.name)
+        .bind(vars)
+        .bind(vals)
         .execute(&mut *c)
         .await
         .map_err(|e| row_write_err(e, op_index))?;
-    let mut sorted_new = new_pairs.clone();
-    sorted_new.sort();
-    let unchanged = old_scopes
-        .as_deref()
-        .and_then(sorted_pairs)
-        .is_some_and(|old| old == sorted_new);
-    if !unchanged {
-        if old_scopes.is_some() {
-            delete_row_keyed(c, DELETE_ROW_SCOPES, partition, &table.name, &row.row_id).await?;
-        }
-        insert_row_scope_entries(c, partition, &table.name, &row.row_id, &new_pairs).await?;
-    }
     Ok(())
 }
 
-const DELETE_ROW_SCOPES: &str =
-    "DELETE FROM sync_row_scopes WHERE partition = $1 AND tbl = $2 AND row_id = $3";
 const DELETE_TOMBSTONE: &str =
     "DELETE FROM sync_tombstones WHERE partition = $1 AND tbl = $2 AND row_id = $3";
 const DELETE_BLOB_REFS: &str =
@@ -247,35 +250,8 @@ async fn delete_row_keyed(
     Ok(())
 }
 
-async fn insert_row_scope_entries(
-    c: &mut PgConnection,
-    partition: &str,
-    table: &str,
-    row_id: &str,
-    pairs: &[(String, String)],
-) -> Result<()> {
-    if pairs.is_empty() {
-        return Ok(());
-    }
-    let (vars, vals): (Vec<&str>, Vec<&str>) =
-        pairs.iter().map(|(a, b)| (a.as_str(), b.as_str())).unzip();
-    sqlx::query(
-        "INSERT INTO sync_row_scopes (partition, tbl, var, value, row_id)
-         SELECT $1, $2, v.var, v.value, $5 FROM unnest($3::text[], $4::text[]) AS v(var, value)
-         ON CONFLICT DO NOTHING",
-    )
-    .bind(partition)
-    .bind(table)
-    .bind(vars)
-    .bind(vals)
-    .bind(row_id)
-    .execute(&mut *c)
-    .await
-    .map_err(map_err)?;
-    Ok(())
-}
-
-/// Removes the row, its scope entries and its blob references.
+/// Removes the row, its scope entries and its blob references, in one
+/// statement.
 pub async fn delete_row(
     c: &mut PgConnection,
     table: &Table,
@@ -283,14 +259,14 @@ pub async fn delete_row(
     partition: &str,
     row_id: &str,
 ) -> Result<()> {
-    delete_row_keyed(c, DELETE_ROW_SCOPES, partition, &table.name, row_id).await?;
     sqlx::query(AssertSqlSafe(sql.delete_row.clone()))
         .bind(partition)
         .bind(row_id)
+        .bind(&table.name)
         .execute(&mut *c)
         .await
         .map_err(|e| row_write_err(e, None))?;
-    delete_row_keyed(c, DELETE_BLOB_REFS, partition, &table.name, row_id).await
+    Ok(())
 }
 
 pub async fn get_tombstone_seq(

@@ -1,5 +1,10 @@
 //! Commit windows on PostgreSQL (storage-layout §7.4): the page query; the
 //! folding and stop rule are `crate::window`.
+//!
+//! Candidates are read per probe value (a LATERAL index range per value,
+//! each ordered by `commit_seq` and limited to the batch), then merged: a
+//! plain `value = ANY(…)` cannot use the index order, so PostgreSQL would
+//! read and sort every entry after `afterSeq` before the LIMIT.
 
 use super::conn::map_err;
 use crate::error::Result;
@@ -9,9 +14,12 @@ use crate::window::{ChangeRow, WindowFold, WindowQuery};
 use sqlx::{PgConnection, Row};
 
 const PAGE: &str = "SELECT c.commit_seq, m.actor_id, m.created_at_ms, ch.row_id, ch.op, ch.row_version, ch.scopes::text, ch.payload
-FROM (SELECT DISTINCT commit_seq FROM sync_change_scopes
-      WHERE partition = $1 AND tbl = $2 AND var = $3 AND commit_seq > $4 AND commit_seq <= $5 AND value = ANY($7)
-      ORDER BY commit_seq LIMIT $6) c
+FROM (SELECT DISTINCT x.commit_seq FROM unnest($7::text[]) AS v(value)
+      CROSS JOIN LATERAL (SELECT s.commit_seq FROM sync_change_scopes s
+        WHERE s.partition = $1 AND s.tbl = $2 AND s.var = $3 AND s.value = v.value
+          AND s.commit_seq > $4 AND s.commit_seq <= $5
+        ORDER BY s.commit_seq LIMIT $6) x
+      ORDER BY x.commit_seq LIMIT $6) c
 LEFT JOIN sync_commits m ON m.partition = $1 AND m.commit_seq = c.commit_seq
 LEFT JOIN sync_changes ch ON ch.partition = $1 AND ch.commit_seq = c.commit_seq AND ch.tbl = $2
 ORDER BY c.commit_seq, ch.idx";
