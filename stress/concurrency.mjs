@@ -10,4 +10,11 @@ export async function run({ seconds = Number(process.env.STRESS_SECONDS ?? 20) }
   return { sameFile, sameMemory, twoProcesses, workers };
 }
 
+/** The PostgreSQL part: 50 rounds of 64 deliveries, two processes (two pools) for 20 s. */
+export async function runPg({ pgUrl, seconds = Number(process.env.STRESS_SECONDS ?? 20) }) {
+  const same = await runSameCommit({ rounds: 50, n: 64, pgUrl });
+  const twoProcesses = await runTwoProcesses({ ms: seconds * 1000, inflight: 4, pgUrl });
+  return { same, twoProcesses };
+}
+
 if (import.meta.url === `file://${process.argv[1]}`) console.log(JSON.stringify(await run(), null, 2));

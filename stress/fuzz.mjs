@@ -1,5 +1,5 @@
 // Long hostile-input run: 10^5 JS cases (STRESS_FUZZ_CASES) in a child
-// process, so an abort shows up as a signal, and the Rust codec property
+// process (runJs(cases, pgUrl) on a PostgreSQL storage), so an abort shows up as a signal, and the Rust codec property
 // tests with PROPTEST_CASES (STRESS_PROPTEST_CASES, per property, 3
 // properties).
 import { execFile } from 'node:child_process';
@@ -14,8 +14,8 @@ function exec(cmd, args, opts) {
   });
 }
 
-export async function runJs(cases) {
-  const r = await exec(process.execPath, [fileURLToPath(import.meta.url), '--child', String(cases)], { timeout: 60 * 60_000 });
+export async function runJs(cases, pgUrl) {
+  const r = await exec(process.execPath, [fileURLToPath(import.meta.url), '--child', String(cases), ...(pgUrl ? [pgUrl] : [])], { timeout: 60 * 60_000 });
   if (r.error) return { cases: 0, crashed: true, problem: `${r.error.signal ?? `code ${r.error.code}`}: ${r.stderr.slice(0, 800)}` };
   return { crashed: false, ...JSON.parse(r.stdout.trim().split('\n').pop()) };
 }
@@ -50,7 +50,7 @@ export async function run({
 }
 
 if (process.argv[2] === '--child') {
-  const f = await runFuzz({ cases: Number(process.argv[3]), seed: Date.now() % 1e9, log: console.error });
+  const f = await runFuzz({ cases: Number(process.argv[3]), seed: Date.now() % 1e9, log: console.error, pgUrl: process.argv[4] });
   process.stdout.write(`${JSON.stringify(f)}\n`);
 } else if (import.meta.url === `file://${process.argv[1]}`) {
   console.log(JSON.stringify(await run(), null, 2));

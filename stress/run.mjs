@@ -3,6 +3,10 @@
 // zero is not, or RSS grew by more than 10% over the warm-up figure.
 // Knobs: STRESS_KILLS, STRESS_SECONDS, STRESS_FUZZ_CASES,
 // STRESS_PROPTEST_CASES, STRESS_LEAK_CALLS.
+// With SYNCULAR_TEST_PG_URL set, the crash, concurrency, hostile-input and
+// leak programs run again on PostgreSQL (a fresh schema each, dropped
+// afterwards) and the table gains "postgres:" rows; under CI=true a missing
+// URL is a failing row.
 import * as crash from './crash.mjs';
 import * as concurrency from './concurrency.mjs';
 import * as fuzz from './fuzz.mjs';
@@ -22,6 +26,16 @@ const c = await timed('crash safety', () => crash.run({ log }));
 const k = await timed('concurrency', () => concurrency.run());
 const z = await timed('hostile input', () => fuzz.run());
 const l = await timed('leaks', () => leak.run());
+const pgUrl = process.env.SYNCULAR_TEST_PG_URL;
+let pg;
+if (pgUrl) {
+  pg = {
+    c: await timed('postgres: crash safety', () => crash.run({ log, pgUrl })),
+    k: await timed('postgres: concurrency', () => concurrency.runPg({ pgUrl })),
+    z: await timed('postgres: hostile input', () => fuzz.runJs(Number(process.env.STRESS_FUZZ_CASES ?? 100_000), pgUrl)),
+    l: await timed('postgres: leaks', () => leak.run({ pgUrl })),
+  };
+}
 
 const mb = (b) => (b / 2 ** 20).toFixed(1);
 const tp = k.twoProcesses;
@@ -52,6 +66,33 @@ const rows = [
   ],
 ];
 
+if (pg) {
+  const { c: pc, k: pk, z: pz, l: pl } = pg;
+  const ptp = pk.twoProcesses;
+  const ps = pk.same;
+  rows.push(
+    ['postgres: kills survived', `${pc.survived} / ${pc.kills} (host process SIGKILLed, server up)`, pc.survived === pc.kills],
+    ['postgres: commits checked', `${pc.commitsChecked} (crash, cumulative; ${pc.acked} acknowledged) + ${ptp.commits} (two processes)`, pc.commitsChecked > 0 && ptp.commits > 0],
+    ['postgres: lost', `${pc.lost} (crash) + ${ptp.lost} (two processes)`, pc.lost + ptp.lost === 0],
+    ['postgres: partial', `${pc.partial}`, pc.partial === 0],
+    ['postgres: duplicates', `${pc.duplicates} (crash) + ${ptp.duplicates} (two processes) + ${ps.extraCommits} (64 deliveries)`, pc.duplicates + ptp.duplicates + ps.extraCommits === 0],
+    ['postgres: gaps', `${pc.gaps} (crash) + ${ptp.gaps} (two processes)`, pc.gaps + ptp.gaps === 0],
+    ['postgres: retries exactly once', `${pc.exactlyOnce} / ${pc.retries} (${pc.replays} were replays)`, pc.exactlyOnce === pc.retries],
+    ['postgres: 64 deliveries', `${ps.deliveries} deliveries: ${ps.applies} applies, ${ps.replays} replays, ${ps.mismatched} mismatched`, ps.applies === ps.deliveries / 64 && ps.mismatched === 0],
+    ['postgres: two processes', `errors ${ptp.lockedErrors + ptp.otherErrors}; ${ptp.perProcess.join(' + ')} commits, ${ptp.switches} writer switches`, ptp.lockedErrors + ptp.otherErrors === 0 && ptp.problems.length === 0 && ptp.commits === ptp.acked],
+    ['postgres: fuzz cases', `${pz.cases ?? 0} JS (${pz.members ?? '?'} members; ${pz.rejected ?? 0} rejected, ${pz.resolved ?? 0} resolved)`, !pz.crashed && pz.cases > 0],
+    ['postgres: fuzz failures', `uncoded ${pz.uncoded ?? '?'}, sync throws ${pz.syncThrows ?? '?'}, hangs ${pz.hangs ?? '?'}, partial writes ${pz.partialWrites ?? '?'}`, !pz.crashed && pz.uncoded + pz.syncThrows + pz.hangs + pz.partialWrites + pz.acceptedBadPartition === 0],
+    ['postgres: panics', `${pz.panics ?? '?'} (JS, contained); process aborts ${pz.crashed ? 1 : 0}`, !pz.crashed && pz.panics === 0],
+    [
+      'postgres: RSS growth',
+      pl.crashed ? `crashed: ${pl.problem}` : `${mb(pl.growth)} MB after warm-up (${mb(pl.warmRss)} → ${mb(pl.endRss)} MB) over ${pl.calls} calls, ${pl.dropped} dropped transactions (writes visible ${pl.droppedWritesVisible}, stuck ${pl.stuck})`,
+      !pl.crashed && pl.growth < 0.1 * pl.warmRss && pl.droppedWritesVisible === 0 && pl.stuck === 0,
+    ],
+  );
+} else {
+  rows.push(['postgres', 'not run: SYNCULAR_TEST_PG_URL is not set', process.env.CI !== 'true']);
+}
+
 const w0 = Math.max(...rows.map((r) => r[0].length));
 const w1 = Math.max(...rows.map((r) => r[1].length));
 const line = `+${'-'.repeat(w0 + 2)}+${'-'.repeat(w1 + 2)}+------+`;
@@ -63,6 +104,7 @@ console.log(line);
 console.log(`total ${((Date.now() - t0) / 1000).toFixed(0)} s`);
 
 const problems = [...c.problems, ...tp.problems, ...k.workers.problems, ...(js.failures ?? []), js.problem, z.rust.problem, l.problem].filter(Boolean);
+if (pg) problems.push(...[...pg.c.problems, ...pg.k.twoProcesses.problems, ...(pg.z.failures ?? []), pg.z.problem, pg.l.problem].filter(Boolean).map((p) => `postgres: ${p}`));
 if (problems.length > 0) {
   console.log('\nproblems:');
   for (const p of problems.slice(0, 40)) console.log(`  - ${p}`);

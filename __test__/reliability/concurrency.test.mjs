@@ -2,6 +2,10 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { runSameCommit, runTwoProcesses, runWorkers } from '../../stress/lib/concurrency.mjs';
+import { engines } from '../support/engines.mjs';
+
+// PostgreSQL joins with SYNCULAR_TEST_PG_URL (required under CI=true; see engines.mjs).
+const pg = engines.find((e) => e.dialect === 'postgres');
 
 describe('reliability: concurrency', () => {
   for (const [name, url] of [
@@ -35,3 +39,23 @@ describe('reliability: concurrency', () => {
     assert.ok(f.finished >= 4, `${f.finished} workers finished`);
   });
 });
+
+if (pg) {
+  describe('reliability: concurrency (postgres)', () => {
+    test('64 concurrent deliveries of one commit apply once and replay 63 times', async () => {
+      const f = await runSameCommit({ rounds: 2, n: 64, pgUrl: pg.requireUrl() });
+      assert.deepEqual(f, { deliveries: 128, applies: 2, replays: 126, mismatched: 0, extraCommits: 0 });
+    });
+
+    test('two processes (two pools) on one schema and partition: nothing lost or duplicated, dense log, no errors', async () => {
+      const f = await runTwoProcesses({ ms: 1200, inflight: 4, pgUrl: pg.requireUrl() });
+      assert.equal(f.engine, 'postgres');
+      assert.deepEqual(f.problems, []);
+      assert.equal(f.lost + f.duplicates + f.gaps, 0);
+      assert.equal(f.lockedErrors + f.otherErrors, 0);
+      assert.equal(f.commits, f.acked);
+      assert.ok(f.perProcess.every((n) => n > 0), `both processes committed: ${f.perProcess}`);
+      assert.ok(f.switches > 0, 'the two writers interleaved');
+    });
+  });
+}

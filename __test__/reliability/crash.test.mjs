@@ -13,6 +13,12 @@ import { NativeStorage } from '../support/package.mjs';
 import { fixtureSchema } from '../support/schema.mjs';
 import { hostPush } from '../support/harness.mjs';
 import { exec } from '../support/sqlite-cli.mjs';
+import { engines } from '../support/engines.mjs';
+import { pgTarget } from '../../stress/lib/sql.mjs';
+
+// PostgreSQL joins with SYNCULAR_TEST_PG_URL (required under CI=true: then
+// requireUrl() throws and the cases fail, never skip; see engines.mjs).
+const pg = engines.find((e) => e.dialect === 'postgres');
 
 describe('reliability: crash safety (sqlite-file)', () => {
   test('10 SIGKILLs: no acknowledged commit lost, no partial commit, dense log, retries apply once', async () => {
@@ -39,17 +45,56 @@ describe('reliability: crash safety (sqlite-file)', () => {
         await hostPush(storage, CRASH_PARTITION, { clientId: CRASH_CLIENT, clientCommitId: ccidOf(k), ops: opsOf(k) });
       }
       await storage.close();
-      assert.deepEqual(checkLayout(path).problems, []);
+      assert.deepEqual((await checkLayout(path)).problems, []);
       exec(path, `DELETE FROM sync_change_scopes WHERE partition = '${CRASH_PARTITION}' AND commit_seq = 2 AND var = 'owner_id'`);
-      assert.equal(checkLayout(path).partial, 1);
+      assert.equal((await checkLayout(path)).partial, 1);
       exec(path, `DELETE FROM sync_commits WHERE partition = '${CRASH_PARTITION}' AND commit_seq = 4`);
-      const c = checkLayout(path);
+      const c = await checkLayout(path);
       assert.equal(c.gaps, 1);
       assert.ok(c.partial >= 2, 'commit 4 left orphan changes, rows and a push result');
       exec(path, `UPDATE "tasks" SET "_sync_server_version" = 1 WHERE "_sync_row_id" = 'hot'`);
-      assert.ok(checkLayout(path).problems.some((p) => p.includes('hot row')));
+      assert.ok((await checkLayout(path)).problems.some((p) => p.includes('hot row')));
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });
 });
+
+if (pg) {
+  describe('reliability: crash safety (postgres)', () => {
+    test('5 SIGKILLs of the pushing host process: no acknowledged commit lost, no partial commit, dense log, retries apply once', async () => {
+      const f = await runCrash({ kills: 5, seed: Date.now(), pgUrl: pg.requireUrl() });
+      assert.deepEqual(f.problems, []);
+      assert.equal(f.engine, 'postgres');
+      assert.equal(f.kills, 5);
+      assert.equal(f.survived, 5);
+      assert.equal(f.lost + f.partial + f.duplicates + f.gaps, 0);
+      assert.equal(f.exactlyOnce, f.retries);
+      assert.ok(f.retries + f.acked > 0, 'the children pushed before being killed');
+      assert.ok(f.commitsChecked >= f.acked);
+    });
+
+    test('the layout check (psql on the schema) detects a half-written commit, an orphan and a gap', async () => {
+      const db = pgTarget(pg.requireUrl());
+      try {
+        const storage = db.open();
+        await storage.ensureSchema(fixtureSchema());
+        for (let k = 1; k <= 6; k++) {
+          await hostPush(storage, CRASH_PARTITION, { clientId: CRASH_CLIENT, clientCommitId: ccidOf(k), ops: opsOf(k) });
+        }
+        await storage.close();
+        assert.deepEqual((await checkLayout(db)).problems, []);
+        await db.psql.exec(`DELETE FROM sync_change_scopes WHERE partition = '${CRASH_PARTITION}' AND commit_seq = 2 AND var = 'owner_id'`);
+        assert.equal((await checkLayout(db)).partial, 1);
+        await db.psql.exec(`DELETE FROM sync_commits WHERE partition = '${CRASH_PARTITION}' AND commit_seq = 4`);
+        const c = await checkLayout(db);
+        assert.equal(c.gaps, 1);
+        assert.ok(c.partial >= 2, 'commit 4 left orphan changes, rows and a push result');
+        await db.psql.exec(`UPDATE "tasks" SET "_sync_server_version" = 1 WHERE "_sync_row_id" = 'hot'`);
+        assert.ok((await checkLayout(db)).problems.some((p) => p.includes('hot row')));
+      } finally {
+        await db.close();
+      }
+    });
+  });
+}

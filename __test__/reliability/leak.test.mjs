@@ -5,7 +5,7 @@ import { runLeak } from '../../stress/lib/leak.mjs';
 import { NativeStorage } from '../support/package.mjs';
 import { fixtureSchema } from '../support/schema.mjs';
 import { taskRow, within } from '../support/harness.mjs';
-import { tempDbPath } from '../support/engines.mjs';
+import { engines, tempDbPath } from '../support/engines.mjs';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
@@ -52,3 +52,18 @@ describe('reliability: leaks', () => {
     }
   });
 });
+
+// PostgreSQL joins with SYNCULAR_TEST_PG_URL (required under CI=true; see engines.mjs).
+const pg = engines.find((e) => e.dialect === 'postgres');
+if (pg) {
+  describe('reliability: leaks (postgres)', () => {
+    test('3000 mixed calls with dropped transactions: RSS flat, dropped writes absent, no stuck begin or lock', async () => {
+      const f = await runLeak({ calls: 3000, dropEvery: 600, pgUrl: pg.requireUrl() });
+      assert.equal(f.crashed, false, f.problem);
+      assert.equal(f.stuck, 0);
+      assert.ok(f.dropped >= 4, `${f.dropped} transactions dropped`);
+      assert.equal(f.droppedWritesVisible, 0);
+      assert.ok(f.growth < 48 * 2 ** 20, `RSS grew ${(f.growth / 2 ** 20).toFixed(1)} MB after warm-up`);
+    });
+  });
+}

@@ -106,6 +106,8 @@ if (pgUrl && pgProblem === undefined) {
     dialect: 'postgres',
     url: pgUrl,
     create: (opts = {}) => new NativeStorage({ url: pgUrl, schema: freshPgSchema(), maxConnections: 4, ...opts }),
+    // For cases that drive the server themselves: the URL (throws the reason when unavailable).
+    requireUrl: () => pgUrl,
     shared: () => {
       const schema = freshPgSchema();
       return { url: pgUrl, schema, open: (opts = {}) => new NativeStorage({ url: pgUrl, schema, maxConnections: 4, ...opts }) };
@@ -116,7 +118,7 @@ if (pgUrl && pgProblem === undefined) {
   const fail = () => {
     throw new Error(`PostgreSQL engine unavailable: ${pgProblem}`);
   };
-  engines.push({ name: 'postgres', dialect: 'postgres', url: pgUrl, create: fail, shared: fail });
+  engines.push({ name: 'postgres', dialect: 'postgres', url: pgUrl, create: fail, shared: fail, requireUrl: fail });
 }
 
 export { tempDbPath };

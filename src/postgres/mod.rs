@@ -93,15 +93,19 @@ macro_rules! read {
 }
 
 /// Runs `$body` in its own transaction on a pool connection: committed on
-/// `Ok`, rolled back on `Err`.
+/// `Ok`, rolled back on `Err`. The body runs in an async block, so a `?`
+/// inside it ends the body, not the caller: the transaction is always
+/// finished before the connection goes back to the pool (it used to return
+/// to the pool still inside the failed transaction).
 macro_rules! write {
     ($self:expr, |$c:ident| $body:expr) => {{
         let mut __conn = $self.acquire().await?;
         $crate::postgres::exec(&mut *__conn, "BEGIN").await?;
-        let __out = {
+        let __out = $crate::postgres::body(async {
             let $c: &mut sqlx::PgConnection = &mut *__conn;
             $body
-        };
+        })
+        .await;
         $crate::postgres::finish(__conn, __out).await
     }};
 }
@@ -141,6 +145,11 @@ macro_rules! with_tx {
 }
 
 pub(crate) use {read, snapshot, with_tx, write};
+
+/// Awaits a `write!` body; fixes its error type so `?` works inside it.
+pub(crate) async fn body<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    f.await
+}
 
 pub(crate) async fn exec(c: &mut PgConnection, sql: &'static str) -> Result<()> {
     c.execute(sql).await.map_err(map_err)?;

@@ -3,10 +3,12 @@
 //                     sequence (optimistic getPushResult, begin, lock,
 //                     tx.getPushResult re-check): one apply, n-1 replays of
 //                     the same stored result
-//   runTwoProcesses   two processes, one NativeStorage each, one SQLite file,
-//                     one partition, pushing for a fixed time: no lost or
-//                     duplicated commit, dense commitSeq, no "database is
-//                     locked" reaching a caller
+//   runTwoProcesses   two processes, one NativeStorage each, one SQLite file
+//                     (or one PostgreSQL schema: two pools), one partition,
+//                     pushing for a fixed time: no lost or duplicated
+//                     commit, dense commitSeq, no "database is locked"
+//                     reaching a caller
+// Both take `pgUrl` to run on a fresh schema of that PostgreSQL server.
 //   runWorkers        the addon in several worker_threads at once, each with
 //                     its own storage: all exit cleanly, no crash at teardown
 import { execFile } from 'node:child_process';
@@ -14,10 +16,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { NativeStorage } from '../../__test__/support/package.mjs';
 import { fixtureSchema } from '../../__test__/support/schema.mjs';
 import { hostPush, taskRow } from '../../__test__/support/harness.mjs';
-import { query } from './sql.mjs';
+import { NativeStorage } from '../../__test__/support/package.mjs';
+import { freshSchemaName, pgTarget, sqliteTarget } from './sql.mjs';
 
 const here = (f) => fileURLToPath(new URL(f, import.meta.url));
 
@@ -34,9 +36,10 @@ function run(args, timeoutMs) {
 }
 
 /** Returns { deliveries, applies, replays, mismatched, extraCommits }. */
-export async function runSameCommit({ rounds = 1, n = 64, url } = {}) {
-  const dir = url === undefined ? tempDir('syncular-same-') : undefined;
-  const storage = new NativeStorage({ url: url ?? `sqlite:${join(dir, 'same.db')}` });
+export async function runSameCommit({ rounds = 1, n = 64, url, pgUrl } = {}) {
+  const dir = url === undefined && pgUrl === undefined ? tempDir('syncular-same-') : undefined;
+  const db = pgUrl !== undefined ? pgTarget(pgUrl, { schema: freshSchemaName('syncular_same'), maxConnections: 8 }) : undefined;
+  const storage = db ? db.open() : new NativeStorage({ url: url ?? `sqlite:${join(dir, 'same.db')}` });
   const f = { deliveries: 0, applies: 0, replays: 0, mismatched: 0, extraCommits: 0 };
   try {
     await storage.ensureSchema(fixtureSchema());
@@ -57,6 +60,7 @@ export async function runSameCommit({ rounds = 1, n = 64, url } = {}) {
     }
   } finally {
     await storage.close();
+    await db?.close();
     if (dir) rmSync(dir, { recursive: true, force: true });
   }
   return f;
@@ -66,13 +70,13 @@ export async function runSameCommit({ rounds = 1, n = 64, url } = {}) {
  * Returns { processes, commits, acked, lost, duplicates, gaps, lockedErrors,
  * otherErrors, problems[] }.
  */
-export async function runTwoProcesses({ ms = 1500, inflight = 4, processes = 2 } = {}) {
+export async function runTwoProcesses({ ms = 1500, inflight = 4, processes = 2, pgUrl } = {}) {
   const dir = tempDir('syncular-2proc-');
-  const path = join(dir, 'shared.db');
-  const f = { processes, commits: 0, acked: 0, lost: 0, duplicates: 0, gaps: 0, lockedErrors: 0, otherErrors: 0, problems: [] };
+  const db = pgUrl === undefined ? sqliteTarget(join(dir, 'shared.db')) : pgTarget(pgUrl, { schema: freshSchemaName('syncular_2proc'), maxConnections: 3 });
+  const f = { engine: db.engine, processes, commits: 0, acked: 0, lost: 0, duplicates: 0, gaps: 0, lockedErrors: 0, otherErrors: 0, problems: [] };
   try {
     const children = await Promise.all(
-      Array.from({ length: processes }, (_, i) => run([here('./proc-child.mjs'), path, `proc${i}`, String(ms), String(inflight)], ms + 60_000)),
+      Array.from({ length: processes }, (_, i) => run([here('./proc-child.mjs'), JSON.stringify(db.options), `proc${i}`, String(ms), String(inflight)], ms + 60_000)),
     );
     const acks = [];
     for (const [i, c] of children.entries()) {
@@ -90,7 +94,7 @@ export async function runTwoProcesses({ ms = 1500, inflight = 4, processes = 2 }
       }
     }
     f.acked = acks.length;
-    const stored = query(path, "SELECT commit_seq AS seq, client_commit_id AS ccid FROM sync_commits WHERE partition = 'shared' ORDER BY commit_seq");
+    const stored = await db.query("SELECT commit_seq AS seq, client_commit_id AS ccid FROM sync_commits WHERE partition = 'shared' ORDER BY commit_seq");
     f.commits = stored.length;
     const bySeq = new Map(stored.map((s) => [s.seq, s.ccid]));
     const seen = new Set();
@@ -110,16 +114,17 @@ export async function runTwoProcesses({ ms = 1500, inflight = 4, processes = 2 }
     f.duplicates += stored.length - ccids.size;
     const max = stored.at(-1)?.seq ?? 0;
     f.gaps += max - stored.length;
-    const counter = query(path, "SELECT max_commit_seq AS m FROM sync_partitions WHERE partition = 'shared'")[0]?.m ?? 0;
+    const counter = (await db.query("SELECT max_commit_seq AS m FROM sync_partitions WHERE partition = 'shared'"))[0]?.m ?? 0;
     if (counter !== max) {
       f.gaps++;
       f.problems.push(`max_commit_seq ${counter}, log ends at ${max}`);
     }
     // every stored commit was acknowledged to exactly one caller
     if (stored.length !== acks.length) f.problems.push(`${stored.length} commits stored, ${acks.length} acknowledged`);
-    const results = query(path, "SELECT count(*) AS n FROM sync_push_results WHERE partition = 'shared'")[0].n;
+    const results = (await db.query("SELECT count(*) AS n FROM sync_push_results WHERE partition = 'shared'"))[0].n;
     if (results !== stored.length) f.problems.push(`${results} push results for ${stored.length} commits`);
   } finally {
+    await db.close();
     rmSync(dir, { recursive: true, force: true });
   }
   return f;

@@ -1,5 +1,7 @@
 // Child of the crash program: pushes commits k = start, start+1, ... with
-// the host's push sequence. It prints "ready" on stdout once the schema is
+// the host's push sequence, on the storage that the JSON options in argv
+// open (a SQLite file, or a PostgreSQL schema: then this process is the host
+// that gets killed, never the server). It prints "ready" on stdout once the schema is
 // in place, then appends to the report file, one write(2) per line,
 //   "begin <k>"            before delivering commit k,
 //   "ack <k> <commitSeq>"  once the push of commit k has resolved.
@@ -12,11 +14,11 @@ import { fixtureSchema } from '../../__test__/support/schema.mjs';
 import { hostPush } from '../../__test__/support/harness.mjs';
 import { CRASH_CLIENT, CRASH_PARTITION, ccidOf, opsOf } from './shape.mjs';
 
-const [path, startArg, synchronous, reportPath] = process.argv.slice(2);
+const [optionsJson, startArg, reportPath] = process.argv.slice(2);
 const report = openSync(reportPath, 'a');
 const say = (line) => writeSync(report, `${line}\n`);
 
-const storage = new NativeStorage({ url: `sqlite:${path}`, synchronous: synchronous || undefined });
+const storage = new NativeStorage(JSON.parse(optionsJson));
 await storage.ensureSchema(fixtureSchema());
 writeSync(1, 'ready\n');
 for (let k = Number(startArg); ; k++) {

@@ -1,7 +1,9 @@
-// Crash safety (issue 7 §1): a child pushes commits on a SQLite file and
-// reports each acknowledged commit; it is SIGKILLed at random points. After
-// every kill the database is reopened with a fresh NativeStorage and checked
-// through the storage API and with raw SQL (sqlite3 shell):
+// Crash safety (issue 7 §1): a child pushes commits on a SQLite file, or on
+// a PostgreSQL schema (`pgUrl`: the host process is killed, not the server),
+// and reports each acknowledged commit; it is SIGKILLed at random points.
+// After every kill the database is reopened with a fresh NativeStorage and
+// checked through the storage API and with raw SQL (sqlite3 shell, or psql
+// on the schema; see sql.mjs):
 //   lost        acknowledged commits missing, or without their push result
 //   partial     commits whose changes, change scopes, rows, row scopes,
 //               tombstones or push result are not all there (or all absent)
@@ -15,10 +17,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { NativeStorage } from '../../__test__/support/package.mjs';
 import { fixtureSchema } from '../../__test__/support/schema.mjs';
 import { hostPush } from '../../__test__/support/harness.mjs';
-import { query } from './sql.mjs';
+import { freshSchemaName, pgTarget, sqliteTarget } from './sql.mjs';
 import { CRASH_CLIENT, CRASH_PARTITION, ccidOf, changeCountOf, deletesOf, kOf, opsOf, rowIdsOf } from './shape.mjs';
 
 const CHILD = fileURLToPath(new URL('./crash-child.mjs', import.meta.url));
@@ -34,11 +35,10 @@ function rng(seed) {
 }
 
 /** Runs one child until killed; returns what it reported. */
-function runChild(path, start, delayMs, early, synchronous) {
-  const reportPath = `${path}.report`;
+function runChild(options, reportPath, start, delayMs, early) {
   writeFileSync(reportPath, '');
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CHILD, path, String(start), synchronous ?? '', reportPath], {
+    const child = spawn(process.execPath, [CHILD, JSON.stringify(options), String(start), reportPath], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
@@ -84,32 +84,35 @@ function runChild(path, start, delayMs, early, synchronous) {
 
 /**
  * Checks the whole database against the set of commits that may exist.
- * Returns { commits, partial, duplicates, gaps, problems[] }.
+ * `target` is a sqliteTarget/pgTarget (sql.mjs) or a SQLite file path.
+ * Resolves { commits, partial, duplicates, gaps, problems[] }.
  */
-export function checkLayout(path) {
+export async function checkLayout(target) {
+  const db = typeof target === 'string' ? sqliteTarget(target) : target;
+  const query = (sql) => db.query(sql);
   const P = `'${CRASH_PARTITION}'`;
   const problems = [];
-  const commits = query(path, `SELECT commit_seq AS seq, client_commit_id AS ccid FROM sync_commits WHERE partition = ${P} ORDER BY commit_seq`);
+  const commits = await query(`SELECT commit_seq AS seq, client_commit_id AS ccid FROM sync_commits WHERE partition = ${P} ORDER BY commit_seq`);
   const changes = new Map(
-    query(path, `SELECT commit_seq AS seq, count(*) AS n FROM sync_changes WHERE partition = ${P} GROUP BY commit_seq`).map((r) => [r.seq, r.n]),
+    (await query(`SELECT commit_seq AS seq, count(*) AS n FROM sync_changes WHERE partition = ${P} GROUP BY commit_seq`)).map((r) => [r.seq, r.n]),
   );
   const changeScopes = new Map(
-    query(path, `SELECT commit_seq AS seq, count(*) AS n FROM sync_change_scopes WHERE partition = ${P} GROUP BY commit_seq`).map((r) => [r.seq, r.n]),
+    (await query(`SELECT commit_seq AS seq, count(*) AS n FROM sync_change_scopes WHERE partition = ${P} GROUP BY commit_seq`)).map((r) => [r.seq, r.n]),
   );
   const results = new Map(
-    query(path, `SELECT client_commit_id AS ccid, json_extract(result, '$.commitSeq') AS seq FROM sync_push_results WHERE partition = ${P} AND client_id = '${CRASH_CLIENT}'`).map((r) => [
+    (await query(`SELECT client_commit_id AS ccid, ${db.jsonInt('result', 'commitSeq')} AS seq FROM sync_push_results WHERE partition = ${P} AND client_id = '${CRASH_CLIENT}'`)).map((r) => [
       r.ccid,
       { commitSeq: r.seq },
     ]),
   );
   const rows = new Map(
-    query(path, `SELECT "_sync_row_id" AS id, "_sync_server_version" AS v FROM "tasks" WHERE "_sync_partition" = ${P}`).map((r) => [r.id, r.v]),
+    (await query(`SELECT "_sync_row_id" AS id, "_sync_server_version" AS v FROM "tasks" WHERE "_sync_partition" = ${P}`)).map((r) => [r.id, r.v]),
   );
   const rowScopes = new Map(
-    query(path, `SELECT row_id AS id, count(*) AS n FROM sync_row_scopes WHERE partition = ${P} AND tbl = 'tasks' GROUP BY row_id`).map((r) => [r.id, r.n]),
+    (await query(`SELECT row_id AS id, count(*) AS n FROM sync_row_scopes WHERE partition = ${P} AND tbl = 'tasks' GROUP BY row_id`)).map((r) => [r.id, r.n]),
   );
-  const tombstones = new Set(query(path, `SELECT row_id AS id FROM sync_tombstones WHERE partition = ${P} AND tbl = 'tasks'`).map((r) => r.id));
-  const counter = query(path, `SELECT max_commit_seq AS m FROM sync_partitions WHERE partition = ${P}`)[0]?.m ?? 0;
+  const tombstones = new Set((await query(`SELECT row_id AS id FROM sync_tombstones WHERE partition = ${P} AND tbl = 'tasks'`)).map((r) => r.id));
+  const counter = (await query(`SELECT max_commit_seq AS m FROM sync_partitions WHERE partition = ${P}`))[0]?.m ?? 0;
 
   const partialCommits = new Set();
   const bad = (k, what) => {
@@ -180,22 +183,55 @@ export function checkLayout(path) {
 }
 
 /**
- * Runs `kills` child lifetimes. Returns the figures:
- * { kills, survived, commitsChecked, acked, lost, partial, duplicates, gaps,
- *   retries, replays, exactlyOnce, problems[] }.
+ * The killed child's connections must be gone before the checks: a COMMIT
+ * it sent just before the kill may still be landing on the server, and a
+ * check racing it would see a gap that is not there. The child connects
+ * with its own application_name; wait until the server has no session
+ * under it.
  */
-export async function runCrash({ kills = 10, seed = 7, maxDelayMs = 40, synchronous, log } = {}) {
+async function waitForSessionsGone(db, appName) {
+  for (let i = 0; i < 500; i++) {
+    const [{ n }] = await db.query(`SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = '${appName}'`);
+    if (n === 0) return true;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return false;
+}
+
+/**
+ * Runs `kills` child lifetimes on a SQLite file, or on a fresh schema of the
+ * PostgreSQL server at `pgUrl` (dropped at the end). Returns the figures:
+ * { engine, kills, survived, commitsChecked, acked, lost, partial,
+ *   duplicates, gaps, retries, replays, exactlyOnce, problems[] }.
+ */
+export async function runCrash({ kills = 10, seed = 7, maxDelayMs, synchronous, pgUrl, log } = {}) {
+  // A push over the network takes longer: give PostgreSQL children more time.
+  maxDelayMs ??= pgUrl === undefined ? 40 : 80;
   const dir = mkdtempSync(join(tmpdir(), 'syncular-crash-'));
-  const path = join(dir, 'crash.db');
+  const reportPath = join(dir, 'crash.report');
+  let db;
+  let childOptions;
+  let appName;
+  if (pgUrl === undefined) {
+    db = sqliteTarget(join(dir, 'crash.db'), { synchronous });
+    childOptions = db.options;
+  } else {
+    const schema = freshSchemaName('syncular_crash');
+    appName = schema;
+    const u = new URL(pgUrl);
+    u.searchParams.set('application_name', appName);
+    db = pgTarget(pgUrl, { schema, maxConnections: 3 });
+    childOptions = { ...db.options, url: u.toString() };
+  }
   const random = rng(seed);
   const acked = new Map(); // k -> commitSeq
-  const f = { kills: 0, survived: 0, commitsChecked: 0, acked: 0, lost: 0, partial: 0, duplicates: 0, gaps: 0, retries: 0, replays: 0, exactlyOnce: 0, problems: [] };
+  const f = { engine: db.engine, kills: 0, survived: 0, commitsChecked: 0, acked: 0, lost: 0, partial: 0, duplicates: 0, gaps: 0, retries: 0, replays: 0, exactlyOnce: 0, problems: [] };
   let next = 1;
   try {
     for (let i = 0; i < kills; i++) {
       const early = random() < 0.1;
       const delay = Math.floor(random() * (early ? 2 * maxDelayMs + 60 : maxDelayMs));
-      const run = await runChild(path, next, delay, early, synchronous);
+      const run = await runChild(childOptions, reportPath, next, delay, early);
       f.kills++;
       if (run.signal !== 'SIGKILL') {
         f.problems.push(`child ${i} ended with ${run.signal ?? `code ${run.code}`}: ${run.stderr.slice(0, 500)}`);
@@ -206,8 +242,12 @@ export async function runCrash({ kills = 10, seed = 7, maxDelayMs = 40, synchron
       f.acked += run.acks.length;
 
       // Reopen with a fresh storage: acknowledged commits and their results.
-      const storage = new NativeStorage({ url: `sqlite:${path}`, synchronous });
       let survived = true;
+      if (appName !== undefined && !(await waitForSessionsGone(db, appName))) {
+        survived = false;
+        f.problems.push(`after kill ${i}: the killed host's sessions are still open on the server after 5 s`);
+      }
+      const storage = db.open();
       try {
         await storage.ensureSchema(fixtureSchema());
         for (const [k, seq] of acked) {
@@ -218,7 +258,7 @@ export async function runCrash({ kills = 10, seed = 7, maxDelayMs = 40, synchron
             if (f.problems.length < 40) f.problems.push(`acknowledged commit ${k} (seq ${seq}) lost: ${JSON.stringify(r)}`);
           }
         }
-        const layout = checkLayout(path);
+        const layout = await checkLayout(db);
         f.commitsChecked += layout.commits.length;
         f.partial += layout.partial;
         f.duplicates += layout.duplicates;
@@ -242,7 +282,7 @@ export async function runCrash({ kills = 10, seed = 7, maxDelayMs = 40, synchron
           const second = await push();
           f.retries++;
           if (!first.applied) f.replays++;
-          const stored = query(path, `SELECT count(*) AS n FROM sync_commits WHERE partition = '${CRASH_PARTITION}' AND client_commit_id = '${ccidOf(k)}'`)[0].n;
+          const stored = (await db.query(`SELECT count(*) AS n FROM sync_commits WHERE partition = '${CRASH_PARTITION}' AND client_commit_id = '${ccidOf(k)}'`))[0].n;
           const sameResult = JSON.stringify(first.result) === JSON.stringify(second.result);
           if (stored === 1 && !second.applied && sameResult && first.result.commitSeq === second.result.commitSeq) {
             f.exactlyOnce++;
@@ -257,7 +297,7 @@ export async function runCrash({ kills = 10, seed = 7, maxDelayMs = 40, synchron
           next = run.acks.at(-1).k + 1;
         }
         // Everything the retry wrote must check out too.
-        const after = checkLayout(path);
+        const after = await checkLayout(db);
         if (after.problems.length > 0) {
           survived = false;
           f.partial += after.partial;
@@ -269,9 +309,10 @@ export async function runCrash({ kills = 10, seed = 7, maxDelayMs = 40, synchron
         await storage.close();
       }
       if (survived) f.survived++;
-      if (log && (i + 1) % 25 === 0) log(`crash: ${i + 1}/${kills} kills, ${acked.size} acknowledged commits`);
+      if (log && (i + 1) % 25 === 0) log(`crash (${db.engine}): ${i + 1}/${kills} kills, ${acked.size} acknowledged commits`);
     }
   } finally {
+    await db.close();
     rmSync(dir, { recursive: true, force: true });
   }
   return f;

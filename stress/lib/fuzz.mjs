@@ -17,6 +17,11 @@
 //   * reject when the partition argument is not a string.
 // The process itself must survive (the caller runs this in a child in the
 // stress run; an abort there shows as a signal).
+// With `pgUrl` the storage is a PostgreSQL one on a fresh schema (a new one
+// every `recycleEvery` cases, each dropped after use), and "changed
+// nothing" is checked on the schema's contents: the row count and an md5 of
+// the rows of every table (sql.mjs pgTarget.snapshot), read through psql
+// before the case (cached while nothing resolved) and after a rejection.
 import { copyFileSync, existsSync, statSync, mkdtempSync, rmSync, unlinkSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
@@ -24,6 +29,7 @@ import { join } from 'node:path';
 import { NativeStorage } from '../../__test__/support/package.mjs';
 import { fixtureSchema } from '../../__test__/support/schema.mjs';
 import { hostPush, taskRow } from '../../__test__/support/harness.mjs';
+import { freshSchemaName, pgTarget } from './sql.mjs';
 
 const NOW = 1_700_000_000_000;
 const HASH = 'sha256:' + '0'.repeat(64);
@@ -332,10 +338,11 @@ async function seed(storage) {
  * rejected, resolved, uncoded, panics, syncThrows, hangs, partialWrites,
  * acceptedBadPartition, untemplated[], failures[] }.
  */
-export async function runFuzz({ cases = 2000, seed: s = 1, recycleEvery = 1000, log } = {}) {
+export async function runFuzz({ cases = 2000, seed: s = 1, recycleEvery = 1000, log, pgUrl } = {}) {
   const g = rng(s);
   const dir = mkdtempSync(join(tmpdir(), 'syncular-fuzz-'));
   const f = {
+    engine: pgUrl === undefined ? 'sqlite' : 'postgres',
     cases: 0,
     storageCases: 0,
     txCases: 0,
@@ -358,11 +365,28 @@ export async function runFuzz({ cases = 2000, seed: s = 1, recycleEvery = 1000, 
   let path;
   let generation = 0;
   const snap = join(dir, 'before.db');
+  let db; // PostgreSQL: the current schema (pgTarget)
+  let state; // PostgreSQL: the committed state's snapshot, while known
+  let relist = false; // PostgreSQL: tables may have been created since the last snapshot
   const open = async () => {
     if (storage) await storage.close();
+    if (db) await db.close();
+    state = undefined;
+    if (pgUrl !== undefined) {
+      db = pgTarget(pgUrl, { schema: freshSchemaName('syncular_fuzz'), maxConnections: 4 });
+      storage = db.open();
+      await seed(storage);
+      relist = true;
+      return;
+    }
     path = join(dir, `fuzz-${generation++}.db`);
     storage = new NativeStorage({ url: `sqlite:${path}` });
     await seed(storage);
+  };
+  const pgSnapshot = async () => {
+    const snap = await db.snapshot({ listTables: relist });
+    relist = false;
+    return snap;
   };
   try {
     await open();
@@ -385,11 +409,13 @@ export async function runFuzz({ cases = 2000, seed: s = 1, recycleEvery = 1000, 
       let tx;
       if (onTx) {
         f.txCases++;
-        if (TX_WRITES.has(member)) snapshot(path, snap);
+        if (TX_WRITES.has(member) && !db) snapshot(path, snap);
         tx = await storage.begin(P);
         if (member !== 'lockPartitionForPush' && g.chance(0.8)) await tx.lockPartitionForPush();
       } else f.storageCases++;
-      const before = fingerprint(path);
+      if (db && member === 'ensureSchema') relist = true;
+      if (db && state === undefined) state = await pgSnapshot();
+      const before = db ? state : fingerprint(path);
       let promise;
       try {
         promise = (onTx ? tx : storage)[member](...args);
@@ -413,6 +439,7 @@ export async function runFuzz({ cases = 2000, seed: s = 1, recycleEvery = 1000, 
       }
       if (outcome.ok) {
         f.resolved++;
+        state = undefined;
         if (badPartition) {
           f.acceptedBadPartition++;
           fail('accepted a non-string partition', label);
@@ -423,6 +450,7 @@ export async function runFuzz({ cases = 2000, seed: s = 1, recycleEvery = 1000, 
       }
       const err = outcome.err;
       if (err?.hung) {
+        state = undefined;
         f.hangs++;
         fail('hang', label);
         // the storage may be wedged: start over on a new file
@@ -445,7 +473,11 @@ export async function runFuzz({ cases = 2000, seed: s = 1, recycleEvery = 1000, 
           await tx.rollback();
         }
       }
-      if (fingerprint(path) !== before && (!tx || !TX_WRITES.has(member) || contentHash(path) !== contentHash(snap))) {
+      if (db) {
+        if (member === 'ensureSchema') relist = true;
+        state = await pgSnapshot();
+      }
+      if (db ? state !== before : fingerprint(path) !== before && (!tx || !TX_WRITES.has(member) || contentHash(path) !== contentHash(snap))) {
         f.partialWrites++;
         fail('partial write', `${label}: ${err?.code} ${String(err?.message).slice(0, 120)}`);
       }
@@ -453,6 +485,7 @@ export async function runFuzz({ cases = 2000, seed: s = 1, recycleEvery = 1000, 
     }
   } finally {
     if (storage) await storage.close();
+    if (db) await db.close();
     rmSync(dir, { recursive: true, force: true });
   }
   return f;

@@ -1,21 +1,22 @@
 // Leak program body (issue 7 §4), run as `node --expose-gc leak-child.mjs
-// <calls> <dir>`. Issues `calls` mixed storage and transaction calls on a
-// SQLite file: reads, scans, windows, full pushes, rolled-back and failed
+// <calls> <storage options JSON> <dropEvery>`. Issues `calls` mixed storage
+// and transaction calls on a SQLite file or a PostgreSQL schema: reads, scans, windows, full pushes, rolled-back and failed
 // transactions, rejected bad input, and transactions left unfinished and
 // dropped (every `dropEvery` calls). A dropped transaction holds the write
-// lease until it is collected: the next begin() must proceed once gc()
-// runs, and the dropped writes must be absent. Prints one JSON line:
+// lease (SQLite) or its connection and the partition's row lock
+// (PostgreSQL) until it is collected: the next begin() and
+// lockPartitionForPush() must proceed once gc() runs, and the dropped
+// writes must be absent. Prints one JSON line:
 // { calls, dropped, warmRss, endRss, growth, droppedWritesVisible, stuck }.
-import { join } from 'node:path';
 import { NativeStorage } from '../../__test__/support/package.mjs';
 import { fixtureSchema } from '../../__test__/support/schema.mjs';
 import { taskRow } from '../../__test__/support/harness.mjs';
 
-const [callsArg, dir, dropEveryArg] = process.argv.slice(2);
+const [callsArg, optionsJson, dropEveryArg] = process.argv.slice(2);
 const total = Number(callsArg);
 const dropEvery = Number(dropEveryArg || 2000);
 if (typeof gc !== 'function') throw new Error('run with --expose-gc');
-const storage = new NativeStorage({ url: `sqlite:${join(dir, 'leak.db')}` });
+const storage = new NativeStorage(JSON.parse(optionsJson));
 const P = 'leak';
 const filter = { project_id: ['p1'] };
 let calls = 0;
@@ -30,13 +31,12 @@ const rss = () => {
   return process.memoryUsage().rss;
 };
 
-/** begin() that may wait for a dropped transaction to be collected. */
-async function begin() {
-  calls++;
+/** Waits for `promise`, running gc() meanwhile so a dropped transaction that blocks it is collected. */
+async function gcUntil(promise, what) {
   let settled = false;
-  const p = storage.begin(P).then((tx) => {
+  const p = promise.then((v) => {
     settled = true;
-    return tx;
+    return v;
   });
   for (let i = 0; !settled && i < 400; i++) {
     await (i < 3 ? new Promise((r) => setImmediate(r)) : sleep(5));
@@ -44,9 +44,23 @@ async function begin() {
   }
   if (!settled) {
     stuck++;
-    throw new Error('begin() did not proceed after the dropped transaction was collected');
+    throw new Error(`${what} did not proceed after the dropped transaction was collected`);
   }
   return p;
+}
+
+/** begin() that may wait for a dropped transaction to be collected. */
+function begin() {
+  calls++;
+  return gcUntil(storage.begin(P), 'begin()');
+}
+
+/** begin() and lockPartitionForPush(), either of which may wait for a dropped transaction. */
+async function beginLocked() {
+  const tx = await begin();
+  calls++;
+  await gcUntil(tx.lockPartitionForPush(), 'lockPartitionForPush()');
+  return tx;
 }
 
 function dropOne() {
@@ -142,14 +156,14 @@ while (calls < total) {
     await dropOne();
     // Storage-level writes queue on the lease too; wait (running gc) until
     // the dropped transaction has been collected and released it.
-    const next = await begin();
+    const next = await beginLocked();
     await next.rollback();
     calls++;
   }
   if (warmRss === undefined && calls >= warmAt) warmRss = rss();
 }
 // The last dropped transaction must be released too.
-const last = await begin();
+const last = await beginLocked();
 await last.rollback();
 let droppedWritesVisible = 0;
 for (let i = 0; i < dropped; i++) if ((await storage.getRow(P, 'tasks', `dropped-${i}`)) !== undefined) droppedWritesVisible++;

@@ -1,17 +1,21 @@
 // Leaks (issue 7 §4): runs leak-child.mjs under --expose-gc in its own
-// process and returns its figures plus how it ended.
+// process, on a SQLite file or (`pgUrl`) on a fresh PostgreSQL schema
+// (dropped afterwards), and returns its figures plus how it ended.
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freshSchemaName, pgTarget, sqliteTarget } from './sql.mjs';
 
 const CHILD = fileURLToPath(new URL('./leak-child.mjs', import.meta.url));
 
-export function runLeak({ calls = 50_000, dropEvery = 2000 } = {}) {
+export function runLeak({ calls = 50_000, dropEvery = 2000, pgUrl } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'syncular-leak-'));
+  const db = pgUrl === undefined ? sqliteTarget(join(dir, 'leak.db')) : pgTarget(pgUrl, { schema: freshSchemaName('syncular_leak'), maxConnections: 4 });
   return new Promise((resolve) => {
-    execFile(process.execPath, ['--expose-gc', CHILD, String(calls), dir, String(dropEvery)], { timeout: 30 * 60_000, maxBuffer: 16 << 20 }, (error, stdout, stderr) => {
+    execFile(process.execPath, ['--expose-gc', CHILD, String(calls), JSON.stringify(db.options), String(dropEvery)], { timeout: 30 * 60_000, maxBuffer: 16 << 20 }, async (error, stdout, stderr) => {
+      await db.close();
       rmSync(dir, { recursive: true, force: true });
       if (error) {
         resolve({ crashed: true, problem: `${error.signal ?? `code ${error.code}`}: ${stderr.slice(0, 800)}` });

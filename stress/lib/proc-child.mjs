@@ -1,14 +1,16 @@
 // Child of the two-process program: pushes commits to one shared partition
-// for a fixed time with `inflight` concurrent host pushes, then prints one
-// JSON line: { acks: [[commitSeq, clientCommitId]], errors: [{code, message}],
-// lockWaits }. lockWaits counts the off-thread waits for the other
-// process's write lock (lockAsync, entered when tryLock finds it taken).
+// for a fixed time with `inflight` concurrent host pushes, on the storage
+// the JSON options in argv open (a SQLite file or a PostgreSQL schema),
+// then prints one JSON line: { acks: [[commitSeq, clientCommitId]],
+// errors: [{code, message}], lockWaits }. lockWaits counts, on SQLite, the
+// off-thread waits for the other process's write lock (lockAsync, entered
+// when tryLock finds it taken).
 import { createRequire } from 'node:module';
 import { NativeStorage } from '../../__test__/support/package.mjs';
 import { fixtureSchema } from '../../__test__/support/schema.mjs';
 import { hostPush, taskRow } from '../../__test__/support/harness.mjs';
 
-const [path, name, msArg, inflightArg] = process.argv.slice(2);
+const [optionsJson, name, msArg, inflightArg] = process.argv.slice(2);
 const { SqliteHandle } = createRequire(import.meta.url)('../../lib/native.js');
 let lockWaits = 0;
 const lockAsync = SqliteHandle.prototype.lockAsync;
@@ -16,7 +18,7 @@ SqliteHandle.prototype.lockAsync = function (...args) {
   lockWaits++;
   return lockAsync.apply(this, args);
 };
-const storage = new NativeStorage({ url: `sqlite:${path}` });
+const storage = new NativeStorage(JSON.parse(optionsJson));
 const acks = [];
 const errors = [];
 await storage.ensureSchema(fixtureSchema());
