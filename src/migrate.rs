@@ -4,9 +4,10 @@
 //! of the physical-layout check. Each engine reads its catalog and calls
 //! these.
 
+use crate::codec::ColumnType;
 use crate::error::{Error, Result};
 use crate::model::CheckpointDeclaration;
-use crate::schema::{parse_layouts, LayoutColumn, Schema, Table};
+use crate::schema::{parse_layouts, quote_ident, LayoutColumn, Schema, Table};
 
 /// Refuses when an incomplete checkpoint at the running version is not
 /// redeclared by this call.
@@ -177,4 +178,47 @@ pub fn check_physical(
         }
     }
     Ok(())
+}
+
+/// The column types a dialect gives a row table (storage-layout §3.1,
+/// §3.2); the table's shape is the same on every engine.
+pub struct RowTableTypes {
+    /// Type of an app column.
+    pub app: fn(ColumnType) -> &'static str,
+    /// `_sync_server_version`.
+    pub version: &'static str,
+    /// `_sync_scopes`.
+    pub scopes: &'static str,
+    /// `_sync_payload` and `_sync_column_versions`.
+    pub bytes: &'static str,
+}
+
+/// `CREATE TABLE IF NOT EXISTS` for one row table: the meta columns around
+/// the projection (app columns only when materialized; NOT NULL only for
+/// non-nullable ones, on this fresh create).
+pub fn create_table_sql(t: &Table, ty: &RowTableTypes) -> String {
+    let mut cols = vec![
+        "\"_sync_partition\" TEXT NOT NULL".to_owned(),
+        "\"_sync_row_id\" TEXT NOT NULL".to_owned(),
+    ];
+    if t.materialize {
+        for c in &t.columns {
+            let nn = if c.def.nullable { "" } else { " NOT NULL" };
+            cols.push(format!(
+                "{} {}{nn}",
+                quote_ident(&c.name),
+                (ty.app)(c.def.ty)
+            ));
+        }
+    }
+    cols.push(format!("\"_sync_server_version\" {} NOT NULL", ty.version));
+    cols.push(format!("\"_sync_scopes\" {} NOT NULL", ty.scopes));
+    cols.push(format!("\"_sync_payload\" {} NOT NULL", ty.bytes));
+    cols.push(format!("\"_sync_column_versions\" {}", ty.bytes));
+    cols.push("PRIMARY KEY (\"_sync_partition\", \"_sync_row_id\")".to_owned());
+    format!(
+        "CREATE TABLE IF NOT EXISTS {} ({})",
+        t.quoted,
+        cols.join(", ")
+    )
 }

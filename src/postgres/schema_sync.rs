@@ -216,40 +216,15 @@ async fn migrate_tables(
     Ok(())
 }
 
+const ROW_TABLE_TYPES: crate::migrate::RowTableTypes = crate::migrate::RowTableTypes {
+    app: pg_type,
+    version: "BIGINT",
+    scopes: "JSONB",
+    bytes: "BYTEA",
+};
+
 async fn create_table(c: &mut PgConnection, t: &Table) -> Result<()> {
-    let mut cols = vec![
-        "\"_sync_partition\" TEXT NOT NULL".to_owned(),
-        "\"_sync_row_id\" TEXT NOT NULL".to_owned(),
-    ];
-    if t.materialize {
-        for col in &t.columns {
-            let nn = if col.def.nullable { "" } else { " NOT NULL" };
-            cols.push(format!(
-                "{} {}{nn}",
-                quote_ident(&col.name),
-                pg_type(col.def.ty)
-            ));
-        }
-    }
-    cols.extend(
-        [
-            "\"_sync_server_version\" BIGINT NOT NULL",
-            "\"_sync_scopes\" JSONB NOT NULL",
-            "\"_sync_payload\" BYTEA NOT NULL",
-            "\"_sync_column_versions\" BYTEA",
-            "PRIMARY KEY (\"_sync_partition\", \"_sync_row_id\")",
-        ]
-        .map(str::to_owned),
-    );
-    run(
-        c,
-        format!(
-            "CREATE TABLE IF NOT EXISTS {} ({})",
-            t.quoted,
-            cols.join(", ")
-        ),
-    )
-    .await
+    run(c, crate::migrate::create_table_sql(t, &ROW_TABLE_TYPES)).await
 }
 
 async fn drop_managed_indexes(c: &mut PgConnection, t: &Table) -> Result<()> {

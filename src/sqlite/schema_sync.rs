@@ -203,37 +203,16 @@ fn migrate(conn: &Connection, schema: &Schema, old: &[(String, Vec<LayoutColumn>
     Ok(())
 }
 
+const ROW_TABLE_TYPES: crate::migrate::RowTableTypes = crate::migrate::RowTableTypes {
+    app: sqlite_type,
+    version: "INTEGER",
+    scopes: "TEXT",
+    bytes: "BLOB",
+};
+
 fn create_table(conn: &Connection, t: &Table) -> Result<()> {
-    let mut cols = vec![
-        "\"_sync_partition\" TEXT NOT NULL".to_owned(),
-        "\"_sync_row_id\" TEXT NOT NULL".to_owned(),
-    ];
-    if t.materialize {
-        for c in &t.columns {
-            let nn = if c.def.nullable { "" } else { " NOT NULL" };
-            cols.push(format!(
-                "{} {}{nn}",
-                quote_ident(&c.name),
-                sqlite_type(c.def.ty)
-            ));
-        }
-    }
-    cols.extend(
-        [
-            "\"_sync_server_version\" INTEGER NOT NULL",
-            "\"_sync_scopes\" TEXT NOT NULL",
-            "\"_sync_payload\" BLOB NOT NULL",
-            "\"_sync_column_versions\" BLOB",
-            "PRIMARY KEY (\"_sync_partition\", \"_sync_row_id\")",
-        ]
-        .map(str::to_owned),
-    );
-    conn.execute_batch(&format!(
-        "CREATE TABLE IF NOT EXISTS {} ({})",
-        t.quoted,
-        cols.join(", ")
-    ))
-    .map_err(map_err)
+    conn.execute_batch(&crate::migrate::create_table_sql(t, &ROW_TABLE_TYPES))
+        .map_err(map_err)
 }
 
 fn drop_managed_indexes(conn: &Connection, t: &Table) -> Result<()> {
