@@ -325,11 +325,7 @@ impl PgEngine {
     /// The loaded schema; registered queries refuse to run before
     /// `ensureSchema`.
     fn registered_schema(&self) -> Result<Arc<Loaded>> {
-        self.loaded
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .ok_or_else(|| Error::plain("ERR_SYNCULAR_NO_SCHEMA", query::MSG_NO_SCHEMA))
+        query::ensured(&self.loaded)
     }
 
     fn prepare_query(

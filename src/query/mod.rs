@@ -51,6 +51,15 @@ pub const PLAN_ERROR: &str = "ERR_SYNCULAR_QUERY_PLAN";
 pub const REFUSED: &str = "ERR_SYNCULAR_QUERY_REFUSED";
 
 pub const MSG_NO_SCHEMA: &str = "ensureSchema(schema) must run before registered queries";
+
+/// The schema an engine last ensured; registered queries refuse to run
+/// before `ensureSchema` (either engine's loaded-schema slot).
+pub fn ensured<T: Clone>(slot: &std::sync::RwLock<Option<T>>) -> crate::error::Result<T> {
+    slot.read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+        .ok_or_else(|| crate::error::Error::plain("ERR_SYNCULAR_NO_SCHEMA", MSG_NO_SCHEMA))
+}
 pub const MSG_ONE_SELECT: &str = "registered query must be one SELECT";
 pub const MSG_PLAN_REQUIRED: &str =
     "registered query requires generated relation plans; regenerate queries";
