@@ -184,7 +184,16 @@ impl SqliteEngine {
     /// connection holds it; retry with [`lock_blocking`](Self::lock_blocking)
     /// off the calling thread.
     pub fn try_lock(&self, partition: Option<&str>) -> Result<Option<u32>> {
-        let db = self.db()?;
+        let db = match self.db() {
+            Ok(db) => db,
+            // Opening can meet another process mid-recovery or switching
+            // the file to WAL, where SQLite answers "locked" without
+            // waiting; the caller then retries off the JS thread.
+            Err(Error::Engine { code, .. }) if code == "SQLITE_BUSY" || code == "SQLITE_LOCKED" => {
+                return Ok(None)
+            }
+            Err(e) => return Err(e),
+        };
         let mut w = lock(&db.writer);
         if w.lease.is_some() {
             return Err(Error::plain(
