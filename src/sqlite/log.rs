@@ -42,18 +42,15 @@ pub fn set_horizon_seq(conn: &Connection, partition: &str, seq: i64) -> Result<(
 
 /// Runs `f` inside a savepoint so a failure leaves nothing staged.
 pub fn atomically<T>(conn: &Connection, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    conn.execute_batch("SAVEPOINT syncular_step")
-        .map_err(map_err)?;
+    super::conn::exec(conn, "SAVEPOINT syncular_step").map_err(map_err)?;
     match f() {
         Ok(v) => {
-            conn.execute_batch("RELEASE SAVEPOINT syncular_step")
-                .map_err(map_err)?;
+            super::conn::exec(conn, "RELEASE SAVEPOINT syncular_step").map_err(map_err)?;
             Ok(v)
         }
         Err(e) => {
-            let _ = conn.execute_batch(
-                "ROLLBACK TO SAVEPOINT syncular_step; RELEASE SAVEPOINT syncular_step",
-            );
+            let _ = super::conn::exec(conn, "ROLLBACK TO SAVEPOINT syncular_step");
+            let _ = super::conn::exec(conn, "RELEASE SAVEPOINT syncular_step");
             Err(e)
         }
     }

@@ -135,7 +135,7 @@ impl SqliteEngine {
         if let Some(db) = lock(&self.db).take() {
             let mut w = lock(&db.writer);
             if w.lease.take().is_some() {
-                let _ = w.conn.execute_batch("ROLLBACK");
+                let _ = conn::exec(&w.conn, "ROLLBACK");
             }
             if let Readers::Pool(p) = &db.readers {
                 lock(p).clear();
@@ -201,7 +201,7 @@ impl SqliteEngine {
                 "the write lock is already held by this storage; calls must be queued",
             ));
         }
-        match w.conn.execute_batch("BEGIN IMMEDIATE") {
+        match conn::exec(&w.conn, "BEGIN IMMEDIATE") {
             Ok(()) => Ok(Some(Self::grant(&mut w, partition))),
             Err(e) if conn::is_busy(&e) => Ok(None),
             Err(e) => Err(map_err(e)),
@@ -238,15 +238,15 @@ impl SqliteEngine {
         }
         w.lease = None;
         if commit {
-            if let Err(e) = w.conn.execute_batch("COMMIT") {
-                let _ = w.conn.execute_batch("ROLLBACK");
+            if let Err(e) = conn::exec(&w.conn, "COMMIT") {
+                let _ = conn::exec(&w.conn, "ROLLBACK");
                 return Err(map_err(e));
             }
             Ok(())
         } else {
             // A failed ROLLBACK (the engine already rolled back) leaves the
             // connection in autocommit, which is what we want.
-            let _ = w.conn.execute_batch("ROLLBACK");
+            let _ = conn::exec(&w.conn, "ROLLBACK");
             Ok(())
         }
     }
@@ -302,11 +302,11 @@ impl SqliteEngine {
         self.read(|c| {
             let shared = !c.is_autocommit();
             if !shared {
-                c.execute_batch("BEGIN").map_err(map_err)?;
+                conn::exec(c, "BEGIN").map_err(map_err)?;
             }
             let out = f(c);
             if !shared {
-                let _ = c.execute_batch("COMMIT");
+                let _ = conn::exec(c, "COMMIT");
             }
             out
         })
@@ -325,7 +325,7 @@ impl Held<'_> {
 
     pub fn open_savepoint(&mut self) -> Result<()> {
         if !*self.savepoint {
-            self.conn.execute_batch(sql::SAVEPOINT).map_err(map_err)?;
+            conn::exec(self.conn, sql::SAVEPOINT).map_err(map_err)?;
             *self.savepoint = true;
         }
         Ok(())
@@ -339,12 +339,8 @@ impl Held<'_> {
                 "push rejection requires its apply savepoint",
             ));
         }
-        self.conn
-            .execute_batch(sql::ROLLBACK_TO_SAVEPOINT)
-            .map_err(map_err)?;
-        self.conn
-            .execute_batch(sql::RELEASE_SAVEPOINT)
-            .map_err(map_err)?;
+        conn::exec(self.conn, sql::ROLLBACK_TO_SAVEPOINT).map_err(map_err)?;
+        conn::exec(self.conn, sql::RELEASE_SAVEPOINT).map_err(map_err)?;
         *self.savepoint = false;
         Ok(())
     }
