@@ -1,11 +1,14 @@
 'use strict';
 // StorageTransaction over a held write lease (SQLite) or a pinned pool
 // connection (PostgreSQL). On SQLite every member runs its native call
-// synchronously; on PostgreSQL the calls of one transaction are chained in
-// submission order.
+// synchronously and returns a settled promise; on PostgreSQL the calls of
+// one transaction are chained in submission order. Members are plain
+// functions returning promises (not async functions): a push makes dozens
+// of these calls and each async layer costs a promise and a tick.
 
 const { invalidArgument, withCode } = require('./errors');
-const { guarded } = require('./guard');
+const { settled, code } = require('./guard');
+const { RowCache, MISS } = require('./row-cache');
 const V = require('./values');
 const Q = require('./query');
 const R = require('./reactions');
@@ -48,6 +51,8 @@ const METHODS = [
   'rollback',
 ];
 
+const noop = () => {};
+
 class NativeTransaction {
   #native;
   #id;
@@ -56,6 +61,8 @@ class NativeTransaction {
   #finished = false;
   #ordered;
   #tail = Promise.resolve();
+  /** SQLite only: prefetchRows' answers (PostgreSQL keeps its cache natively). */
+  #cache;
 
   /** `driver.native` runs the calls; unordered (async) natives are chained per transaction. */
   constructor(storage, driver, lease) {
@@ -65,9 +72,10 @@ class NativeTransaction {
     this.#ordered = driver.ordered;
     this.#id = lease.id;
     this.#release = lease.release;
+    if (this.#ordered) this.#cache = new RowCache();
     abandoned.register(this, { native, id: lease.id, release: lease.release }, this);
     // Own, writable methods: hosts and tests wrap or replace them.
-    for (const name of METHODS) this[name] = guarded(NativeTransaction.prototype[name], this);
+    for (const name of METHODS) this[name] = settled(NativeTransaction.prototype[name], this);
   }
 
   #end() {
@@ -77,89 +85,123 @@ class NativeTransaction {
     this.#release();
   }
 
-  /** Runs `fn(native, id)` after this transaction's earlier calls; translated errors. */
-  #call(fn) {
-    if (this.#finished) throw withCode(new Error('transaction already finished'), 'ERR_SYNCULAR_TX_FINISHED');
+  #fail(err) {
+    return code(this.#storage._translate(err));
+  }
+
+  /**
+   * Runs `fn(native, id)` after this transaction's earlier calls and
+   * settles with `out(result)` (or the result); errors translated and coded.
+   */
+  #call(fn, out) {
+    if (this.#finished) {
+      return Promise.reject(withCode(new Error('transaction already finished'), 'ERR_SYNCULAR_TX_FINISHED'));
+    }
     if (this.#ordered) {
+      let v;
       try {
-        return fn(this.#native, this.#id);
+        v = fn(this.#native, this.#id);
       } catch (err) {
-        throw this.#storage._translate(err);
+        return Promise.reject(this.#fail(err));
+      }
+      if (out === undefined) return Promise.resolve(v);
+      try {
+        return Promise.resolve(out(v));
+      } catch (err) {
+        return Promise.reject(code(err));
       }
     }
     const run = this.#tail.then(() => fn(this.#native, this.#id));
-    this.#tail = run.then(
-      () => {},
-      () => {},
+    this.#tail = run.then(noop, noop);
+    const translated = run.catch((err) => Promise.reject(this.#fail(err)));
+    return out === undefined ? translated : translated.then(out).catch((err) => Promise.reject(code(err)));
+  }
+
+  getRow(table, rowId) {
+    if (this.#cache !== undefined && !this.#finished) {
+      const hit = this.#cache.takeRow(table, rowId);
+      if (hit !== MISS) return Promise.resolve(hit);
+    }
+    return this.#call((n, id) => n.txGetRow(id, table, rowId), rowOut);
+  }
+
+  getTombstoneSeq(table, rowId) {
+    if (this.#cache !== undefined && !this.#finished) {
+      const hit = this.#cache.tomb(table, rowId);
+      if (hit !== MISS) return Promise.resolve(hit);
+    }
+    return this.#call((n, id) => n.txGetTombstoneSeq(id, table, rowId), orUndefined);
+  }
+
+  clearTombstone(table, rowId) {
+    const cache = this.#cache;
+    // Deleting a tombstone known not to exist changes nothing.
+    if (cache !== undefined && !this.#finished && cache.knownNoTomb(table, rowId)) return Promise.resolve();
+    if (cache === undefined) return this.#call((n, id) => n.txClearTombstone(id, table, rowId));
+    return this.#call((n, id) => {
+      n.txClearTombstone(id, table, rowId);
+      cache.tombCleared(table, rowId);
+    });
+  }
+
+  getPushResult(clientId, clientCommitId) {
+    return this.#call(
+      (n, id) => n.txGetPushResult(id, clientId, clientCommitId),
+      (text) => this.#storage._pushResultOut(text),
     );
-    return run.catch((err) => Promise.reject(this.#storage._translate(err)));
   }
 
-  async getRow(table, rowId) {
-    const r = await this.#call((n, id) => n.txGetRow(id, table, rowId));
-    return r === null ? undefined : V.rowFromTuple(r);
-  }
-
-  async getTombstoneSeq(table, rowId) {
-    return await this.#call((n, id) => n.txGetTombstoneSeq(id, table, rowId)) ?? undefined;
-  }
-
-  async clearTombstone(table, rowId) {
-    await this.#call((n, id) => n.txClearTombstone(id, table, rowId));
-  }
-
-  async getPushResult(clientId, clientCommitId) {
-    const text = await this.#call((n, id) => n.txGetPushResult(id, clientId, clientCommitId));
-    return this.#storage._pushResultOut(text);
-  }
-
-  async scanRows(query) {
+  scanRows(query) {
     if (!query || typeof query !== 'object') throw invalidArgument('scanRows: query must be an object');
     const filter = V.filterJson(query.scopeFilter);
-    const rows = await this.#call((n, id) =>
-      n.txScanRows(id, query.table, filter, query.afterRowId ?? '', query.limit),
+    return this.#call(
+      (n, id) => n.txScanRows(id, query.table, filter, query.afterRowId ?? '', query.limit),
+      V.unpackRows,
     );
-    return V.unpackRows(rows);
   }
 
-  async scanRowsByIndex(query) {
+  scanRowsByIndex(query) {
     const q = Q.indexArgs('scanRowsByIndex', query);
-    const rows = await this.#call((n, id) => n.txScanRowsByIndex(id, q.table, q.index, q.values, q.afterRowId, q.limit));
-    return V.unpackRows(rows);
+    return this.#call(
+      (n, id) => n.txScanRowsByIndex(id, q.table, q.index, q.values, q.afterRowId, q.limit),
+      V.unpackRows,
+    );
   }
 
   /** Bound to this transaction: its connection, its staged writes, no gate. */
-  async queryAuthoritative(query) {
+  queryAuthoritative(query) {
     const { request, params } = Q.requestIn(query);
-    return await this.#call((n, id) => n.txQueryAuthoritative(id, request, params));
+    return this.#call((n, id) => n.txQueryAuthoritative(id, request, params));
   }
 
-  async lockPartitionForPush() {
-    await this.#call((n, id) => n.txLockPartitionForPush(id));
+  lockPartitionForPush() {
+    return this.#call((n, id) => n.txLockPartitionForPush(id), noop);
   }
 
   /** @deprecated alias kept for 0.15.x hosts. */
-  async lockPartitionForCommitValidation() {
-    await this.#call((n, id) => n.txLockPartitionForPush(id));
+  lockPartitionForCommitValidation() {
+    return this.#call((n, id) => n.txLockPartitionForPush(id), noop);
   }
 
-  async commitRejectedPushResult(clientId, clientCommitId, result) {
+  commitRejectedPushResult(clientId, clientCommitId, result) {
     const json = V.serializePushResult(result);
-    try {
-      await this.#call((n, id) => n.txCommitRejectedPushResult(id, clientId, clientCommitId, json));
-    } finally {
-      if (!this.#native.isHeld(this.#id)) this.#end();
-    }
+    // The savepoint rollback undoes this transaction's row writes.
+    this.#cache?.clear();
+    return this.#ending(
+      this.#call((n, id) => n.txCommitRejectedPushResult(id, clientId, clientCommitId, json), noop),
+    );
   }
 
-  async upsertRow(table, row, context) {
+  upsertRow(table, row, context) {
     if (!row || typeof row !== 'object') throw invalidArgument('upsertRow: row must be a StoredRow');
     const scopes = JSON.stringify(row.scopes ?? {});
-    await this.#call((n, id) =>
+    const rowId = row.rowId;
+    this.#cache?.forgetRow(table, rowId);
+    return this.#call((n, id) =>
       n.txUpsertRow(
         id,
         table,
-        row.rowId,
+        rowId,
         row.serverVersion,
         scopes,
         row.payload,
@@ -169,16 +211,19 @@ class NativeTransaction {
     );
   }
 
-  async deleteRow(table, rowId) {
-    await this.#call((n, id) => n.txDeleteRow(id, table, rowId));
+  deleteRow(table, rowId) {
+    this.#cache?.forgetRow(table, rowId);
+    return this.#call((n, id) => n.txDeleteRow(id, table, rowId));
   }
 
-  async appendCommit(commit) {
+  appendCommit(commit) {
     if (!commit || typeof commit !== 'object' || !Array.isArray(commit.changes)) {
       throw invalidArgument('appendCommit: commit must be a NewCommit with a changes array');
     }
     const [changes, payloads] = V.packChanges(commit.changes);
-    return await this.#call((n, id) =>
+    // Tombstones are written here.
+    this.#cache?.clear();
+    return this.#call((n, id) =>
       n.txAppendCommit(
         id,
         commit.clientId,
@@ -191,47 +236,74 @@ class NativeTransaction {
     );
   }
 
-  async putPushResult(clientId, clientCommitId, result) {
+  putPushResult(clientId, clientCommitId, result) {
     const json = V.serializePushResult(result);
-    await this.#call((n, id) => n.txPutPushResult(id, clientId, clientCommitId, json));
+    return this.#call((n, id) => n.txPutPushResult(id, clientId, clientCommitId, json));
   }
 
-  async setBlobRefs(table, rowId, blobIds) {
+  setBlobRefs(table, rowId, blobIds) {
     if (!Array.isArray(blobIds)) throw invalidArgument('setBlobRefs: blobIds must be an array');
-    await this.#call((n, id) => n.txSetBlobRefs(id, table, rowId, blobIds));
+    return this.#call((n, id) => n.txSetBlobRefs(id, table, rowId, blobIds));
   }
 
-  async readServeGate(runningSchemaVersion) {
-    return V.gateOut(await this.#call((n, id) => n.txReadServeGate(id, runningSchemaVersion)));
+  readServeGate(runningSchemaVersion) {
+    return this.#call((n, id) => n.txReadServeGate(id, runningSchemaVersion), V.gateOut);
   }
 
-  async advanceCheckpoint(name, ownerEpoch, watermark, observedRows, nowMs) {
-    return await this.#call((n, id) => n.txAdvanceCheckpoint(id, name, ownerEpoch, watermark, observedRows, nowMs));
+  advanceCheckpoint(name, ownerEpoch, watermark, observedRows, nowMs) {
+    return this.#call((n, id) => n.txAdvanceCheckpoint(id, name, ownerEpoch, watermark, observedRows, nowMs));
   }
 
-  async enqueueReactions(reactions) {
+  enqueueReactions(reactions) {
     if (!Array.isArray(reactions)) throw invalidArgument('enqueueReactions: reactions must be an array');
     const list = reactions.map(R.reactionIn);
-    await this.#call((n, id) => n.txEnqueueReactions(id, list));
+    return this.#call((n, id) => n.txEnqueueReactions(id, list));
   }
 
-  async prefetchRows(table, rowIds) {
+  prefetchRows(table, rowIds) {
     if (!Array.isArray(rowIds)) throw invalidArgument('prefetchRows: rowIds must be an array');
-    // Only string ids are worth reading; SQLite ignores the list.
+    // Only string ids can name rows; others are not worth a read.
     const ids = rowIds.filter((r) => typeof r === 'string');
-    await this.#call((n, id) => n.txPrefetchRows(id, table, ids));
+    const cache = this.#cache;
+    if (cache === undefined) return this.#call((n, id) => n.txPrefetchRows(id, table, ids), noop);
+    return this.#call(
+      (n, id) => n.txPrefetchRows(id, table, ids),
+      (packed) => cache.fill(table, V.unpackPrefetched(packed)),
+    );
   }
 
-  async commit() {
-    try {
-      await this.#call((n, id) => n.unlock(id, true));
-    } finally {
+  commit() {
+    return this.#ending(this.#call((n, id) => n.unlock(id, true), noop));
+  }
+
+  /**
+   * `out`, after releasing the lease if the native call ended the
+   * transaction (SQLite: before the caller resumes, so a queued begin()
+   * starts at once).
+   */
+  #ending(out) {
+    const settle = () => {
       if (!this.#finished && !this.#native.isHeld(this.#id)) this.#end();
+    };
+    if (this.#ordered) {
+      settle();
+      return out;
     }
+    return out.then(
+      (v) => {
+        settle();
+        return v;
+      },
+      (err) => {
+        settle();
+        throw err;
+      },
+    );
   }
 
   async rollback() {
     if (this.#finished) return;
+    this.#cache?.clear();
     try {
       if (!this.#ordered) await this.#tail;
       await this.#native.unlock(this.#id, false);
@@ -239,6 +311,14 @@ class NativeTransaction {
       this.#end();
     }
   }
+}
+
+function rowOut(r) {
+  return r === null ? undefined : V.rowFromTuple(r);
+}
+
+function orUndefined(v) {
+  return v ?? undefined;
 }
 
 module.exports = { NativeTransaction };

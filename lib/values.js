@@ -87,6 +87,31 @@ function unpackRows([json, bytes]) {
 }
 
 /** `[json, bytes]` commit window → StoredCommit[] (rowVersion and payload only when present). */
+/**
+ * prefetchRows' `[json, bytes]` (src/napi/packed.rs, eight values an id) →
+ * `{ rowId, row, tomb, tombKnown }`, `row` and `tomb` undefined when absent.
+ */
+function unpackPrefetched([json, bytes]) {
+  const a = JSON.parse(json);
+  const out = new Array(a.length / 8);
+  for (let i = 0, j = 0; i < a.length; i += 8, j++) {
+    let row;
+    if (a[i + 2] >= 0) {
+      row = {
+        rowId: a[i],
+        serverVersion: a[i + 2],
+        scopes: a[i + 3],
+        payload: bytes.slice(a[i + 4], a[i + 4] + a[i + 5]),
+      };
+      if (a[i + 6] >= 0) row.columnVersions = bytes.slice(a[i + 6], a[i + 6] + a[i + 7]);
+    }
+    // tomb: a commitSeq, null (none), or -1 (not read: the row exists).
+    const t = a[i + 1];
+    out[j] = { rowId: a[i], tombKnown: t !== -1, tomb: t === null || t === -1 ? undefined : t, row };
+  }
+  return out;
+}
+
 function unpackCommits([json, bytes]) {
   const a = JSON.parse(json);
   const commits = [];
@@ -266,6 +291,7 @@ module.exports = {
   rowFromTuple,
   unpackRows,
   unpackCommits,
+  unpackPrefetched,
   packChanges,
   filterJson,
   serializePushResult,

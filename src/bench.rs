@@ -4,7 +4,7 @@
 
 use crate::codec::{encode_row, Value};
 use crate::error::Result;
-use crate::model::{Change, ChangeOp, CheckpointDeclaration, NewCommit, StoredRow};
+use crate::model::{Change, ChangeOp, CheckpointDeclaration, NewCommit, StoredRow, Tomb};
 use crate::schema::Schema;
 use crate::sqlite::{Config, Location, SqliteEngine, Synchronous};
 use std::time::{Duration, Instant};
@@ -60,13 +60,17 @@ pub fn direct_push(path: &str, commits: u32, ops: u32) -> Result<f64> {
         engine.tx_lock_partition_for_push(id)?;
         engine.tx_read_serve_gate(id, 1)?;
         engine.tx_get_push_result(id, "client", &client_commit_id)?;
+        // As the package does: one prefetch names every row, and the
+        // answers stand in for the point reads.
+        let ids: Vec<String> = (0..ops).map(|o| format!("row-{o}")).collect();
+        let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let known = engine.tx_prefetch_rows(id, "tasks", &id_refs)?;
         let mut changes = Vec::with_capacity(ops as usize);
         for o in 0..ops {
-            let row_id = format!("row-{}", o);
+            let row_id = ids[o as usize].clone();
             let version = i64::from(c) + 1;
-            let existing = engine.tx_get_row(id, "tasks", &row_id)?;
-            if existing.is_none() {
-                engine.tx_get_tombstone_seq(id, "tasks", &row_id)?;
+            let k = &known[o as usize];
+            if k.row.is_none() && k.tombstone_seq != Tomb::Read(None) {
                 engine.tx_clear_tombstone(id, "tasks", &row_id)?;
             }
             let bytes = payloads[c as usize][o as usize].clone();
@@ -97,8 +101,13 @@ pub fn direct_push(path: &str, commits: u32, ops: u32) -> Result<f64> {
                 changes,
             },
         )?;
+        // The same text the package stores for the bench host's result.
+        let results: Vec<String> = (0..ops)
+            .map(|o| format!(r#"{{"opIndex":{o},"status":"applied"}}"#))
+            .collect();
         let result = format!(
-            r#"{{"status":"applied","commitSeq":{seq},"recordedAtMs":0,"cacheIdentity":"x","results":[]}}"#
+            r#"{{"status":"applied","commitSeq":{seq},"recordedAtMs":{c},"cacheIdentity":"id-{client_commit_id}","results":[{}]}}"#,
+            results.join(",")
         );
         engine.tx_put_push_result(id, "client", &client_commit_id, &result)?;
         engine.unlock(id, true)?;

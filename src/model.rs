@@ -11,6 +11,22 @@ pub struct StoredRow {
     pub column_versions: Option<Vec<u8>>,
 }
 
+/// What `prefetchRows` learned about one row id: the stored row (or its
+/// absence) and, for an absent row, its tombstone.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prefetched {
+    pub row_id: String,
+    pub row: Option<StoredRow>,
+    pub tombstone_seq: Tomb,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Tomb {
+    Unread,
+    /// The tombstone's commitSeq, or none.
+    Read(Option<i64>),
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChangeOp {
     Upsert,

@@ -619,7 +619,91 @@ export function define(engine) {
           assert.equal(await storage.getRow('p1', 'tasks', 'b'), undefined);
           assertRow(await storage.getRow('p1', 'tasks', 'missing'), taskRow('missing'));
         }));
+
+      test('each getRow after a prefetch returns its own copy of the stored row', () =>
+        withStorage(engine, async (storage) => {
+          const stored = taskRow('a', {}, { columnVersions: encodeColumnVersions([[1, 2], [3, 4]]) });
+          await writeCommit(storage, 'p1', [{ table: 'tasks', row: stored }]);
+          const tx = await storage.begin('p1');
+          await tx.lockPartitionForPush();
+          await tx.prefetchRows('tasks', ['a', 'a', 7, null, 'a']);
+          const first = await tx.getRow('tasks', 'a');
+          assertRow(first, stored);
+          first.payload.fill(0);
+          first.scopes.project_id = 'changed';
+          const second = await tx.getRow('tasks', 'a');
+          assertRow(second, stored);
+          assert.notEqual(second.payload, first.payload);
+          await tx.rollback();
+        }));
+
+      test('tombstones: a prefetched tombstone is cleared for real; a row with none is left alone', () =>
+        withStorage(engine, async (storage) => {
+          const scopes = { project_id: 'p1', owner_id: 'u1' };
+          await writeCommit(storage, 'p1', [{ table: 'tasks', row: taskRow('d') }]);
+          const deleted = await appendDelete(storage, 'd', scopes);
+          const tx = await storage.begin('p1');
+          await tx.lockPartitionForPush();
+          await tx.prefetchRows('tasks', ['d', 'fresh']);
+          assert.equal(await tx.getRow('tasks', 'd'), undefined);
+          assert.equal(await tx.getTombstoneSeq('tasks', 'd'), deleted);
+          assert.equal(await tx.getTombstoneSeq('tasks', 'fresh'), undefined);
+          await tx.clearTombstone('tasks', 'd');
+          await tx.clearTombstone('tasks', 'fresh');
+          assert.equal(await tx.getTombstoneSeq('tasks', 'd'), undefined);
+          await tx.upsertRow('tasks', taskRow('d', {}, { version: 2 }), { opIndex: 0 });
+          await tx.upsertRow('tasks', taskRow('fresh'), { opIndex: 1 });
+          await tx.appendCommit(commitMeta([upsertChange('tasks', taskRow('d', {}, { version: 2 })), upsertChange('tasks', taskRow('fresh'))]));
+          await tx.commit();
+          const check = await storage.begin('p1');
+          assert.equal(await check.getTombstoneSeq('tasks', 'd'), undefined);
+          assertRow(await check.getRow('tasks', 'fresh'), taskRow('fresh'));
+          await check.rollback();
+        }));
+
+      test('a prefetch does not outlive its transaction, and names an unknown table as an error', () =>
+        withStorage(engine, async (storage) => {
+          await writeCommit(storage, 'p1', [{ table: 'tasks', row: taskRow('a') }]);
+          const tx = await storage.begin('p1');
+          await tx.lockPartitionForPush();
+          await assert.rejects(tx.prefetchRows('nope', ['a']), (err) => typeof err.code === 'string');
+          await tx.prefetchRows('tasks', ['a']);
+          await tx.commit();
+          await rejectsPlain(tx.getRow('tasks', 'a'), FINISHED);
+          await rejectsPlain(tx.getTombstoneSeq('tasks', 'a'), FINISHED);
+          await rejectsPlain(tx.clearTombstone('tasks', 'a'), FINISHED);
+        }));
     });
+
+    test('ids of any length and script, and payload views at an offset, round-trip', () =>
+      withStorage(engine, async (storage) => {
+        // The native layer reads short strings into a fixed buffer and long
+        // ones the slow way; multi-byte characters straddle its edge here.
+        const ids = [];
+        for (let n = 110; n <= 124; n++) ids.push('x'.repeat(n) + 'é😀中');
+        ids.push('😀'.repeat(40), 'k'.repeat(1500), '');
+        const tx = await storage.begin('p1');
+        await tx.lockPartitionForPush();
+        await tx.prefetchRows('tasks', ids);
+        const changes = [];
+        for (const [i, id] of ids.entries()) {
+          assert.equal(await tx.getRow('tasks', id), undefined);
+          const row = taskRow(id);
+          const padded = new Uint8Array(row.payload.length + 7);
+          padded.set(row.payload, 3);
+          const view = padded.subarray(3, 3 + row.payload.length);
+          await tx.upsertRow('tasks', { ...row, payload: view }, { opIndex: i });
+          changes.push(upsertChange('tasks', { ...row, payload: view }));
+        }
+        const commitId = 'é'.repeat(60) + 'z'.repeat(3);
+        const seq = await tx.appendCommit(commitMeta(changes, { clientCommitId: commitId }));
+        await tx.putPushResult('c1', commitId, { status: 'applied', commitSeq: seq, recordedAtMs: 1, cacheIdentity: 'i', results: [] });
+        await tx.commit();
+        for (const id of ids) assertRow(await storage.getRow('p1', 'tasks', id), taskRow(id), `row ${id.slice(-8)}`);
+        assert.equal((await storage.getPushResult('p1', 'c1', commitId))?.commitSeq, seq);
+        const window = await storage.readCommitWindow('p1', { table: 'tasks', scopeFilter: P1, afterSeq: 0, throughSeq: seq, limitChanges: 100 });
+        assert.deepEqual(window.flatMap((c) => c.changes.map((ch) => ch.rowId)).sort(), [...ids].sort());
+      }));
   });
 }
 

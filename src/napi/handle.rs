@@ -2,6 +2,7 @@
 //! taking `lease` run under the write lease the shim acquired with
 //! `tryLock`/`lockAsync`; the others read committed state.
 
+use super::args::{Buf, Str};
 use super::convert::*;
 use super::guard;
 use super::rowpack::{unpack_changes, RowTuple};
@@ -59,7 +60,7 @@ impl SqliteHandle {
     // ---- the write lease ------------------------------------------------------
 
     #[napi]
-    pub fn try_lock(&self, partition: Option<String>) -> Result<Option<u32>> {
+    pub fn try_lock(&self, partition: Option<Str>) -> Result<Option<u32>> {
         guard(|| self.engine.try_lock(partition.as_deref()))
     }
 
@@ -204,12 +205,7 @@ impl SqliteHandle {
     // ---- reads -------------------------------------------------------------------
 
     #[napi]
-    pub fn get_row(
-        &self,
-        partition: String,
-        table: String,
-        row_id: String,
-    ) -> Result<Option<RowTuple>> {
+    pub fn get_row(&self, partition: Str, table: Str, row_id: Str) -> Result<Option<RowTuple>> {
         guard(|| {
             Ok(self
                 .engine
@@ -221,9 +217,9 @@ impl SqliteHandle {
     #[napi]
     pub fn get_push_result(
         &self,
-        partition: String,
-        client_id: String,
-        commit_id: String,
+        partition: Str,
+        client_id: Str,
+        commit_id: Str,
     ) -> Result<Option<String>> {
         guard(|| {
             self.engine
@@ -295,7 +291,7 @@ impl SqliteHandle {
     }
 
     #[napi]
-    pub fn read_serve_gate(&self, partition: String, running: f64) -> Result<JsServeGate> {
+    pub fn read_serve_gate(&self, partition: Str, running: f64) -> Result<JsServeGate> {
         guard(|| {
             Ok(self
                 .engine
@@ -454,12 +450,7 @@ impl SqliteHandle {
     // ---- the transaction -------------------------------------------------------------
 
     #[napi]
-    pub fn tx_get_row(
-        &self,
-        lease: u32,
-        table: String,
-        row_id: String,
-    ) -> Result<Option<RowTuple>> {
+    pub fn tx_get_row(&self, lease: u32, table: Str, row_id: Str) -> Result<Option<RowTuple>> {
         guard(|| {
             Ok(self
                 .engine
@@ -469,17 +460,12 @@ impl SqliteHandle {
     }
 
     #[napi]
-    pub fn tx_get_tombstone_seq(
-        &self,
-        lease: u32,
-        table: String,
-        row_id: String,
-    ) -> Result<Option<i64>> {
+    pub fn tx_get_tombstone_seq(&self, lease: u32, table: Str, row_id: Str) -> Result<Option<i64>> {
         guard(|| self.engine.tx_get_tombstone_seq(lease, &table, &row_id))
     }
 
     #[napi]
-    pub fn tx_clear_tombstone(&self, lease: u32, table: String, row_id: String) -> Result<()> {
+    pub fn tx_clear_tombstone(&self, lease: u32, table: Str, row_id: Str) -> Result<()> {
         guard(|| self.engine.tx_clear_tombstone(lease, &table, &row_id))
     }
 
@@ -487,8 +473,8 @@ impl SqliteHandle {
     pub fn tx_get_push_result(
         &self,
         lease: u32,
-        client_id: String,
-        commit_id: String,
+        client_id: Str,
+        commit_id: Str,
     ) -> Result<Option<String>> {
         guard(|| {
             self.engine
@@ -541,12 +527,12 @@ impl SqliteHandle {
     pub fn tx_upsert_row(
         &self,
         lease: u32,
-        table: String,
-        row_id: String,
+        table: Str,
+        row_id: Str,
         server_version: f64,
-        scopes_json: String,
-        payload: Uint8Array,
-        column_versions: Option<Uint8Array>,
+        scopes_json: Str,
+        payload: Buf,
+        column_versions: Option<Buf>,
         op_index: Option<f64>,
     ) -> Result<()> {
         guard(|| {
@@ -555,9 +541,9 @@ impl SqliteHandle {
                 .transpose()?
                 .map(|v| v as u32);
             let row = StoredRow {
-                row_id,
+                row_id: row_id.into_string(),
                 server_version: int(server_version, "serverVersion")?,
-                scopes_json,
+                scopes_json: scopes_json.into_string(),
                 payload: payload.to_vec(),
                 column_versions: column_versions.map(|c| c.to_vec()),
             };
@@ -566,7 +552,7 @@ impl SqliteHandle {
     }
 
     #[napi]
-    pub fn tx_delete_row(&self, lease: u32, table: String, row_id: String) -> Result<()> {
+    pub fn tx_delete_row(&self, lease: u32, table: Str, row_id: Str) -> Result<()> {
         guard(|| self.engine.tx_delete_row(lease, &table, &row_id))
     }
 
@@ -576,18 +562,18 @@ impl SqliteHandle {
     pub fn tx_append_commit(
         &self,
         lease: u32,
-        client_id: String,
-        client_commit_id: String,
-        actor_id: String,
+        client_id: Str,
+        client_commit_id: Str,
+        actor_id: Str,
         created_at_ms: f64,
         changes: String,
-        payloads: Uint8Array,
+        payloads: Buf,
     ) -> Result<i64> {
         guard(|| {
             let commit = NewCommit {
-                client_id,
-                client_commit_id,
-                actor_id,
+                client_id: client_id.into_string(),
+                client_commit_id: client_commit_id.into_string(),
+                actor_id: actor_id.into_string(),
                 created_at_ms: int(created_at_ms, "createdAtMs")?,
                 changes: unpack_changes(&changes, &payloads)?,
             };
@@ -599,8 +585,8 @@ impl SqliteHandle {
     pub fn tx_put_push_result(
         &self,
         lease: u32,
-        client_id: String,
-        commit_id: String,
+        client_id: Str,
+        commit_id: Str,
         result_json: String,
     ) -> Result<()> {
         guard(|| {
@@ -633,8 +619,19 @@ impl SqliteHandle {
         })
     }
 
+    /// Rows and tombstones of `row_ids`, packed (see `packed::prefetched`).
     #[napi]
-    pub fn tx_prefetch_rows(&self, lease: u32, table: String) -> Result<()> {
-        guard(|| self.engine.tx_prefetch_rows(lease, &table))
+    pub fn tx_prefetch_rows(
+        &self,
+        lease: u32,
+        table: Str,
+        row_ids: Vec<String>,
+    ) -> Result<super::packed::Packed> {
+        guard(|| {
+            let ids: Vec<&str> = row_ids.iter().map(String::as_str).collect();
+            Ok(super::packed::prefetched(
+                self.engine.tx_prefetch_rows(lease, &table, &ids)?,
+            ))
+        })
     }
 }

@@ -5,6 +5,7 @@
 //! `Error::to_wire`); the JS shim turns it into the host's classes.
 
 mod admin;
+mod args;
 mod bytes;
 mod checkpoints;
 mod convert;

@@ -9,10 +9,10 @@
 //! columnVersionsOffset, columnVersionsLength`.
 //! Commit: `commitSeq, createdAtMs, actorId, changeCount`, then per change
 //! `table, rowId, op (1 upsert, 2 delete), rowVersion | null, scopes,
-//! payloadOffset, payloadLength`.
+//! payloadOffset, payloadLength`. Prefetched rows: see `prefetched`.
 
 use super::bytes::Bytes;
-use crate::model::{ChangeOp, StoredCommit, StoredRow};
+use crate::model::{ChangeOp, Prefetched, StoredCommit, StoredRow, Tomb};
 use napi::bindgen_prelude::{check_status, ToNapiValue, TypeName, ValueType};
 use napi::sys;
 use std::fmt::Write;
@@ -115,6 +115,39 @@ pub fn rows(list: Vec<StoredRow>) -> Packed {
             w.json.push(',');
         }
         w.row(&r);
+    }
+    w.json.push(']');
+    w.finish()
+}
+
+/// `prefetchRows`: per row id `rowId, tombstoneSeq | null (-1 = not read),
+/// serverVersion
+/// (-1 = no row), scopes | null, payloadOffset, payloadLength,
+/// columnVersionsOffset, columnVersionsLength`.
+pub fn prefetched(list: Vec<Prefetched>) -> Packed {
+    let mut w = Writer::new();
+    w.json.push('[');
+    for (i, f) in list.into_iter().enumerate() {
+        if i > 0 {
+            w.json.push(',');
+        }
+        w.string(&f.row_id);
+        match f.tombstone_seq {
+            Tomb::Read(Some(seq)) => {
+                let _ = write!(w.json, ",{seq},");
+            }
+            Tomb::Read(None) => w.json.push_str(",null,"),
+            Tomb::Unread => w.json.push_str(",-1,"),
+        }
+        match f.row.map(safe_scopes) {
+            Some(r) => {
+                let _ = write!(w.json, "{},", r.server_version);
+                w.json.push_str(&r.scopes_json);
+                w.blob(Some(&r.payload));
+                w.blob(r.column_versions.as_deref());
+            }
+            None => w.json.push_str("-1,null,-1,0,-1,0"),
+        }
     }
     w.json.push(']');
     w.finish()

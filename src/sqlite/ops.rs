@@ -350,10 +350,145 @@ impl SqliteEngine {
         self.with_tx(id, |h, p| meta::read_serve_gate(h.conn, p, running))
     }
 
-    /// A hint only: SQLite point reads on the transaction's connection cost
-    /// less than a cache would save, so this checks its arguments and
-    /// returns.
-    pub fn tx_prefetch_rows(&self, id: u32, table: &str) -> Result<()> {
-        self.table_sql(table, |_, _| self.with_tx(id, |_, _| Ok(())))
+    /// Reads the row and tombstone of each distinct id in one call, so the
+    /// JS layer can answer the push's `getRow` / `getTombstoneSeq` calls
+    /// without crossing into native code once per row. The write lease
+    /// keeps every answer current until this transaction writes.
+    pub fn tx_prefetch_rows(
+        &self,
+        id: u32,
+        table: &str,
+        row_ids: &[&str],
+    ) -> Result<Vec<Prefetched>> {
+        self.table_sql(table, |_, sql| {
+            self.with_tx(id, |h, p| {
+                let mut out: Vec<Prefetched> = Vec::with_capacity(row_ids.len());
+                let mut seen = std::collections::HashSet::with_capacity(row_ids.len());
+                for &row_id in row_ids {
+                    if !seen.insert(row_id) {
+                        continue;
+                    }
+                    let row = rows::get_row(h.conn, sql, p, row_id)?;
+                    // Hosts read the tombstone only of a row that is absent.
+                    let tombstone_seq = match row {
+                        Some(_) => Tomb::Unread,
+                        None => Tomb::Read(rows::get_tombstone_seq(h.conn, p, table, row_id)?),
+                    };
+                    out.push(Prefetched {
+                        row_id: row_id.to_owned(),
+                        row,
+                        tombstone_seq,
+                    });
+                }
+                Ok(out)
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::BENCH_SCHEMA;
+    use crate::codec::{encode_row, Value};
+    use crate::sqlite::{Config, Location, Synchronous};
+    use std::time::Duration;
+
+    fn engine() -> SqliteEngine {
+        let e = SqliteEngine::new(Config {
+            location: Location::Memory,
+            synchronous: Synchronous::Normal,
+            busy_timeout: Duration::from_secs(1),
+        });
+        let id = e.try_lock(None).unwrap().unwrap();
+        e.ensure_schema(id, Schema::parse(BENCH_SCHEMA).unwrap(), &[], 0)
+            .unwrap();
+        e.unlock(id, true).unwrap();
+        e
+    }
+
+    fn row(id: &str) -> StoredRow {
+        let schema = Schema::parse(BENCH_SCHEMA).unwrap();
+        let defs = &schema.table("tasks").unwrap().defs;
+        let payload = encode_row(
+            defs,
+            &[
+                Value::Text(id),
+                Value::Text("p1"),
+                Value::Null,
+                Value::Integer(1),
+            ],
+        )
+        .unwrap();
+        StoredRow {
+            row_id: id.into(),
+            server_version: 1,
+            scopes_json: r#"{"project_id":"p1"}"#.into(),
+            payload,
+            column_versions: None,
+        }
+    }
+
+    fn commit(changes: Vec<Change>) -> NewCommit {
+        NewCommit {
+            client_id: "c".into(),
+            client_commit_id: format!("cc-{}", changes.len()),
+            actor_id: "a".into(),
+            created_at_ms: 1,
+            changes,
+        }
+    }
+
+    #[test]
+    fn prefetch_reads_rows_and_the_tombstones_of_absent_rows() {
+        let e = engine();
+        let id = e.try_lock(Some("p")).unwrap().unwrap();
+        e.tx_upsert_row(id, "tasks", &row("a"), Some(0)).unwrap();
+        let deleted = e
+            .tx_append_commit(
+                id,
+                &commit(vec![Change {
+                    table: "tasks".into(),
+                    row_id: "b".into(),
+                    op: ChangeOp::Delete,
+                    row_version: None,
+                    scopes_json: r#"{"project_id":"p1"}"#.into(),
+                    payload: None,
+                }]),
+            )
+            .unwrap();
+        e.unlock(id, true).unwrap();
+
+        let id = e.try_lock(Some("p")).unwrap().unwrap();
+        let got = e
+            .tx_prefetch_rows(id, "tasks", &["a", "b", "c", "a"])
+            .unwrap();
+        assert_eq!(got.len(), 3, "duplicates are read once");
+        assert_eq!(got[0].row, Some(row("a")));
+        assert_eq!(got[0].tombstone_seq, Tomb::Unread);
+        assert_eq!(
+            (got[1].row.clone(), got[1].tombstone_seq),
+            (None, Tomb::Read(Some(deleted)))
+        );
+        assert_eq!(
+            (got[2].row.clone(), got[2].tombstone_seq),
+            (None, Tomb::Read(None))
+        );
+        assert!(e.tx_prefetch_rows(id, "nope", &["a"]).is_err());
+        e.unlock(id, false).unwrap();
+        assert!(
+            e.tx_prefetch_rows(id, "tasks", &["a"]).is_err(),
+            "needs the lease"
+        );
+    }
+
+    #[test]
+    fn the_bench_floor_runs_the_push_sequence() {
+        let dir = std::env::temp_dir().join(format!("syncular-floor-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("floor.db");
+        let per = crate::bench::direct_push(path.to_str().unwrap(), 5, 3).unwrap();
+        assert!(per > 0.0);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
