@@ -9,7 +9,7 @@ const { resolveErrorClasses, translate, invalidArgument, WIRE_PREFIX } = require
 const { SqliteDriver } = require('./drivers/sqlite');
 const { PostgresDriver } = require('./drivers/postgres');
 const { NativeTransaction } = require('./transaction');
-const { guarded } = require('./guard');
+const { guarded, settled, code } = require('./guard');
 const V = require('./values');
 const Q = require('./query');
 const R = require('./reactions');
@@ -66,6 +66,9 @@ const METHODS = [
   'close',
 ];
 
+// Members that settle their own promise with coded errors (see guard.js).
+const SETTLED = new Set(['getRow', 'getPushResult']);
+
 function sqliteUrl(options) {
   const url = options.url ?? options.path ?? options.filename;
   if (url === undefined || url === null) return undefined;
@@ -93,7 +96,10 @@ class NativeStorage {
       // Bad options (synchronous, busyTimeoutMs, url): a coded error, not the wire text.
       throw this._translate(err);
     }
-    for (const name of METHODS) this[name] = guarded(NativeStorage.prototype[name], this);
+    for (const name of METHODS) {
+      const wrap = SETTLED.has(name) ? settled : guarded;
+      this[name] = wrap(NativeStorage.prototype[name], this);
+    }
   }
 
   // ---- internals shared with transactions ------------------------------------
@@ -124,6 +130,16 @@ class NativeStorage {
   /** A read, ordered after writes submitted before it. */
   #read(fn) {
     return this.#settle(() => this.#driver.read(fn));
+  }
+
+  /** A read settled as a promise of `out(result)`. */
+  #readThen(fn, out) {
+    try {
+      const v = this.#settle(() => this.#driver.read(fn));
+      return v instanceof Promise ? v.then(out).catch((err) => Promise.reject(code(err))) : Promise.resolve(out(v));
+    } catch (err) {
+      return Promise.reject(code(err));
+    }
   }
 
   async #readAsync(fn) {
@@ -216,14 +232,13 @@ class NativeStorage {
 
   // ---- reads -----------------------------------------------------------------------
 
-  async getRow(partition, table, rowId) {
-    const r = await this.#read((n) => n.getRow(partition, table, rowId));
-    return r === null ? undefined : V.rowFromTuple(r);
+  // The two point reads every push makes: plain functions, not async ones.
+  getRow(partition, table, rowId) {
+    return this.#readThen((n) => n.getRow(partition, table, rowId), rowOut);
   }
 
-  async getPushResult(partition, clientId, clientCommitId) {
-    const text = await this.#read((n) => n.getPushResult(partition, clientId, clientCommitId));
-    return this._pushResultOut(text);
+  getPushResult(partition, clientId, clientCommitId) {
+    return this.#readThen((n) => n.getPushResult(partition, clientId, clientCommitId), (text) => this._pushResultOut(text));
   }
 
   async readCommitWindow(partition, query) {
@@ -455,6 +470,10 @@ class NativeStorage {
   async close() {
     await this.#driver.close();
   }
+}
+
+function rowOut(r) {
+  return r === null ? undefined : V.rowFromTuple(r);
 }
 
 module.exports = { NativeStorage };
