@@ -234,7 +234,7 @@ class NativeStorage {
 
   // The two point reads every push makes: plain functions, not async ones.
   getRow(partition, table, rowId) {
-    return this.#readThen((n) => n.getRow(partition, table, rowId), rowOut);
+    return this.#readThen((n) => n.getRow(partition, table, rowId), V.rowOut);
   }
 
   getPushResult(partition, clientId, clientCommitId) {
@@ -470,10 +470,6 @@ class NativeStorage {
   async close() {
     await this.#driver.close();
   }
-}
-
-function rowOut(r) {
-  return r === null ? undefined : V.rowFromTuple(r);
 }
 
 module.exports = { NativeStorage };

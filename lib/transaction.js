@@ -122,7 +122,7 @@ class NativeTransaction {
       const hit = this.#cache.takeRow(table, rowId);
       if (hit !== MISS) return Promise.resolve(hit);
     }
-    return this.#call((n, id) => n.txGetRow(id, table, rowId), rowOut);
+    return this.#call((n, id) => n.txGetRow(id, table, rowId), V.rowOut);
   }
 
   getTombstoneSeq(table, rowId) {
@@ -311,10 +311,6 @@ class NativeTransaction {
       this.#end();
     }
   }
-}
-
-function rowOut(r) {
-  return r === null ? undefined : V.rowFromTuple(r);
 }
 
 function orUndefined(v) {

@@ -65,6 +65,11 @@ function rowFromTuple(t) {
   return row;
 }
 
+/** A getRow result: the tuple, or null for no row → undefined. */
+function rowOut(t) {
+  return t === null ? undefined : rowFromTuple(t);
+}
+
 /**
  * `[json, bytes]` row batch → StoredRow[]. The text is a flat array, seven
  * values a row (src/napi/packed.rs); byte fields are offset/length into
@@ -288,7 +293,7 @@ function gateOut(g) {
 module.exports = {
   flattenSchema,
   declarationsOf,
-  rowFromTuple,
+  rowOut,
   unpackRows,
   unpackCommits,
   unpackPrefetched,

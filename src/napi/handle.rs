@@ -625,10 +625,10 @@ impl SqliteHandle {
         &self,
         lease: u32,
         table: Str,
-        row_ids: Vec<String>,
+        row_ids: Vec<Str>,
     ) -> Result<super::packed::Packed> {
         guard(|| {
-            let ids: Vec<&str> = row_ids.iter().map(String::as_str).collect();
+            let ids: Vec<&str> = row_ids.iter().map(|id| &**id).collect();
             Ok(super::packed::prefetched(
                 self.engine.tx_prefetch_rows(lease, &table, &ids)?,
             ))

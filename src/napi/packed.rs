@@ -83,7 +83,13 @@ impl Writer {
 
     fn row(&mut self, r: &StoredRow) {
         self.string(&r.row_id);
-        let _ = write!(self.json, ",{},", r.server_version);
+        self.json.push(',');
+        self.row_fields(r);
+    }
+
+    /// `serverVersion, scopes, payload…, columnVersions…` of a row.
+    fn row_fields(&mut self, r: &StoredRow) {
+        let _ = write!(self.json, "{},", r.server_version);
         // Stored scopes are JSON text the host wrote; they pass through as is.
         self.json.push_str(&r.scopes_json);
         self.blob(Some(&r.payload));
@@ -121,9 +127,8 @@ pub fn rows(list: Vec<StoredRow>) -> Packed {
 }
 
 /// `prefetchRows`: per row id `rowId, tombstoneSeq | null (-1 = not read),
-/// serverVersion
-/// (-1 = no row), scopes | null, payloadOffset, payloadLength,
-/// columnVersionsOffset, columnVersionsLength`.
+/// serverVersion (-1 = no row), scopes | null, payloadOffset,
+/// payloadLength, columnVersionsOffset, columnVersionsLength`.
 pub fn prefetched(list: Vec<Prefetched>) -> Packed {
     let mut w = Writer::new();
     w.json.push('[');
@@ -140,12 +145,7 @@ pub fn prefetched(list: Vec<Prefetched>) -> Packed {
             Tomb::Unread => w.json.push_str(",-1,"),
         }
         match f.row.map(safe_scopes) {
-            Some(r) => {
-                let _ = write!(w.json, "{},", r.server_version);
-                w.json.push_str(&r.scopes_json);
-                w.blob(Some(&r.payload));
-                w.blob(r.column_versions.as_deref());
-            }
+            Some(r) => w.row_fields(&r),
             None => w.json.push_str("-1,null,-1,0,-1,0"),
         }
     }
