@@ -27,7 +27,7 @@ class PostgresDriver {
     if (options.schema !== undefined && typeof options.schema !== 'string') {
       throw invalidArgument('NativeStorage: schema must be a string');
     }
-    this.native = new native.PgHandle(url, max, options.schema);
+    this.native = new native.PgHandle(url, max, options.schema, options.queryTimeoutMs);
     /** Native calls are async: transactions chain their calls. */
     this.ordered = false;
     this.writes = 0;

@@ -8,7 +8,7 @@ const { LeaseQueue } = require('../lease-queue');
 
 class SqliteDriver {
   constructor(url, options) {
-    this.native = new native.SqliteHandle(url, options.synchronous, options.busyTimeoutMs);
+    this.native = new native.SqliteHandle(url, options.synchronous, options.busyTimeoutMs, options.queryTimeoutMs);
     this.queue = new LeaseQueue(this.native);
     /** Native calls complete before they return: no per-transaction chaining. */
     this.ordered = true;

@@ -24,6 +24,20 @@ pub fn non_negative(v: f64, name: &str) -> Result<i64> {
     Ok(i)
 }
 
+/// `queryTimeoutMs`: a positive integer of milliseconds, or the default.
+pub fn query_timeout(ms: Option<f64>) -> Result<std::time::Duration> {
+    match ms {
+        None => Ok(crate::query::DEFAULT_TIMEOUT),
+        Some(v) => {
+            let ms = int(v, "queryTimeoutMs")?;
+            if ms < 1 {
+                return Err(Error::invalid(format!("queryTimeoutMs must be ≥ 1, got {v}")));
+            }
+            Ok(std::time::Duration::from_millis(ms as u64))
+        }
+    }
+}
+
 #[napi(object)]
 pub struct JsRegistryEntry {
     pub partition: String,

@@ -34,6 +34,7 @@ impl SqliteHandle {
         url: Option<String>,
         synchronous: Option<String>,
         busy_timeout_ms: Option<f64>,
+        query_timeout_ms: Option<f64>,
     ) -> Result<Self> {
         guard(|| {
             let location = Location::parse(url.as_deref())?;
@@ -42,11 +43,13 @@ impl SqliteHandle {
                 .map(|v| non_negative(v, "busyTimeoutMs"))
                 .transpose()?
                 .unwrap_or(30_000);
+            let query_timeout = super::convert::query_timeout(query_timeout_ms)?;
             Ok(SqliteHandle {
                 engine: Arc::new(SqliteEngine::new(Config {
                     location,
                     synchronous,
                     busy_timeout: Duration::from_millis(busy as u64),
+                    query_timeout,
                 })),
             })
         })

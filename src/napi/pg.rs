@@ -130,6 +130,7 @@ impl PgHandle {
         url: String,
         max_connections: Option<f64>,
         schema: Option<String>,
+        query_timeout_ms: Option<f64>,
     ) -> Result<Self> {
         hook_teardown(&env)?;
         super::guard(|| {
@@ -137,8 +138,10 @@ impl PgHandle {
                 .map(|v| non_negative(v, "maxConnections"))
                 .transpose()?
                 .map(|v| v.min(u32::MAX as i64) as u32);
+            let mut cfg = Config::parse(&url, max, schema)?;
+            cfg.query_timeout = super::convert::query_timeout(query_timeout_ms)?;
             Ok(PgHandle {
-                engine: Some(Arc::new(PgEngine::new(Config::parse(&url, max, schema)?))),
+                engine: Some(Arc::new(PgEngine::new(cfg))),
             })
         })
     }

@@ -14,6 +14,8 @@ pub struct Config {
     pub max_connections: u32,
     /// Confines the storage to this schema (created when missing).
     pub schema: Option<String>,
+    /// How long one registered query may run (`queryTimeoutMs`).
+    pub query_timeout: Duration,
 }
 
 impl Config {
@@ -40,6 +42,7 @@ impl Config {
             url: url.to_owned(),
             max_connections,
             schema,
+            query_timeout: crate::query::DEFAULT_TIMEOUT,
         })
     }
 }

@@ -49,6 +49,21 @@ impl Value {
 pub const PLAN_ERROR: &str = "ERR_SYNCULAR_QUERY_PLAN";
 /// Code of the security refusals this package adds.
 pub const REFUSED: &str = "ERR_SYNCULAR_QUERY_REFUSED";
+/// Code of a registered query stopped at its time limit.
+pub const TIMEOUT: &str = "ERR_SYNCULAR_QUERY_TIMEOUT";
+/// `queryTimeoutMs` when the host gives none: far above any point or page
+/// query, short enough that a runaway one frees its connection soon.
+pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+pub fn timed_out(limit: std::time::Duration) -> crate::error::Error {
+    crate::error::Error::plain(
+        TIMEOUT,
+        format!(
+            "registered query exceeded its time limit of {} ms (queryTimeoutMs)",
+            limit.as_millis()
+        ),
+    )
+}
 
 pub const MSG_NO_SCHEMA: &str = "ensureSchema(schema) must run before registered queries";
 

@@ -68,6 +68,8 @@ pub struct Config {
     pub synchronous: Synchronous,
     /// How long a blocking lock wait may take before giving up.
     pub busy_timeout: Duration,
+    /// How long one registered query may run (`queryTimeoutMs`).
+    pub query_timeout: Duration,
 }
 
 const STATEMENT_CACHE: usize = 256;
