@@ -8,6 +8,47 @@
 
 const CODE = 'ERR_SYNCULAR_INVALID_ARGUMENT';
 
+// Strings cross into native code as UTF-8, where a lone UTF-16 surrogate
+// becomes U+FFFD: '\uD800' and '\uFFFD' would name the same partition or
+// row. Every string argument, and every string inside an argument's
+// arrays, plain objects, Maps and Sets, must be well formed. Bytes
+// (payloads) are not text and are skipped.
+const DEPTH = 8;
+
+function malformed(v, depth) {
+  if (typeof v === 'string') return !v.isWellFormed();
+  if (v === null || typeof v !== 'object' || depth === 0 || ArrayBuffer.isView(v) || v instanceof ArrayBuffer) return false;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) if (malformed(v[i], depth - 1)) return true;
+    return false;
+  }
+  if (v instanceof Map) {
+    for (const [k, x] of v) if (malformed(k, depth - 1) || malformed(x, depth - 1)) return true;
+    return false;
+  }
+  if (v instanceof Set) {
+    for (const x of v) if (malformed(x, depth - 1)) return true;
+    return false;
+  }
+  for (const k in v) {
+    if (!k.isWellFormed() || malformed(v[k], depth - 1)) return true;
+  }
+  return false;
+}
+
+function surrogateError() {
+  const err = new TypeError('invalid argument: a string holds a lone UTF-16 surrogate; keys and values must be well-formed Unicode');
+  err.code = CODE;
+  return err;
+}
+
+/** Throws the coded TypeError when any argument holds a lone surrogate. */
+function checkText(a, b, c, d, e, f) {
+  if (malformed(a, DEPTH) || malformed(b, DEPTH) || malformed(c, DEPTH) || malformed(d, DEPTH) || malformed(e, DEPTH) || malformed(f, DEPTH)) {
+    throw surrogateError();
+  }
+}
+
 /** `err`, with the argument-error code added where it has none. */
 function code(err) {
   if ((err instanceof TypeError || err instanceof RangeError) && typeof err.code !== 'string') {
@@ -27,6 +68,9 @@ function coded(err) {
 /** `fn` bound to `self`, with argument errors coded. */
 function guarded(fn, self) {
   return function (...args) {
+    for (let i = 0; i < args.length; i++) {
+      if (malformed(args[i], DEPTH)) return Promise.reject(surrogateError());
+    }
     const out = fn.apply(self, args);
     return out instanceof Promise ? out.catch(coded) : out;
   };
@@ -42,6 +86,7 @@ function guarded(fn, self) {
 function settled(fn, self) {
   return function (a, b, c, d, e, f) {
     try {
+      checkText(a, b, c, d, e, f);
       return fn.call(self, a, b, c, d, e, f);
     } catch (err) {
       return Promise.reject(code(err));
@@ -49,4 +94,4 @@ function settled(fn, self) {
   };
 }
 
-module.exports = { guarded, settled, code };
+module.exports = { guarded, settled, code, checkText };

@@ -9,7 +9,7 @@ const { resolveErrorClasses, translate, invalidArgument, WIRE_PREFIX } = require
 const { SqliteDriver } = require('./drivers/sqlite');
 const { PostgresDriver } = require('./drivers/postgres');
 const { NativeTransaction } = require('./transaction');
-const { guarded, settled, code } = require('./guard');
+const { guarded, settled, code, checkText } = require('./guard');
 const V = require('./values');
 const Q = require('./query');
 const R = require('./reactions');
@@ -84,6 +84,7 @@ class NativeStorage {
 
   constructor(options = {}) {
     if (options === null || typeof options !== 'object') throw invalidArgument('NativeStorage: options must be an object');
+    checkText(options.url, options.schema);
     const url = sqliteUrl(options);
     this.#errors = resolveErrorClasses(options.errors);
     this.#host = options.errors;

@@ -19,7 +19,7 @@ mod rewrite;
 mod tests;
 
 pub use dialect::{count_params, dollar_params};
-pub use rewrite::{prepare, Bind, Prepared, Relation, Request};
+pub use rewrite::{prepare, prepare_for, view_name, Bind, Prepared, Relation, Request, Target};
 
 /// A value bound into a registered query (`AuthoritativeQueryValue`).
 #[derive(Debug, Clone, PartialEq)]

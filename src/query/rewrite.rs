@@ -55,19 +55,65 @@ fn refused(msg: String) -> Error {
     Error::plain(REFUSED, msg)
 }
 
+/// What each relation occurrence becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// `(SELECT cols FROM "t" WHERE "_sync_partition" = ?)`, the partition
+    /// bound as a parameter (storage-layout §13.1 step 4).
+    Subquery,
+    /// `temp."<view>"`: the engine's partition-bound view of the table
+    /// ([`view_name`]); no partition parameter.
+    View,
+}
+
 /// Prepares a registered query against `schema`; `declared` is the
-/// request's `tables`.
+/// request's `tables`. Relations become partition-filtered subqueries.
 pub fn prepare(
     req: &Request,
     params: &[Value],
     declared: &[String],
     schema: &Schema,
 ) -> Result<Prepared> {
+    prepare_for(req, params, declared, schema, Target::Subquery)
+}
+
+/// [`prepare`], with each relation replaced as `target` says.
+pub fn prepare_for(
+    req: &Request,
+    params: &[Value],
+    declared: &[String],
+    schema: &Schema,
+    target: Target,
+) -> Result<Prepared> {
     match req {
         Request::Malformed => Err(plan_err(MSG_PLAN_REQUIRED)),
-        Request::Legacy { sql } => prepare_legacy(sql, params, declared, schema),
-        Request::Plan { sql, relations } => prepare_plan(sql, relations, params, declared, schema),
+        Request::Legacy { sql } => prepare_legacy(sql, params, declared, schema, target),
+        Request::Plan { sql, relations } => {
+            prepare_plan(sql, relations, params, declared, schema, target)
+        }
     }
+}
+
+/// The name of the per-connection view that exposes one partition of
+/// `table` (its app columns only). The name carries a fingerprint of the
+/// table's shape, so a connection that outlives a schema change never
+/// reads through a view of the old shape.
+pub fn view_name(table: &Table) -> String {
+    // FNV-1a: stable across builds and processes, unlike std's hasher.
+    let mut h: u32 = 0x811c_9dc5;
+    let mut eat = |b: &[u8]| {
+        for &x in b {
+            h ^= u32::from(x);
+            h = h.wrapping_mul(0x0100_0193);
+        }
+        h ^= 0xff;
+        h = h.wrapping_mul(0x0100_0193);
+    };
+    eat(table.name.as_bytes());
+    for c in &table.columns {
+        eat(c.name.as_bytes());
+    }
+    format!("_syncular_q_{}_{h:08x}", table.name)
 }
 
 // ---- statement shape ---------------------------------------------------------
@@ -325,26 +371,37 @@ fn screen<'a>(
 
 // ---- the replacement and bind flattening ------------------------------------------
 
-fn replacement(table: &Table, with_alias: bool) -> String {
-    let cols: Vec<String> = table.columns.iter().map(|c| quote_ident(&c.name)).collect();
-    let mut s = format!(
-        "(SELECT {} FROM {} WHERE \"_sync_partition\" = ?)",
-        cols.join(", "),
-        table.quoted
-    );
+fn replacement(table: &Table, with_alias: bool, target: Target) -> Splice {
+    let mut s = match target {
+        Target::Subquery => {
+            let cols: Vec<String> = table.columns.iter().map(|c| quote_ident(&c.name)).collect();
+            format!(
+                "(SELECT {} FROM {} WHERE \"_sync_partition\" = ?)",
+                cols.join(", "),
+                table.quoted
+            )
+        }
+        Target::View => format!("temp.{}", quote_ident(&view_name(table))),
+    };
     if with_alias {
         s.push_str(" AS ");
         s.push_str(&table.quoted);
     }
-    s
+    Splice {
+        start: 0,
+        end: 0,
+        text: s,
+        partition: target == Target::Subquery,
+    }
 }
 
-/// A rewrite target: replace bytes `start..end` with `text` (its `?` is the
-/// partition).
+/// A rewrite target: replace bytes `start..end` with `text`.
 struct Splice {
     start: usize,
     end: usize,
     text: String,
+    /// `text` holds one `?` bound to the partition.
+    partition: bool,
 }
 
 /// One walk over `sql`: copies everything verbatim except the splices and
@@ -370,7 +427,9 @@ fn flatten(
             if s.start <= t.start {
                 out.push_str(&sql[pos..s.start]);
                 out.push_str(&s.text);
-                binds.push(Bind::Partition);
+                if s.partition {
+                    binds.push(Bind::Partition);
+                }
                 pos = s.end;
                 next_splice += 1;
                 if t.start < pos {
@@ -413,7 +472,9 @@ fn flatten(
     for s in &splices[next_splice..] {
         out.push_str(&sql[pos..s.start]);
         out.push_str(&s.text);
-        binds.push(Bind::Partition);
+        if s.partition {
+            binds.push(Bind::Partition);
+        }
         pos = s.end;
     }
     out.push_str(&sql[pos..]);
@@ -427,6 +488,7 @@ fn prepare_legacy(
     params: &[Value],
     declared: &[String],
     schema: &Schema,
+    target: Target,
 ) -> Result<Prepared> {
     let toks = tokenize(sql);
     if has_semicolon(sql, &toks) {
@@ -457,7 +519,7 @@ fn prepare_legacy(
         splices.push(Splice {
             start: tok.start,
             end: tok.end,
-            text: replacement(table, !o.alias),
+            ..replacement(table, !o.alias, target)
         });
         if !found.contains(&table.name) {
             found.push(table.name.clone());
@@ -520,6 +582,7 @@ fn prepare_plan(
     params: &[Value],
     declared: &[String],
     schema: &Schema,
+    target: Target,
 ) -> Result<Prepared> {
     let offsets = byte_offsets(sql);
     let utf16_len = (offsets.len() - 1) as i64;
@@ -597,7 +660,7 @@ fn prepare_plan(
         .map(|((r, &(start, end)), t)| Splice {
             start,
             end,
-            text: replacement(t, r.alias.is_none()),
+            ..replacement(t, r.alias.is_none(), target)
         })
         .collect();
     let (sql, binds) = flatten(sql, &toks, splices, params)?;

@@ -83,7 +83,7 @@ pub fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
 
 fn configure(conn: &Connection) -> Result<()> {
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-    Ok(())
+    super::isolation::register(conn)
 }
 
 pub fn open_writer(cfg: &Config) -> Result<Connection> {

@@ -11,6 +11,7 @@
 pub mod admin;
 mod checkpoints;
 pub(crate) mod conn;
+mod isolation;
 mod log;
 mod meta;
 mod ops;
@@ -90,7 +91,9 @@ pub struct SqliteEngine {
     cfg: Config,
     db: Mutex<Option<Arc<Db>>>,
     loaded: RwLock<Option<Arc<Loaded>>>,
-    closed: std::sync::atomic::AtomicBool,
+    /// Shared with running queries' progress handlers, which stop at once
+    /// when the storage closes.
+    closed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl SqliteEngine {
@@ -99,7 +102,7 @@ impl SqliteEngine {
             cfg,
             db: Mutex::new(None),
             loaded: RwLock::new(None),
-            closed: std::sync::atomic::AtomicBool::new(false),
+            closed: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         }
     }
 

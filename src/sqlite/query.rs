@@ -2,23 +2,22 @@
 //! (§7.6) on SQLite. The rewrite itself is engine-neutral (`crate::query`);
 //! this file executes it.
 //!
-//! Defence in depth: a prepared registered query compiles under an
-//! authorizer that allows only SELECT, reads and function calls, denies
-//! every read of an internal table (`sync_*`, `sqlite_*`), of an app table
-//! the request does not declare, and of an app table's `_sync_*` columns
-//! other than the `_sync_partition` filter; the statement must also report
-//! itself read-only.
+//! Isolation is enforced by SQLite itself (`super::isolation`): the
+//! rewrite points each relation at the partition's view, and whatever the
+//! rewrite misses is refused by the authorizer.
 
 use super::conn::map_err;
 use super::{log, meta, rows, Loaded, SqliteEngine};
 use crate::error::{Error, Result};
 use crate::model::{ServeGate, StoredRow};
-use crate::query::{self, Bind, Prepared, Request, Value};
+use crate::query::{self, Bind, Prepared, Request, Target, Value};
 use crate::schema::{quote_ident, Table};
-use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
+use super::isolation;
 use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef};
 use rusqlite::{Connection, ToSql};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Rows of a registered query, with the snapshot's cursor.
 #[derive(Debug)]
@@ -47,78 +46,49 @@ impl ToSql for Bound<'_> {
     }
 }
 
-/// Clears the authorizer when the query is done, whatever happened.
-struct AuthorizerGuard<'c>(&'c Connection);
-
-impl Drop for AuthorizerGuard<'_> {
-    fn drop(&mut self) {
-        self.0
-            .authorizer(None::<fn(AuthContext<'_>) -> Authorization>);
-    }
-}
-
-fn install_authorizer<'c>(
-    conn: &'c Connection,
-    loaded: &Loaded,
-    declared: &[String],
-) -> AuthorizerGuard<'c> {
-    let schema_tables: Vec<String> = loaded
-        .schema
-        .tables
-        .iter()
-        .map(|t| t.name.to_ascii_lowercase())
-        .collect();
-    let declared: Vec<String> = declared.iter().map(|t| t.to_ascii_lowercase()).collect();
-    conn.authorizer(Some(move |ctx: AuthContext<'_>| match ctx.action {
-        AuthAction::Select | AuthAction::Recursive | AuthAction::Function { .. } => {
-            Authorization::Allow
-        }
-        AuthAction::Read {
-            table_name,
-            column_name,
-        } => {
-            let table = table_name.to_ascii_lowercase();
-            if table.starts_with("sync_") || table.starts_with("sqlite_") {
-                return Authorization::Deny;
-            }
-            if schema_tables.contains(&table) {
-                let column = column_name.to_ascii_lowercase();
-                let meta = column.starts_with("_sync") && column != "_sync_partition";
-                if !declared.contains(&table) || meta {
-                    return Authorization::Deny;
-                }
-            }
-            Authorization::Allow
-        }
-        _ => Authorization::Deny,
-    }));
-    AuthorizerGuard(conn)
-}
-
 fn refused(msg: &str) -> Error {
     Error::plain(query::REFUSED, msg)
 }
 
-/// Runs a prepared query on `conn` and collects its rows.
+/// What bounds one query run: the schema tables it may read through their
+/// views, its time limit, and the storage's closed flag.
+pub struct Bounds<'a> {
+    pub tables: Vec<&'a Table>,
+    pub limit: Duration,
+    pub closed: &'a Arc<AtomicBool>,
+}
+
+impl<'a> Bounds<'a> {
+    /// Every materialized table of `loaded`: the rewrite names only declared
+    /// ones, and a view of an undeclared table still shows one partition.
+    pub fn new(loaded: &'a Loaded, limit: Duration, closed: &'a Arc<AtomicBool>) -> Bounds<'a> {
+        Bounds {
+            tables: loaded.schema.tables.iter().filter(|t| t.materialize).collect(),
+            limit,
+            closed,
+        }
+    }
+}
+
+/// Runs a prepared query on `conn` within `bounds` and collects its rows.
 fn execute(
     conn: &Connection,
-    loaded: &Loaded,
+    bounds: &Bounds<'_>,
     prepared: &Prepared,
     params: &[Value],
     partition: &str,
 ) -> Result<(Vec<String>, Vec<Vec<SqlValue>>)> {
-    let _auth = install_authorizer(conn, loaded, &prepared.tables);
-    let mut st = conn.prepare(&prepared.sql).map_err(|e| match &e {
-        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::AuthorizationForStatementDenied => {
-            refused("registered query reads something it may not (an internal table, an undeclared table or a _sync_* column), or is not a plain SELECT")
-        }
-        rusqlite::Error::MultipleStatement => refused(query::MSG_ONE_SELECT),
-        _ => map_err(e),
-    })?;
+    isolation::ensure_views(conn, &bounds.tables)?;
+    let bounded = isolation::bound(conn, partition, &bounds.tables, bounds.limit, bounds.closed);
+    let err = |e| bounded.err(e, bounds.limit, bounds.closed);
+    let mut st = conn.prepare_cached(&prepared.sql).map_err(err)?;
     if !st.readonly() {
         return Err(refused("registered query must be one read-only SELECT"));
     }
-    if st.parameter_count() != prepared.binds.len() {
+    // Only anonymous `?`: a named or numbered variable could take a value
+    // the flattened bind list does not give it.
+    let n = st.parameter_count();
+    if n != prepared.binds.len() || (1..=n).any(|i| st.parameter_name(i).is_some()) {
         return Err(Error::plain(query::PLAN_ERROR, query::MSG_BINDS));
     }
     let partition_value = Value::Text(partition.to_owned());
@@ -133,7 +103,7 @@ fn execute(
     let n = columns.len();
     let mut out = Vec::new();
     let mut rows = st.raw_query();
-    while let Some(r) = rows.next().map_err(map_err)? {
+    while let Some(r) = rows.next().map_err(err)? {
         let mut row = Vec::with_capacity(n);
         for i in 0..n {
             row.push(SqlValue::from(r.get_ref(i).map_err(map_err)?));
@@ -202,7 +172,7 @@ impl SqliteEngine {
         declared: &[String],
     ) -> Result<(Arc<Loaded>, Prepared)> {
         let loaded = self.registered_schema()?;
-        let prepared = query::prepare(req, params, declared, &loaded.schema)?;
+        let prepared = query::prepare_for(req, params, declared, &loaded.schema, Target::View)?;
         Ok((loaded, prepared))
     }
 
@@ -218,11 +188,12 @@ impl SqliteEngine {
         gate_running: Option<i64>,
     ) -> Result<QueryOutput> {
         let (loaded, prepared) = self.prepare_query(req, params, declared)?;
+        let bounds = Bounds::new(&loaded, self.cfg.query_timeout, &self.closed);
         self.read_snapshot(|c| {
             let gate = gate_running
                 .map(|running| meta::read_serve_gate(c, partition, running))
                 .transpose()?;
-            let (columns, rows, error) = match execute(c, &loaded, &prepared, params, partition) {
+            let (columns, rows, error) = match execute(c, &bounds, &prepared, params, partition) {
                 Ok((columns, rows)) => (columns, rows, None),
                 Err(e) if gate.is_some() => (Vec::new(), Vec::new(), Some(e)),
                 Err(e) => return Err(e),
@@ -248,8 +219,9 @@ impl SqliteEngine {
         declared: &[String],
     ) -> Result<QueryOutput> {
         let (loaded, prepared) = self.prepare_query(req, params, declared)?;
+        let bounds = Bounds::new(&loaded, self.cfg.query_timeout, &self.closed);
         self.with_tx(id, |h, p| {
-            let (columns, rows) = execute(h.conn, &loaded, &prepared, params, p)?;
+            let (columns, rows) = execute(h.conn, &bounds, &prepared, params, p)?;
             Ok(QueryOutput {
                 gate: None,
                 error: None,
@@ -298,8 +270,10 @@ mod tests {
 
     fn setup() -> (Connection, Loaded) {
         let conn = Connection::open_in_memory().unwrap();
+        isolation::register(&conn).unwrap();
         conn.execute_batch(
             r#"CREATE TABLE tasks("_sync_partition" TEXT, "_sync_row_id" TEXT, id TEXT, title TEXT, "_sync_payload" BLOB);
+               CREATE INDEX tasks_p ON tasks("_sync_partition", id);
                INSERT INTO tasks VALUES ('p1', 'r1', 'r1', 'mine', x'00'), ('p2', 'r2', 'r2', 'theirs', x'00');
                CREATE TABLE sync_commits(partition TEXT, commit_seq INTEGER);"#,
         )
@@ -312,69 +286,112 @@ mod tests {
         (conn, Loaded::new(schema))
     }
 
-    /// Runs SQL that skipped the rewrite, as if the rewrite had a hole.
-    fn raw(
-        conn: &Connection,
-        loaded: &Loaded,
-        sql: &str,
-        tables: &[&str],
-    ) -> Result<Vec<Vec<SqlValue>>> {
+    fn view(loaded: &Loaded) -> String {
+        format!("temp.{}", quote_ident(&query::view_name(&loaded.schema.tables[0])))
+    }
+
+    /// Runs SQL as the engine would after a rewrite, including SQL the
+    /// rewrite would never produce (as if it had a hole).
+    fn raw_as(conn: &Connection, loaded: &Loaded, sql: &str, partition: &str) -> Result<Vec<Vec<SqlValue>>> {
         let prepared = Prepared {
             sql: sql.into(),
             binds: vec![],
-            tables: tables.iter().map(|t| t.to_string()).collect(),
+            tables: vec!["tasks".into()],
         };
-        execute(conn, loaded, &prepared, &[], "p1").map(|(_, rows)| rows)
+        let closed = Arc::new(AtomicBool::new(false));
+        let bounds = Bounds::new(loaded, Duration::from_secs(5), &closed);
+        execute(conn, &bounds, &prepared, &[], partition).map(|(_, rows)| rows)
     }
 
-    fn is_refused(r: Result<Vec<Vec<SqlValue>>>) -> bool {
-        matches!(r, Err(Error::Plain { code, .. }) if code == query::REFUSED)
+    fn raw(conn: &Connection, loaded: &Loaded, sql: &str) -> Result<Vec<Vec<SqlValue>>> {
+        raw_as(conn, loaded, sql, "p1")
+    }
+
+    fn code(r: Result<Vec<Vec<SqlValue>>>) -> String {
+        match r {
+            Err(Error::Plain { code, .. }) => code.to_owned(),
+            Err(e) => format!("{e:?}"),
+            Ok(rows) => format!("answered {rows:?}"),
+        }
     }
 
     #[test]
-    fn authorizer_denies_what_the_rewrite_must_never_produce() {
+    fn the_engine_refuses_what_the_rewrite_must_never_produce() {
         let (conn, loaded) = setup();
-        assert!(is_refused(raw(
-            &conn,
-            &loaded,
+        for sql in [
             "SELECT * FROM sync_commits",
-            &[]
-        )));
-        assert!(is_refused(raw(
-            &conn,
-            &loaded,
             "SELECT name FROM sqlite_master",
-            &[]
-        )));
-        assert!(is_refused(raw(&conn, &loaded, "SELECT id FROM tasks", &[])));
-        assert!(is_refused(raw(
-            &conn,
-            &loaded,
+            "SELECT name FROM temp.sqlite_master",
+            "SELECT id FROM tasks",
+            "SELECT id FROM main.tasks",
+            "SELECT t.title FROM tasks AS window, tasks AS t",
             "SELECT \"_sync_payload\" FROM tasks",
-            &["tasks"]
-        )));
-        assert!(is_refused(raw(
-            &conn,
-            &loaded,
             "DELETE FROM tasks",
-            &["tasks"]
-        )));
-        assert!(is_refused(raw(
-            &conn,
-            &loaded,
             "PRAGMA user_version = 3",
-            &[]
-        )));
-        assert!(is_refused(raw(&conn, &loaded, "SELECT 1; SELECT 2", &[])));
-        // The rewritten shape passes, and the authorizer is gone afterwards.
-        let rows = raw(
-            &conn,
-            &loaded,
-            r#"SELECT title FROM (SELECT "id", "title" FROM "tasks" WHERE "_sync_partition" = 'p1') AS "tasks""#,
-            &["tasks"],
-        )
-        .unwrap();
-        assert_eq!(rows, vec![vec![SqlValue::Text("mine".into())]]);
+            "SELECT * FROM pragma_table_info('tasks')",
+            "SELECT load_extension('x')",
+            "SELECT zeroblob(1000000000)",
+            "ATTACH ':memory:' AS o",
+            "CREATE TEMP VIEW v AS SELECT 1",
+            "DROP VIEW IF EXISTS temp.x",
+        ] {
+            assert_eq!(code(raw(&conn, &loaded, sql)), query::REFUSED, "{sql}");
+        }
+        assert_eq!(code(raw(&conn, &loaded, "SELECT 1; SELECT 2")), query::REFUSED);
+        // Named and numbered variables are refused even when counted right.
+        for sql in ["SELECT :a", "SELECT #a", "SELECT @a", "SELECT $a", "SELECT ?1"] {
+            let prepared = Prepared { sql: sql.into(), binds: vec![Bind::Partition], tables: vec![] };
+            let closed = Arc::new(AtomicBool::new(false));
+            let bounds = Bounds::new(&loaded, Duration::from_secs(5), &closed);
+            let r = execute(&conn, &bounds, &prepared, &[], "p1").map(|(_, r)| r);
+            assert_eq!(code(r), query::PLAN_ERROR, "{sql}");
+        }
+        // Nothing was written, and the bounds are gone afterwards.
+        let n: i64 = conn.query_row("SELECT count(*) FROM tasks", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 2);
         conn.execute_batch("DELETE FROM sync_commits").unwrap();
+    }
+
+    #[test]
+    fn views_show_one_partition_whatever_the_aliases() {
+        let (conn, loaded) = setup();
+        let v = view(&loaded);
+        let rows = raw(&conn, &loaded, &format!("SELECT a.title FROM {v} AS window, {v} AS a")).unwrap();
+        assert_eq!(rows, vec![vec![SqlValue::Text("mine".into())]]);
+        let rows = raw_as(&conn, &loaded, &format!("SELECT title FROM {v} WHERE id > ?", ), "p2");
+        assert!(rows.is_err(), "unbound variable counted");
+        // The same cached statement, run for another partition.
+        let rows = raw_as(&conn, &loaded, &format!("SELECT title FROM {v}"), "p2").unwrap();
+        assert_eq!(rows, vec![vec![SqlValue::Text("theirs".into())]]);
+        let rows = raw_as(&conn, &loaded, &format!("SELECT title FROM {v}"), "p1").unwrap();
+        assert_eq!(rows, vec![vec![SqlValue::Text("mine".into())]]);
+        // Outside a query the views are empty.
+        let n: i64 = conn.query_row(&format!("SELECT count(*) FROM {v}"), [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 0);
+        // The partition index serves the view.
+        let plan: String = conn
+            .query_row(&format!("EXPLAIN QUERY PLAN SELECT title FROM {v} WHERE id = 'r1'"), [], |r| r.get(3))
+            .unwrap();
+        assert!(plan.contains("USING INDEX tasks_p"), "{plan}");
+    }
+
+    #[test]
+    fn a_runaway_query_stops_at_its_limit_or_when_the_storage_closes() {
+        let (conn, loaded) = setup();
+        let prepared = Prepared {
+            sql: "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r".into(),
+            binds: vec![],
+            tables: vec![],
+        };
+        let closed = Arc::new(AtomicBool::new(false));
+        let bounds = Bounds::new(&loaded, Duration::from_millis(50), &closed);
+        let t = std::time::Instant::now();
+        let r = execute(&conn, &bounds, &prepared, &[], "p1").map(|(_, r)| r);
+        assert_eq!(code(r), query::TIMEOUT);
+        assert!(t.elapsed() < Duration::from_secs(5));
+        closed.store(true, std::sync::atomic::Ordering::Relaxed);
+        let bounds = Bounds::new(&loaded, Duration::from_secs(60), &closed);
+        let r = execute(&conn, &bounds, &prepared, &[], "p1").map(|(_, r)| r);
+        assert_eq!(code(r), "ERR_SYNCULAR_CLOSED");
     }
 }
