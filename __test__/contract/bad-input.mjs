@@ -173,5 +173,27 @@ export function define(engine) {
         await tx.rollback();
         await stillWorks(storage, 'decode error');
       }));
+
+    test('a NUL character: kept on SQLite; a coded rejection on PostgreSQL, with nothing written', () =>
+      withStorage(engine, async (storage) => {
+        const pg = engine.dialect === 'postgres';
+        const row = taskRow('nul', { title: 'a\u0000b' });
+        if (pg) {
+          const tx = await storage.begin('p1');
+          await tx.lockPartitionForPush();
+          let caught;
+          await assert.rejects(tx.upsertRow('tasks', row, { opIndex: 0 }), (e) => ((caught = e), true));
+          assert.equal(caught.code, 'sync.invalid_request', `${caught.code} ${caught.message}`);
+          await tx.rollback();
+          assert.equal(await storage.getRow('p1', 'tasks', 'nul'), undefined);
+          // In a key: an invalid argument, not a raw SQLSTATE.
+          await assert.rejects(storage.getMaxCommitSeq('p\u0000'), (e) => e.code === 'ERR_SYNCULAR_INVALID_ARGUMENT');
+        } else {
+          const r = await hostPush(storage, 'p1', { clientId: 'c', clientCommitId: 'nul', ops: [{ table: 'tasks', row }] });
+          assert.equal(r.result.commitSeq, 1);
+          assert.deepEqual((await storage.getRow('p1', 'tasks', 'nul')).payload, row.payload);
+        }
+        await stillWorks(storage, 'NUL');
+      }));
   });
 }

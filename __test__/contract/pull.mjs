@@ -148,6 +148,24 @@ export function define(engine) {
       }));
   });
 
+  test('scope-value sets beyond the engine variable limit (40,000 values) answer in full', () =>
+    withStorage(engine, async (storage) => {
+      await writeCommit(storage, 'p1', [
+        { table: 'tasks', row: taskRow('a', { project: 'v00007' }) },
+        { table: 'tasks', row: taskRow('b', { project: 'v39999' }) },
+        { table: 'tasks', row: taskRow('c', { project: 'outside' }) },
+      ]);
+      const many = Array.from({ length: 40_000 }, (_, i) => `v${String(i).padStart(5, '0')}`);
+      const rows = await scan(storage, 'p1', { scopeFilter: { project_id: many } });
+      assert.deepEqual(rows.map((r) => r.rowId), ['a', 'b']);
+      const w = await win(storage, 'p1', { scopeFilter: { project_id: many } });
+      assert.deepEqual(w.flatMap((c) => c.changes.map((ch) => ch.rowId)).sort(), ['a', 'b']);
+      assert.equal(await storage.latestScopedChangeSeq('p1', { table: 'tasks', scopeFilter: { project_id: many } }), 1);
+      // A set of 65 (first above the per-variable form) and quotes inside values.
+      const mid = [...many.slice(0, 64), 'it\'s "quoted"'];
+      assert.deepEqual((await scan(storage, 'p1', { scopeFilter: { project_id: mid } })).map((r) => r.rowId), ['a']);
+    }));
+
   describe('latestScopedChangeSeq', () => {
     test('is the index maximum for the first sorted variable without full verification', () =>
       withStorage(engine, async (storage) => {

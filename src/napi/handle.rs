@@ -17,6 +17,20 @@ use napi_derive::napi;
 use std::sync::Arc;
 use std::time::Duration;
 
+thread_local! {
+    static EXIT_HOOKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// At env teardown (process or worker exit), memory databases' scratch
+/// directories go too.
+fn hook_exit(env: &Env) -> Result<()> {
+    if !EXIT_HOOKED.with(std::cell::Cell::get) {
+        env.add_env_cleanup_hook((), |()| crate::sqlite::scratch::remove_all())?;
+        EXIT_HOOKED.with(|h| h.set(true));
+    }
+    Ok(())
+}
+
 #[napi]
 pub struct SqliteHandle {
     pub(crate) engine: Arc<SqliteEngine>,
@@ -31,11 +45,13 @@ impl SqliteHandle {
     /// Validates the options; the database opens on first use.
     #[napi(constructor)]
     pub fn new(
+        env: Env,
         url: Option<String>,
         synchronous: Option<String>,
         busy_timeout_ms: Option<f64>,
         query_timeout_ms: Option<f64>,
     ) -> Result<Self> {
+        hook_exit(&env)?;
         guard(|| {
             let location = Location::parse(url.as_deref())?;
             let synchronous = Synchronous::parse(synchronous.as_deref())?;

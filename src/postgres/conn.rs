@@ -142,6 +142,17 @@ pub fn is_constraint(e: &sqlx::Error) -> bool {
 /// is the message) and carry the SQLSTATE as their code.
 pub fn map_err(e: sqlx::Error) -> Error {
     match &e {
+        // PostgreSQL text cannot hold U+0000 (22021) and refuses
+        // characters its encoding lacks (22P05): the caller's value is the
+        // problem, whichever statement met it.
+        sqlx::Error::Database(d)
+            if matches!(d.code().as_deref(), Some("22021" | "22P05")) =>
+        {
+            Error::invalid(format!(
+                "a text value cannot be stored in PostgreSQL: {} (U+0000 is not allowed in PostgreSQL text)",
+                d.message()
+            ))
+        }
         sqlx::Error::Database(d) => Error::Engine {
             code: d
                 .code()
@@ -165,8 +176,20 @@ pub fn map_err(e: sqlx::Error) -> Error {
     }
 }
 
-/// A constraint error raised by a row write, for push rejection.
+/// A constraint error raised by a row write, for push rejection; a data
+/// error (class 22: a value the column type cannot hold) is the payload's
+/// fault, a `DecodeError` as the codec's own checks give on SQLite.
 pub fn row_write_err(e: sqlx::Error, op_index: Option<u32>) -> Error {
+    if let Some(code) = sqlstate(&e).filter(|c| c.starts_with("22")) {
+        let message = match &e {
+            sqlx::Error::Database(d) => d.message().to_owned(),
+            _ => e.to_string(),
+        };
+        let at = op_index.map_or(String::new(), |i| format!(" (operation {i})"));
+        return Error::Decode(format!(
+            "row value cannot be stored in PostgreSQL{at}: {message} [SQLSTATE {code}]"
+        ));
+    }
     if is_constraint(&e) {
         let cause = match &e {
             sqlx::Error::Database(d) => d.message().to_owned(),

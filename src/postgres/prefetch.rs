@@ -12,7 +12,7 @@ use super::{exec, rows, sql, PgEngine, TxState};
 use crate::error::{Error, Result};
 use crate::model::StoredRow;
 use sqlx::{AssertSqlSafe, PgConnection, Row};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// A push result whose insert has not been sent yet.
 pub struct PendingPut {
@@ -191,12 +191,16 @@ impl PgEngine {
         let slot = self.tx_slot(id)?;
         let mut st = slot.lock().await;
         st.conn()?;
+        // A set, not a scan of `want` per id: a push may prefetch hundreds
+        // of thousands of ids under the partition lock.
+        let mut seen: HashSet<&str> = HashSet::with_capacity(row_ids.len());
         let mut want: Vec<&str> = Vec::new();
         for r in row_ids {
+            if !seen.insert(r.as_str()) {
+                continue;
+            }
             let k = Cache::key(table, r);
-            if (!st.cache.rows.contains_key(&k) || !st.cache.tombs.contains_key(&k))
-                && !want.contains(&r.as_str())
-            {
+            if !st.cache.rows.contains_key(&k) || !st.cache.tombs.contains_key(&k) {
                 want.push(r);
             }
         }

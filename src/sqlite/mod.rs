@@ -6,7 +6,10 @@
 //! it from `begin` to `commit`/`rollback`, a storage-level write for one
 //! call. The caller (the JS shim) queues leases in submission order.
 //! Reads run on a pool of WAL reader connections, on or off the calling
-//! thread; an in-memory database has a single connection that serves both.
+//! thread, and see committed state only. `sqlite::memory:` is a private
+//! WAL database in a temporary directory (see [`scratch`]), so it keeps
+//! the same isolation: one shared connection would let a read see another
+//! call's staged rows.
 
 pub mod admin;
 mod checkpoints;
@@ -19,6 +22,7 @@ mod query;
 pub mod reactions;
 mod rows;
 mod schema_sync;
+pub mod scratch;
 pub mod sql;
 mod window;
 
@@ -54,16 +58,17 @@ struct Writer {
     next_id: u32,
 }
 
-enum Readers {
-    /// In-memory: the writer's connection is the only one.
-    Shared,
-    Pool(Mutex<Vec<Connection>>),
-}
-
 struct Db {
     writer: Mutex<Writer>,
-    readers: Readers,
+    readers: Mutex<Vec<Connection>>,
+    /// The configuration the connections opened with (a memory database's
+    /// file is its scratch path).
+    cfg: Config,
+    /// A memory database's directory: declared last, so it is removed
+    /// after the connections above have closed.
+    _scratch: Option<scratch::Scratch>,
 }
+
 
 /// A schema with the statement text of each of its tables.
 pub struct Loaded {
@@ -114,18 +119,29 @@ impl SqliteEngine {
         if let Some(db) = slot.as_ref() {
             return Ok(db.clone());
         }
-        let writer = conn::open_writer(&self.cfg)?;
-        let readers = match self.cfg.location {
-            Location::Memory => Readers::Shared,
-            Location::File(_) => Readers::Pool(Mutex::new(Vec::new())),
+        let (cfg, scratch) = match &self.cfg.location {
+            Location::File(_) => (self.cfg.clone(), None),
+            Location::Memory => {
+                let s = scratch::Scratch::new()?;
+                let cfg = Config {
+                    location: Location::File(s.db_path()),
+                    // Gone with the process anyway: flushing buys nothing.
+                    synchronous: Synchronous::Off,
+                    ..self.cfg.clone()
+                };
+                (cfg, Some(s))
+            }
         };
+        let writer = conn::open_writer(&cfg)?;
         let db = Arc::new(Db {
             writer: Mutex::new(Writer {
                 conn: writer,
                 lease: None,
                 next_id: 1,
             }),
-            readers,
+            readers: Mutex::new(Vec::new()),
+            cfg,
+            _scratch: scratch,
         });
         *slot = Some(db.clone());
         Ok(db)
@@ -140,9 +156,7 @@ impl SqliteEngine {
             if w.lease.take().is_some() {
                 let _ = conn::exec(&w.conn, "ROLLBACK");
             }
-            if let Readers::Pool(p) = &db.readers {
-                lock(p).clear();
-            }
+            lock(&db.readers).clear();
         }
     }
 
@@ -278,39 +292,30 @@ impl SqliteEngine {
     /// Runs a read on a reader connection (committed state).
     pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let db = self.db()?;
-        match &db.readers {
-            Readers::Shared => f(&lock(&db.writer).conn),
-            Readers::Pool(pool) => {
-                let conn = match lock(pool).pop() {
-                    Some(c) => c,
-                    None => conn::open_reader(&self.cfg)?,
-                };
-                let out = f(&conn);
-                // A reader left inside a transaction would pin an old
-                // snapshot; drop it instead of pooling it.
-                if conn.is_autocommit() {
-                    let mut idle = lock(pool);
-                    if idle.len() < MAX_IDLE_READERS {
-                        idle.push(conn);
-                    }
-                }
-                out
+        let pooled = lock(&db.readers).pop();
+        let conn = match pooled {
+            Some(c) => c,
+            None => conn::open_reader(&db.cfg)?,
+        };
+        let out = f(&conn);
+        // A reader left inside a transaction would pin an old snapshot;
+        // drop it instead of pooling it.
+        if conn.is_autocommit() {
+            let mut idle = lock(&db.readers);
+            if idle.len() < MAX_IDLE_READERS {
+                idle.push(conn);
             }
         }
+        out
     }
 
     /// Runs `f` in one read transaction, so several statements share one
     /// snapshot.
     pub fn read_snapshot<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         self.read(|c| {
-            let shared = !c.is_autocommit();
-            if !shared {
-                conn::exec(c, "BEGIN").map_err(map_err)?;
-            }
+            conn::exec(c, "BEGIN").map_err(map_err)?;
             let out = f(c);
-            if !shared {
-                let _ = conn::exec(c, "COMMIT");
-            }
+            let _ = conn::exec(c, "COMMIT");
             out
         })
     }

@@ -300,6 +300,7 @@ pub fn scan_rows(
     // DISTINCT candidates, and the page is ordered here rather than by a
     // SQL sort that would copy every payload through a temporary b-tree.
     let single = values.len() == 1;
+    let set = super::sql::ValueSet::new(values);
     let text = if single {
         format!(
             r#"SELECT s.row_id, t."_sync_server_version", t."_sync_scopes", t."_sync_payload", t."_sync_column_versions"
@@ -316,10 +317,7 @@ FROM (SELECT DISTINCT row_id FROM sync_row_scopes
       WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND row_id > ?4 AND value IN ({})
       ORDER BY row_id LIMIT ?5) c
 LEFT JOIN {} t ON t."_sync_partition" = ?1 AND t."_sync_row_id" = c.row_id"#,
-            (0..values.len())
-                .map(|i| format!("?{}", i + 6))
-                .collect::<Vec<_>>()
-                .join(","),
+            set.sql(6),
             sql.table_quoted
         )
     };
@@ -328,9 +326,7 @@ LEFT JOIN {} t ON t."_sync_partition" = ?1 AND t."_sync_row_id" = c.row_id"#,
     loop {
         let after = fold.after.clone();
         let mut binds: Vec<&dyn ToSql> = vec![&partition, &table.name, &var, &after, &batch];
-        for v in values {
-            binds.push(v);
-        }
+        set.bind(&mut binds);
         let mut rows = st.query(&*binds).map_err(map_err)?;
         let mut page: Vec<(String, Option<StoredRow>)> = Vec::new();
         while let Some(r) = rows.next().map_err(map_err)? {

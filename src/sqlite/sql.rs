@@ -180,3 +180,43 @@ pub fn placeholders(n: usize) -> String {
     }
     s
 }
+
+/// The scope values of a probe, bound into `value IN (…)`. A short list
+/// binds one variable per value; a long one binds a single JSON array read
+/// through `json_each`, which stays under SQLite's variable limit (32,766)
+/// and keeps one cached statement for every large size.
+pub enum ValueSet<'a> {
+    Each(&'a [String]),
+    Json(String),
+}
+
+/// Above this many values a probe binds them as one JSON array.
+const EACH_MAX: usize = 64;
+
+impl<'a> ValueSet<'a> {
+    pub fn new(values: &'a [String]) -> ValueSet<'a> {
+        if values.len() <= EACH_MAX {
+            ValueSet::Each(values)
+        } else {
+            ValueSet::Json(serde_json::to_string(values).unwrap_or_else(|_| "[]".into()))
+        }
+    }
+
+    /// The list's text, its variables numbered from `first`.
+    pub fn sql(&self, first: usize) -> String {
+        match self {
+            ValueSet::Each(v) => (0..v.len())
+                .map(|i| format!("?{}", first + i))
+                .collect::<Vec<_>>()
+                .join(","),
+            ValueSet::Json(_) => format!("SELECT value FROM json_each(?{first})"),
+        }
+    }
+
+    pub fn bind<'b>(&'b self, binds: &mut Vec<&'b dyn rusqlite::ToSql>) {
+        match self {
+            ValueSet::Each(v) => binds.extend(v.iter().map(|x| x as &dyn rusqlite::ToSql)),
+            ValueSet::Json(j) => binds.push(j),
+        }
+    }
+}

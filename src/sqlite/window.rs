@@ -4,6 +4,7 @@
 //! the whole filter.
 
 use super::conn::map_err;
+use super::sql::ValueSet;
 use crate::error::Result;
 use crate::model::StoredCommit;
 use crate::scope::ScopeFilter;
@@ -11,13 +12,6 @@ use crate::window::{ChangeRow, WindowFold};
 use rusqlite::{Connection, ToSql};
 
 pub use crate::window::WindowQuery;
-
-fn numbered(from: usize, n: usize) -> String {
-    (0..n)
-        .map(|i| format!("?{}", from + i))
-        .collect::<Vec<_>>()
-        .join(",")
-}
 
 pub fn read_commit_window(
     conn: &Connection,
@@ -28,6 +22,7 @@ pub fn read_commit_window(
         return Ok(Vec::new());
     };
     let batch = q.batch();
+    let values = ValueSet::new(values);
     // No ORDER BY on the joined rows: SQLite would sort every payload
     // through a temporary b-tree (measured: about 3× the cost of the page
     // itself). The page is ordered here instead, by (commit_seq, idx).
@@ -38,7 +33,7 @@ FROM (SELECT DISTINCT commit_seq FROM sync_change_scopes
       ORDER BY commit_seq LIMIT ?6) c
 LEFT JOIN sync_commits m ON m.partition = ?1 AND m.commit_seq = c.commit_seq
 LEFT JOIN sync_changes ch ON ch.partition = ?1 AND ch.commit_seq = c.commit_seq AND ch.tbl = ?2",
-        numbered(7, values.len())
+        values.sql(7)
     );
     let mut st = conn.prepare_cached(&text).map_err(map_err)?;
     let mut fold = WindowFold::new(q);
@@ -52,9 +47,7 @@ LEFT JOIN sync_changes ch ON ch.partition = ?1 AND ch.commit_seq = c.commit_seq 
             &q.through_seq,
             &batch,
         ];
-        for v in values {
-            binds.push(v);
-        }
+        values.bind(&mut binds);
         page.clear();
         let mut rows = st.query(&*binds).map_err(map_err)?;
         while let Some(r) = rows.next().map_err(map_err)? {
@@ -120,15 +113,14 @@ pub fn latest_scoped_change_seq(
     if values.is_empty() {
         return Ok(0);
     }
+    let values = ValueSet::new(values);
     let text = format!(
         "SELECT coalesce(max(commit_seq), 0) FROM sync_change_scopes
          WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND value IN ({})",
-        numbered(4, values.len())
+        values.sql(4)
     );
     let mut st = conn.prepare_cached(&text).map_err(map_err)?;
     let mut binds: Vec<&dyn ToSql> = vec![&partition, &table, &var];
-    for v in values {
-        binds.push(v);
-    }
+    values.bind(&mut binds);
     st.query_row(&*binds, |r| r.get(0)).map_err(map_err)
 }
