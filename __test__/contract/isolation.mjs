@@ -49,7 +49,7 @@ function attackCases() {
   const add = (c) => cases.push({ params: [], dialects: ['sqlite', 'postgres'], ...c });
   const SQ = ['sqlite'];
   const PG = ['postgres'];
-  const nonNull = (rows) => (rows.some((r) => Object.values(r).some((v) => v !== null && v !== false && v !== '')) ? `answered with content ${JSON.stringify(rows).slice(0, 120)}` : undefined);
+  const nonNull = (rows) => (rows.some((r) => Object.values(r).some((v) => v !== null && v !== false && v !== '')) ? `answered with content ${show(rows).slice(0, 120)}` : undefined);
 
   // -- SQLite: a context keyword as an alias hides the next relation.
   for (const kw of KEYWORD_ALIASES) {
@@ -293,9 +293,14 @@ function judge(outcome, c) {
     if (internal.length) out.push(`internal data reached: ${internal.slice(0, 3).join('; ')}`);
     const extra = c.check?.(rows);
     if (extra) out.push(extra);
-    if (c.mustRefuse && !foreign.length && !internal.length && !extra) out.push(`answered (must be refused): ${JSON.stringify(rows).slice(0, 120)}`);
+    if (c.mustRefuse && !foreign.length && !internal.length && !extra) out.push(`answered (must be refused): ${show(rows).slice(0, 120)}`);
   }
   return out;
+}
+
+/** JSON text of `v` with bigints and bytes spelled out. */
+function show(v) {
+  return JSON.stringify(v, (_, x) => (typeof x === 'bigint' ? `${x}n` : x instanceof Uint8Array ? `bytes:${Buffer.from(x).toString('hex')}` : x));
 }
 
 function variantsOf(c) {
@@ -386,7 +391,7 @@ export function define(engine) {
           const o = await q(sql, v);
           const bad = judge(o, {});
           if (bad.length) problems.push(`${label}: ${bad.join('; ')}`);
-          else if (!ok(o)) problems.push(`${label}: got ${o.kind} ${o.code ?? ''} ${JSON.stringify(o.value?.rows ?? o.message)}`);
+          else if (!ok(o)) problems.push(`${label}: got ${o.kind} ${o.code ?? ''} ${show(o.value?.rows ?? o.message)}`);
         };
         for (const [sql, kind] of [
           ['SELECT ? AS v', 'echo'],
