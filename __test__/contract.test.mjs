@@ -17,8 +17,9 @@ import * as reactions from './contract/reactions.mjs';
 import * as admin from './contract/admin.mjs';
 import * as query from './contract/query.mjs';
 import * as indexScan from './contract/index-scan.mjs';
+import * as isolation from './contract/isolation.mjs';
 
-export const modules = [schema, registry, transaction, pull, prune, clients, concurrency, pitfalls, badInput, errors, durability, checkpoints, reactions, admin, query, indexScan];
+export const modules = [schema, registry, transaction, pull, prune, clients, concurrency, pitfalls, badInput, errors, durability, checkpoints, reactions, admin, query, indexScan, isolation];
 
 const only = process.env.SYNCULAR_TEST_ENGINE;
 for (const engine of engines) {

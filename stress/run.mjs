@@ -2,7 +2,8 @@
 // (issue 7), then one table. Exits non-zero when any figure that must be
 // zero is not, or RSS grew by more than 10% over the warm-up figure.
 // Knobs: STRESS_KILLS, STRESS_SECONDS, STRESS_FUZZ_CASES,
-// STRESS_PROPTEST_CASES, STRESS_LEAK_CALLS.
+// STRESS_PROPTEST_CASES, STRESS_LEAK_CALLS, STRESS_ATTACK_QUERIES (generated
+// registered-query attacks per engine, stress/attack.mjs).
 // With SYNCULAR_TEST_PG_URL set, the crash, concurrency, hostile-input and
 // leak programs run again on PostgreSQL (a fresh schema each, dropped
 // afterwards) and the table gains "postgres:" rows; under CI=true a missing
@@ -11,6 +12,7 @@ import * as crash from './crash.mjs';
 import * as concurrency from './concurrency.mjs';
 import * as fuzz from './fuzz.mjs';
 import * as leak from './leak.mjs';
+import * as attack from './attack.mjs';
 
 const log = (m) => console.error(`[stress] ${m}`);
 const t0 = Date.now();
@@ -26,6 +28,7 @@ const c = await timed('crash safety', () => crash.run({ log }));
 const k = await timed('concurrency', () => concurrency.run());
 const z = await timed('hostile input', () => fuzz.run());
 const l = await timed('leaks', () => leak.run());
+const a = await timed('registered-query attacks', () => attack.run({ log }));
 const pgUrl = process.env.SYNCULAR_TEST_PG_URL;
 let pg;
 if (pgUrl) {
@@ -34,6 +37,7 @@ if (pgUrl) {
     k: await timed('postgres: concurrency', () => concurrency.runPg({ pgUrl })),
     z: await timed('postgres: hostile input', () => fuzz.runJs(Number(process.env.STRESS_FUZZ_CASES ?? 100_000), pgUrl)),
     l: await timed('postgres: leaks', () => leak.run({ pgUrl })),
+    a: await timed('postgres: registered-query attacks', () => attack.runEngine('postgres', { pgUrl, log })),
   };
 }
 
@@ -64,6 +68,7 @@ const rows = [
     l.crashed ? `crashed: ${l.problem}` : `${mb(l.growth)} MB after warm-up (${mb(l.warmRss)} → ${mb(l.endRss)} MB) over ${l.calls} calls, ${l.dropped} dropped transactions (writes visible ${l.droppedWritesVisible}, stuck ${l.stuck})`,
     !l.crashed && l.growth < 0.1 * l.warmRss && l.droppedWritesVisible === 0 && l.stuck === 0,
   ],
+  ...a.map((r) => [`attack queries (${r.engine})`, attack.describeRun(r), attack.clean(r)]),
 ];
 
 if (pg) {
@@ -88,6 +93,7 @@ if (pg) {
       pl.crashed ? `crashed: ${pl.problem}` : `${mb(pl.growth)} MB after warm-up (${mb(pl.warmRss)} → ${mb(pl.endRss)} MB) over ${pl.calls} calls, ${pl.dropped} dropped transactions (writes visible ${pl.droppedWritesVisible}, stuck ${pl.stuck})`,
       !pl.crashed && pl.growth < 0.1 * pl.warmRss && pl.droppedWritesVisible === 0 && pl.stuck === 0,
     ],
+    ['postgres: attack queries', attack.describeRun(pg.a), attack.clean(pg.a)],
   );
 } else {
   rows.push(['postgres', 'not run: SYNCULAR_TEST_PG_URL is not set', process.env.CI !== 'true']);
@@ -103,10 +109,11 @@ for (const [a, b, ok] of rows) console.log(`| ${a.padEnd(w0)} | ${b.padEnd(w1)} 
 console.log(line);
 console.log(`total ${((Date.now() - t0) / 1000).toFixed(0)} s`);
 
-const problems = [...c.problems, ...tp.problems, ...k.workers.problems, ...(js.failures ?? []), js.problem, z.rust.problem, l.problem].filter(Boolean);
-if (pg) problems.push(...[...pg.c.problems, ...pg.k.twoProcesses.problems, ...(pg.z.failures ?? []), pg.z.problem, pg.l.problem].filter(Boolean).map((p) => `postgres: ${p}`));
+const attackProblems = (r) => r.examples.map((e) => `attack ${r.engine} #${e.i} ${e.what} [${e.form ?? ''}] ${e.sql ?? ''} ${JSON.stringify(e.params ?? [])}: ${JSON.stringify(e.detail)}`.slice(0, 400));
+const problems = [...c.problems, ...tp.problems, ...k.workers.problems, ...(js.failures ?? []), js.problem, z.rust.problem, l.problem, ...a.flatMap(attackProblems)].filter(Boolean);
+if (pg) problems.push(...[...pg.c.problems, ...pg.k.twoProcesses.problems, ...(pg.z.failures ?? []), pg.z.problem, pg.l.problem].filter(Boolean).map((p) => `postgres: ${p}`), ...attackProblems(pg.a));
 if (problems.length > 0) {
   console.log('\nproblems:');
-  for (const p of problems.slice(0, 40)) console.log(`  - ${p}`);
+  for (const p of problems.slice(0, 80)) console.log(`  - ${p}`);
 }
 process.exitCode = rows.every((r) => r[2]) ? 0 : 1;

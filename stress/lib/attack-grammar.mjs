@@ -1,0 +1,296 @@
+// Generated registered-query attacks, assembled from grammar fragments:
+// relation names in every quoting form (bare, "…", […], `…`, U&"…",
+// ONLY, (TABLE …), qualified, other letter case), internal and catalog
+// names, aliases including context keywords, variables in every form
+// (?, ?NNN, :x, @x, $x, #x, $n), comments (line, block, nested,
+// unterminated), strings (E'…', doubled quotes, dollar quoting), set
+// operations, subqueries, CTEs (plain, recursive, runaway, data-modifying),
+// and function calls (harmless and dangerous). Each query is a pure
+// function of (seed, index), so a run restarted at an index reproduces the
+// same queries.
+import { OWN, VICTIM, planFor } from '../../__test__/support/isolation.mjs';
+
+function rng(seed) {
+  let s = seed >>> 0 || 1;
+  const next = () => {
+    s ^= s << 13;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    return (s >>> 0) / 2 ** 32;
+  };
+  for (let i = 0; i < 8; i += 1) next();
+  return {
+    below: (n) => Math.floor(next() * n),
+    chance: (p) => next() < p,
+    pick: (list) => list[Math.floor(next() * list.length)],
+  };
+}
+
+// Fragments tagged by dialect: 'sqlite', 'postgres', or both (undefined).
+const D = (dialect, ...items) => items.map((text) => ({ text, dialect }));
+
+const TABLES = ['tasks', 'accounts'];
+
+/** Relation text for schema table `t`. */
+function relationForms(t) {
+  const u = `U&"${t[0]}\\00${t.charCodeAt(1).toString(16)}${t.slice(2)}"`;
+  return [
+    ...D(undefined, t, t, t, `"${t}"`, t.toUpperCase(), `${t[0].toUpperCase()}${t.slice(1)}`),
+    ...D('sqlite', `[${t}]`, `\`${t}\``, `main.${t}`, `temp.${t}`, `'${t}'`),
+    ...D('postgres', `ONLY ${t}`, `(TABLE ${t})`, u, `public.${t}`, `${t} *`, `"public"."${t}"`),
+  ];
+}
+
+const INTERNAL = [
+  ...D(undefined, 'sync_commits', '"sync_partitions"', 'sync_changes', 'SYNC_CLIENTS', 'sync_row_scopes', '"_sync_x"'),
+  ...D('sqlite', 'sqlite_master', 'sqlite_schema', '"sqlite_temp_master"', "pragma_table_info('tasks')", 'pragma_database_list', '[sync_commits]', '`sync_push_results`'),
+  ...D('postgres', 'pg_class', '"pg_tables"', 'U&"sync\\005fcommits"', 'information_schema.tables', 'pg_stat_activity', 'pg_settings', "pg_ls_dir('.')", 'U&"pg\\005fclass"', 'pg_catalog.pg_namespace'),
+];
+
+const KEYWORD_ALIASES = ['window', 'over', 'filter', 'rows', 'range', 'groups', 'do', 'key', 'match', 'first', 'last', 'nulls', 'current', 'exclude', 'replace', 'offset', 'within', 'only', 'lateral', 'table'];
+
+const VARIABLES = [
+  ...D(undefined, '?', '?', '?', '?1', '?2', '?3', '?99', '?0', ':x', '@x', '$x'),
+  ...D('sqlite', '#x', '#a', '$x::y(z)', ':1'),
+  ...D('postgres', '$1', '$2'),
+];
+
+const PARAM_VALUES = [VICTIM, VICTIM, VICTIM, OWN, 'p-own', 'own-1', 1, 42, 1.5, null, true, 'x\u0000y', ''];
+
+const HARMLESS_FUNCS = [
+  ...D(undefined, 'lower(REF.title)', 'length(REF.id)', "coalesce(REF.title, 'x')", "replace(REF.title, 'o', '0')", 'upper(VAR)', 'abs(1)'),
+  ...D('sqlite', "printf('%s', REF.title)", "json_extract(REF.meta, '$.m')", "group_concat(REF.title, ',')", 'typeof(VAR)'),
+  ...D('postgres', "string_agg(REF.title, ',')", 'CAST(VAR AS TEXT)', "REF.meta::text", 'version()'),
+];
+
+const DANGEROUS_FUNCS = [
+  ...D('sqlite', "load_extension('/nonexistent')", "readfile('/etc/hostname')", "writefile('/tmp/syncular-attack', 'x')", "fts3_tokenizer('simple')", "sqlite_offset(REF.id)", 'randomblob(8)', "edit('x')", "sqlite_compileoption_get(0)"),
+  ...D(
+    'postgres',
+    "query_to_xml('select * from tasks', true, true, '')::text",
+    "table_to_xml('tasks', true, true, '')::text",
+    "query_to_xml('select * from sync_commits', true, true, '')::text",
+    "\"query_to_xml\"('select title from tasks', true, true, '')::text",
+    "pg_read_file('PG_VERSION')",
+    "\"pg_read_file\"('PG_VERSION')",
+    "U&\"pg\\005fread\\005ffile\"('PG_VERSION')",
+    "current_setting('data_directory')",
+    "set_config('search_path', 'public', false)",
+    "set_config('statement_timeout', '0', false)",
+    "\"set_config\"('search_path', 'pg_catalog', false)",
+    "lo_import('/etc/hostname')",
+    'txid_current()',
+    'pg_backend_pid()',
+    "nextval('x')",
+    'inet_server_addr()',
+  ),
+];
+
+// Rare: each costs a query time limit (or a hang while limits are not enforced).
+const SLOW_FUNCS = [...D('postgres', 'pg_sleep(5)', 'pg_advisory_lock(7)', 'pg_terminate_backend(pg_backend_pid())')];
+
+const RUNAWAY = 'WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM r) SELECT count(*) FROM r';
+
+const COMMENTS = [
+  ...D(undefined, '/* c */', '-- c\n', '/**/', '/* FROM tasks */', "-- ' \n", '/* " */'),
+  ...D('postgres', '/* /* */ tasks */', '/* /* */ */', "/* /* ' */ */"),
+];
+
+const STRINGS = [
+  ...D(undefined, "'x'", "'it''s'", "'?'", "'FROM tasks'", "''"),
+  ...D('sqlite', "x'41'", '[x]'),
+  ...D('postgres', "E'\\''", "e'\\\\'", '$$x$$', "$q$ ' $q$", "U&'\\0041'"),
+];
+
+const SET_OPS = ['UNION ALL', 'UNION', 'EXCEPT', 'INTERSECT'];
+
+const DML_CTES = [
+  ...D(undefined, 'd AS (DELETE FROM REL RETURNING id)', "u AS (UPDATE REL SET title = 'w' RETURNING id)", "i AS (INSERT INTO tasks (id) VALUES ('zz') RETURNING id)"),
+  ...D('postgres', 'c AS (UPDATE sync_partitions SET max_commit_seq = 0 RETURNING 1)', 'k AS (DELETE FROM sync_commits RETURNING 1)', 'd AS (DELETE FROM U&"t\\0061sks" RETURNING 1)'),
+];
+
+const FORMS = [
+  ['legacy', 30],
+  ['plan', 20],
+  ['plan-first', 10],
+  ['tx', 25],
+  ['tx-plan', 15],
+];
+
+/** Picks fragments of `dialect` mostly, the other dialect's now and then. */
+function picker(r, dialect) {
+  return (list) => {
+    for (let k = 0; k < 4; k += 1) {
+      const f = r.pick(list);
+      if (f.dialect === undefined || f.dialect === dialect || r.chance(0.08)) return f.text;
+    }
+    return (list.find((f) => f.dialect === undefined || f.dialect === dialect) ?? list[0]).text;
+  };
+}
+
+const COLUMNS = { tasks: ['id', 'title', 'project_id', 'count'], accounts: ['id', 'email', 'org_id'] };
+
+// The hostile traits one query may combine (one or two per query, so that
+// most queries get past the first check and the later ones are exercised).
+const TRAITS = ['relation', 'internal', 'keyword-alias', 'variable', 'function', 'comment', 'string', 'dml', 'params', 'tail', 'nested'];
+
+/** Placeholders SQLite would count: bare `?` and the largest `?NNN` (outside quotes, roughly). */
+function placeholders(sql) {
+  const bare = sql.replace(/'(?:[^']|'')*'|"(?:[^"]|"")*"/g, '');
+  let anon = 0;
+  for (const m of bare.matchAll(/\?(\d*)/g)) anon = m[1] ? Math.max(anon, Number(m[1])) : anon + 1;
+  return Math.min(anon, 8);
+}
+
+/**
+ * The query number `index` of the run seeded `seed` for `dialect`:
+ * { form, sql, params, tables, plan, tags }.
+ */
+export function generate(seed, index, dialect) {
+  const r = rng((seed * 2654435761 + index * 40503 + 7) >>> 0);
+  const pick = picker(r, dialect);
+  const hostile = new Set();
+  const n = 1 + r.below(2);
+  while (hostile.size < n) hostile.add(r.pick(TRAITS));
+  const tags = [...hostile];
+  const tag = (t) => tags.push(t);
+
+  const relation = (t) => (hostile.has('relation') && r.chance(0.6) ? pick(relationForms(t)) : t);
+
+  // The FROM list: 1–3 items: schema relations, internal or catalog names, subqueries, CTE names.
+  const ctes = [];
+  const items = [];
+  const count = 1 + (r.chance(0.5) ? 0 : r.below(3));
+  let aliasN = 0;
+  for (let k = 0; k < count; k += 1) {
+    const roll = r.below(100);
+    let text;
+    let ref;
+    const t = r.pick(TABLES);
+    if (hostile.has('internal') && (k === 0 || r.chance(0.3))) text = pick(INTERNAL);
+    else if (roll < 70) text = relation(t);
+    else if (roll < 85) {
+      text = `(SELECT * FROM ${relation(t)})`;
+      tag('subquery');
+    } else {
+      const name = `x${ctes.length}`;
+      ctes.push(`${name} AS (SELECT * FROM ${relation(t)})`);
+      text = name;
+      tag('cte');
+    }
+    const a = r.below(100);
+    if (hostile.has('keyword-alias') && a < 70) {
+      const kw = r.pick(KEYWORD_ALIASES);
+      text += r.chance(0.5) ? ` AS ${kw}` : ` ${kw}`;
+      ref = kw;
+    } else if (a < 35 && /^[a-z_]+$/i.test(text)) ref = text;
+    else {
+      aliasN += 1;
+      ref = `t${aliasN}`;
+      text += r.chance(0.5) ? ` AS ${ref}` : ` ${ref}`;
+    }
+    items.push({ text, ref, table: t });
+  }
+
+  const col = (setOp) => {
+    const it = r.pick(items);
+    const c = setOp ? (it.table === 'tasks' ? 'title' : 'email') : r.pick(COLUMNS[it.table]);
+    return items.length === 1 && r.chance(0.4) ? c : `${it.ref}.${c}`;
+  };
+  const variable = () => (hostile.has('variable') && r.chance(0.7) ? pick(VARIABLES) : '?');
+  const func = () => {
+    let f;
+    if (hostile.has('function')) f = r.chance(0.06) ? pick(SLOW_FUNCS) : pick(DANGEROUS_FUNCS);
+    else f = pick(HARMLESS_FUNCS);
+    const it = r.pick(items);
+    return f.replaceAll('REF.title', `${it.ref}.${COLUMNS[it.table][1]}`).replaceAll('REF.id', `${it.ref}.id`).replaceAll('REF.meta', `${it.ref}.id`).replaceAll('REF', it.ref).replaceAll('VAR', variable());
+  };
+  const string = () => (hostile.has('string') && r.chance(0.7) ? pick(STRINGS) : "'x'");
+
+  // The select list.
+  const setOp = r.chance(0.12);
+  const selectItems = [];
+  const width = setOp ? 1 : 1 + r.below(3);
+  for (let k = 0; k < width; k += 1) {
+    const roll = r.below(100);
+    let e;
+    if (roll < 8 && !setOp) e = '*';
+    else if (roll < 55 || setOp) e = col(setOp);
+    else if (roll < 65) e = variable();
+    else if (roll < 82) e = func();
+    else if (roll < 90) e = string();
+    else {
+      e = `(SELECT ${r.chance(0.5) ? 'count(*)' : 'max(id)'} FROM ${relation(r.pick(TABLES))})`;
+      tag('scalar-subquery');
+    }
+    selectItems.push(e === '*' ? e : `${e} AS c${k}`);
+  }
+  let sql = `SELECT ${selectItems.join(', ')} FROM ${items.map((i) => i.text).join(r.chance(0.7) ? ', ' : ' CROSS JOIN ')}`;
+
+  const w = r.below(100);
+  if (w < 20) sql += ` WHERE ${variable()} IS NULL`;
+  else if (w < 28) sql += ` WHERE ${variable()} IS NULL OR ${variable()} IS NULL`;
+  else if (w < 38) {
+    sql += ` WHERE ${col()} IN (SELECT id FROM ${relation(r.pick(TABLES))})`;
+    tag('subquery');
+  } else if (w < 42) {
+    sql += ` WHERE ${col()} IN ${relation('tasks')}`;
+    tag('in-table');
+  } else if (w < 52) sql += ` WHERE ${col()} <> ${string()}`;
+
+  if (setOp) {
+    const t = r.pick(TABLES);
+    sql += ` ${r.pick(SET_OPS)} SELECT ${t === 'tasks' ? 'title' : 'email'} FROM ${relation(t)}`;
+    tag('set-operation');
+  }
+
+  if (hostile.has('dml')) {
+    ctes.push(r.pick(DML_CTES.filter((f) => f.dialect === undefined || f.dialect === dialect)).text.replace('REL', relation('tasks')));
+    if (dialect === 'postgres' && r.chance(0.6)) {
+      // E'\'' desynchronizes a lexer that does not know backslash escapes; a second one resynchronizes it.
+      ctes.unshift("q AS (SELECT E'\\'' AS s)");
+      sql = sql.replace('SELECT ', "SELECT E'\\'' AS s2, ");
+      tag('e-string');
+    }
+  } else if (r.chance(0.06)) {
+    ctes.push('r(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM r WHERE n < 3)');
+    tag('recursive');
+  }
+  if (ctes.length) sql = `WITH ${ctes.some((x) => x.startsWith('r(')) ? 'RECURSIVE ' : ''}${ctes.join(', ')} ${sql}`;
+  if (r.chance(0.005)) {
+    sql = RUNAWAY;
+    tag('runaway');
+  }
+
+  if (hostile.has('comment') || hostile.has('nested')) {
+    const spots = [...sql.matchAll(/ /g)].map((m) => m.index);
+    const at = r.pick(spots);
+    const c = hostile.has('nested') ? pick([...D('postgres', '/* /* */ tasks */', '/* /* */ */', "/* /* ' */ */", '/* /* */ , tasks */'), ...D('sqlite', '/* /* */', '/* [ */')]) : pick(COMMENTS);
+    sql = `${sql.slice(0, at)} ${c} ${sql.slice(at + 1)}`;
+  }
+  if (hostile.has('tail')) sql += r.pick([' /*', ' --', "'", '"', ';', '; DELETE FROM tasks', ' LIMIT ?', ' ORDER BY 1', ' OFFSET ?']);
+
+  const params = [];
+  const wanted = hostile.has('params') ? r.below(4) : placeholders(sql);
+  for (let k = 0; k < wanted; k += 1) params.push(r.pick(PARAM_VALUES));
+
+  let total = 0;
+  for (const [, weight] of FORMS) total += weight;
+  let f = r.below(total);
+  let form = FORMS[0][0];
+  for (const [name, weight] of FORMS) {
+    if (f < weight) {
+      form = name;
+      break;
+    }
+    f -= weight;
+  }
+  const plan = planFor(sql, TABLES, { firstOnly: form === 'plan-first' });
+  for (const rel of plan.plan.relations) {
+    const m = /^\s+(?:AS\s+)?([A-Za-z_][A-Za-z0-9_]*)/i.exec(sql.slice(rel.end));
+    if (m && !/^(on|where|group|order|inner|left|right|full|outer|natural|join|cross|using|limit|having|union|except|intersect|select|from|returning)$/i.test(m[1])) rel.alias = m[1];
+  }
+  // The legacy form declares what the text names (now and then nothing or everything).
+  const declared = hostile.has('params') && r.chance(0.4) ? (r.chance(0.5) ? [] : [...TABLES]) : plan.tables;
+  return { form, sql, params, tables: form.includes('plan') ? plan.tables : declared, plan: plan.plan, tags: [...new Set(tags)] };
+}
