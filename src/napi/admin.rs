@@ -4,7 +4,7 @@
 use super::convert::int;
 use super::guard;
 use super::handle::SqliteHandle;
-use crate::sqlite::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
+use crate::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 

@@ -190,17 +190,17 @@ impl JsDeclaration {
 pub fn prune_target(
     through_seq: f64,
     log_epoch: Option<&str>,
-) -> Result<crate::sqlite::PruneTarget<'_>> {
+) -> Result<crate::model::PruneTarget<'_>> {
     let through = non_negative(through_seq, "throughSeq")
         .map_err(|_| crate::error::Error::query("sync.storage.invalid_prune_cursor"))?;
     match log_epoch {
         Some("") => Err(crate::error::Error::query(
             "sync.storage.invalid_prune_cursor",
         )),
-        Some(e) => Ok(crate::sqlite::PruneTarget::Checked {
+        Some(e) => Ok(crate::model::PruneTarget::Checked {
             log_epoch: e,
             through_seq: through,
         }),
-        None => Ok(crate::sqlite::PruneTarget::Legacy(through)),
+        None => Ok(crate::model::PruneTarget::Legacy(through)),
     }
 }

@@ -11,7 +11,7 @@ use super::packed::{self, Packed};
 use super::pg::{guarded, PgHandle};
 use super::query::{values, JsQueryRequest, JsQueryResult, QueryValue};
 use super::reactions::{lease_expiry, out, JsNewReaction, JsPrunedReactions, JsReaction};
-use crate::sqlite::reactions::{ClaimQuery, FailureUpdate, PruneQuery};
+use crate::model::reactions::{ClaimQuery, FailureUpdate, PruneQuery};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 

@@ -7,7 +7,7 @@ use super::guard;
 use super::handle::SqliteHandle;
 use crate::error::Error;
 use crate::model::MAX_SAFE_INTEGER;
-use crate::sqlite::reactions::{
+use crate::model::reactions::{
     ClaimQuery, FailureUpdate, NewReaction, PruneQuery, PrunedCounts, StoredReaction,
 };
 use napi::bindgen_prelude::*;

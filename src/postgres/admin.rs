@@ -6,7 +6,7 @@ use super::conn::map_err;
 use super::{read, snapshot, PgEngine};
 use crate::error::Result;
 use crate::schema::quote_ident;
-use crate::sqlite::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
+use crate::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
 use sqlx::{AssertSqlSafe, PgConnection, Row};
 
 /// Changes per (commit, table) of the listed commits, ordered by table.

@@ -9,7 +9,7 @@ use crate::model::{ChangeOp, NewCommit, PruneResult};
 use crate::scope::scope_pairs;
 use sqlx::PgConnection;
 
-pub use crate::sqlite::PruneTarget;
+pub use crate::model::PruneTarget;
 
 pub async fn max_commit_seq(c: &mut PgConnection, partition: &str) -> Result<i64> {
     let v: Option<i64> =

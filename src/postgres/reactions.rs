@@ -7,7 +7,7 @@
 use super::conn::map_err;
 use super::{read, with_tx, write, PgEngine};
 use crate::error::{Error, Result};
-use crate::sqlite::reactions::{
+use crate::model::reactions::{
     ClaimQuery, FailureUpdate, NewReaction, PruneQuery, PrunedCounts, StoredReaction,
 };
 use sqlx::postgres::PgRow;

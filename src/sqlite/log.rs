@@ -3,7 +3,7 @@
 
 use super::conn::map_err;
 use crate::error::{Error, Result};
-use crate::model::{ChangeOp, NewCommit, PruneResult};
+use crate::model::{ChangeOp, NewCommit, PruneResult, PruneTarget};
 use crate::scope::scope_pairs;
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -146,16 +146,6 @@ pub fn append_commit(
         }
         Ok(seq)
     })
-}
-
-pub enum PruneTarget<'a> {
-    /// 0.24 form: epoch-checked.
-    Checked {
-        log_epoch: &'a str,
-        through_seq: i64,
-    },
-    /// 0.15.x form `(partition, seq)`.
-    Legacy(i64),
 }
 
 /// Raises the horizon and removes everything at or below it (§9). Runs

@@ -27,7 +27,7 @@ pub mod sql;
 mod window;
 
 pub use conn::{Config, Location, Synchronous};
-pub use log::PruneTarget;
+
 pub use query::QueryOutput;
 pub use window::WindowQuery;
 

@@ -2,6 +2,9 @@
 //! JSON-valued fields stay as the text the host wrote (`JSON.stringify`
 //! output), so they are stored byte-identical to the in-tree storages.
 
+pub mod admin;
+pub mod reactions;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredRow {
     pub row_id: String,
@@ -136,3 +139,14 @@ pub struct ServeGate {
 }
 
 pub const MAX_SAFE_INTEGER: i64 = 9_007_199_254_740_991;
+
+/// Which form of `pruneCommitsThrough` the host called.
+pub enum PruneTarget<'a> {
+    /// 0.24 form: epoch-checked.
+    Checked {
+        log_epoch: &'a str,
+        through_seq: i64,
+    },
+    /// 0.15.x form `(partition, seq)`.
+    Legacy(i64),
+}
