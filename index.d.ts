@@ -55,7 +55,7 @@ export interface NativeStorageOptions {
   readonly synchronous?: SynchronousMode | undefined;
   /**
    * SQLite only. How long, in ms, a write waits for another process's write
-   * lock before failing with `ERR_SYNCULAR_WRITER_BUSY`; an integer ≥ 0.
+   * lock before rejecting with code `SQLITE_BUSY`; an integer ≥ 0.
    * Default 30000. The wait happens off the JS thread.
    */
   readonly busyTimeoutMs?: number | undefined;
