@@ -1,6 +1,6 @@
 'use strict';
 // syncular-native-storage: a ServerStorage for @syncular/server backed by a
-// Rust engine. See README.md.
+// Rust engine. See README.md; the types are in index.d.ts.
 
 const { NativeStorage } = require('./lib/storage');
 const errors = require('./lib/errors');
@@ -10,11 +10,12 @@ function createStorage(options) {
   return new NativeStorage(options);
 }
 
-module.exports = {
-  NativeStorage,
-  createStorage,
-  SyncError: errors.SyncError,
-  StorageQueryError: errors.StorageQueryError,
-  StorageConstraintError: errors.StorageConstraintError,
-  DecodeError: errors.DecodeError,
-};
+// One `exports.name = …` per export: Node's CommonJS lexer reads these, so
+// ESM hosts get every name as a named import (an object literal with
+// member-expression values hides all but the first).
+exports.NativeStorage = NativeStorage;
+exports.createStorage = createStorage;
+exports.SyncError = errors.SyncError;
+exports.StorageQueryError = errors.StorageQueryError;
+exports.StorageConstraintError = errors.StorageConstraintError;
+exports.DecodeError = errors.DecodeError;

@@ -1,9 +1,9 @@
 /**
- * STORAGE_MODULE for the upstream acceptance harness
- * (/work/shared/acceptance/run-upstream.sh): runs the public @syncular/server
- * tests against this package's NativeStorage.
+ * STORAGE_MODULE for the upstream acceptance harness (`run-upstream.sh` of
+ * the acceptance kit, which is not part of this repository): runs the public
+ * @syncular/server tests against this package's NativeStorage.
  *
- *   run-upstream.sh --suite all MIRROR examples/upstream-module.mjs
+ *   bash "$SYNCULAR_ACCEPTANCE_DIR/run-upstream.sh" --suite all MIRROR examples/upstream-module.mjs
  *
  * The harness calls `createStorage(context)` once per storage it needs and
  * expects a fresh, isolated ServerStorage back, synchronously (the

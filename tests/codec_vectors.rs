@@ -1,4 +1,5 @@
-//! Row codec against the upstream wire vectors (`../shared/vectors`).
+//! Row codec against the upstream wire vectors (`tests/fixtures/vectors`,
+//! vendored; provenance and licence in the README there).
 //!
 //! * Segment vectors (SSG2) carry a self-describing column table and a JSON
 //!   rendering of every value: each row is decoded, compared value by value,
@@ -19,7 +20,7 @@ use syncular_native_storage::codec::{
 // ---------------------------------------------------------------- fixtures
 
 fn vectors_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/vectors");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vectors");
     assert!(
         dir.join("README.md").is_file(),
         "wire vectors missing: expected them under {}",

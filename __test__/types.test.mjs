@@ -1,0 +1,117 @@
+// The hand-written index.d.ts: TypeScript hosts (0.24 and 0.15.x forms)
+// accept NativeStorage under --strict --exactOptionalPropertyTypes, typed
+// mistakes are rejected, and what it declares is what the JS provides.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const require = createRequire(import.meta.url);
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const typesDir = join(root, '__test__', 'types');
+const tsRoot = dirname(require.resolve('typescript/package.json'));
+const ts = require('typescript');
+const pkg = require('..');
+
+function tsc(project) {
+  const r = spawnSync(
+    process.execPath,
+    [join(tsRoot, 'bin', 'tsc'), '-p', join(typesDir, project), '--strict', '--exactOptionalPropertyTypes', '--noEmit', '--pretty', 'false'],
+    { cwd: root, encoding: 'utf8' },
+  );
+  assert.equal(r.error, undefined, String(r.error));
+  return { status: r.status, output: r.stdout + r.stderr };
+}
+
+test('package.json points TypeScript at index.d.ts', () => {
+  const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+  assert.equal(manifest.types, 'index.d.ts');
+  assert.ok(manifest.files.includes('index.d.ts'), 'index.d.ts is published');
+});
+
+test('the 0.24, post-0.24 and 0.15.x hosts accept NativeStorage (tsc --strict --exactOptionalPropertyTypes)', () => {
+  const { status, output } = tsc('tsconfig.json');
+  assert.equal(status, 0, `tsc reported errors:\n${output}`);
+});
+
+test('typed mistakes do not compile: an error on every EXPECT-ERROR line and nowhere else', () => {
+  const { status, output } = tsc('tsconfig.wrong.json');
+  assert.notEqual(status, 0, 'wrong.mts compiled');
+  const lines = readFileSync(join(typesDir, 'wrong.mts'), 'utf8').split('\n');
+  const expected = lines.flatMap((line, i) => (/\/\/ EXPECT-ERROR\s*$/.test(line) ? [i + 1] : []));
+  assert.ok(expected.length >= 4);
+  const reported = [...new Set([...output.matchAll(/wrong\.mts\((\d+),\d+\): error TS\d+/g)].map((m) => Number(m[1])))];
+  assert.deepEqual(reported.sort((a, b) => a - b), expected, output);
+});
+
+/** Names of the methods and value exports index.d.ts declares. */
+function declared() {
+  const file = join(root, 'index.d.ts');
+  const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, true);
+  const members = (node) => [...new Set(node.members.filter((m) => m.name && (ts.isMethodDeclaration(m) || ts.isMethodSignature(m))).map((m) => m.name.text))];
+  const out = { values: [] };
+  for (const s of source.statements) {
+    const exported = ts.getModifiers?.(s)?.some((m) => m.kind === ts.SyntaxKind.ExportKeyword);
+    if (!exported) continue;
+    if (ts.isClassDeclaration(s) || ts.isFunctionDeclaration(s)) out.values.push(s.name.text);
+    if (ts.isClassDeclaration(s) && s.name.text === 'NativeStorage') out.storage = members(s);
+    if (ts.isInterfaceDeclaration(s) && s.name.text === 'NativeTransaction') out.transaction = members(s);
+    if (ts.isInterfaceDeclaration(s) && s.name.text === 'NativeStorageOptions') {
+      out.options = s.members.map((m) => m.name.text);
+    }
+  }
+  return out;
+}
+
+const ownFunctions = (o) => Object.keys(o).filter((k) => typeof o[k] === 'function');
+const sorted = (a) => [...a].sort();
+
+test('index.d.ts declares exactly the runtime exports and members', async () => {
+  const d = declared();
+  assert.deepEqual(sorted(d.values), sorted(Object.keys(pkg)));
+  // ESM hosts get each one as a named import (Node's CommonJS lexer must see it).
+  const esm = await import('../index.js');
+  assert.deepEqual(sorted(d.values), sorted(Object.keys(esm).filter((k) => k !== 'default')));
+  const storage = new pkg.NativeStorage();
+  try {
+    assert.deepEqual(sorted(d.storage), sorted(ownFunctions(storage)));
+    const tx = await storage.begin('p');
+    try {
+      assert.deepEqual(sorted(d.transaction), sorted(ownFunctions(tx)));
+    } finally {
+      await tx.rollback();
+    }
+  } finally {
+    await storage.close();
+  }
+});
+
+test('every declared option is read: valid values construct, invalid ones throw coded errors', async () => {
+  const { options } = declared();
+  assert.deepEqual(sorted(options), sorted(['url', 'path', 'filename', 'errors', 'synchronous', 'busyTimeoutMs', 'maxConnections', 'schema', 'queryTimeoutMs']));
+  const invalid = [
+    { synchronous: 'fast' },
+    { busyTimeoutMs: -1 },
+    { queryTimeoutMs: 0 },
+    { url: 42 },
+    { url: 'postgres://127.0.0.1:1/none', maxConnections: 0 },
+    { url: 'postgres://127.0.0.1:1/none', schema: 7 },
+    { url: 'postgres://127.0.0.1:1/none', queryTimeoutMs: 1.5 },
+  ];
+  for (const opts of invalid) {
+    assert.throws(() => new pkg.NativeStorage(opts), { code: 'ERR_SYNCULAR_INVALID_ARGUMENT' }, JSON.stringify(opts));
+  }
+  for (const opts of [
+    { synchronous: 'off', busyTimeoutMs: 0, queryTimeoutMs: 1 },
+    { synchronous: 'full', queryTimeoutMs: 10_000, url: undefined },
+    { path: ':memory:' },
+    { filename: ':memory:' },
+    { url: 'postgres://127.0.0.1:1/none', maxConnections: 2, schema: 'tenant_a', queryTimeoutMs: 500 },
+  ]) {
+    const s = new pkg.NativeStorage(opts);
+    await s.close();
+  }
+});

@@ -1,0 +1,791 @@
+// Type declarations of syncular-native-storage, written by hand for
+// TypeScript hosts of @syncular/server. NativeStorage is structurally a
+// `ServerStorage` of @syncular/server 0.24 (and accepts the 0.15.x call
+// forms); its transactions are `StorageTransaction`s. The types below are
+// self-contained: they name nothing from @syncular/server or
+// @syncular/core, so the package type-checks without either installed, and
+// the host's own interfaces accept these shapes structurally.
+//
+// Conventions the runtime keeps and the types state:
+// - "absent" is `undefined` (never `null`), except
+//   `getActiveClientCursorFloor`, which answers `null` when no cursor is active;
+// - optional output fields are omitted, never present with `undefined`;
+// - sequence numbers, versions, counts and millisecond timestamps are
+//   `number`s (safe integers); only registered-query rows may hold `bigint`s.
+
+// ===================================================================== options
+
+/** SQLite durability of a file database (`PRAGMA synchronous`). */
+export type SynchronousMode = 'off' | 'normal' | 'full';
+
+/** Constructors of the error classes a host wants thrown (see `NativeStorageOptions.errors`). */
+export interface ErrorClasses {
+  /** Built as `new SyncError(code, message)`. */
+  readonly SyncError?: new (...args: never[]) => Error;
+  /** Built as `new StorageQueryError(code, details?)`. */
+  readonly StorageQueryError?: new (...args: never[]) => Error;
+  /** Built as `new StorageConstraintError(cause, opIndex?)`. */
+  readonly StorageConstraintError?: new (...args: never[]) => Error;
+  /** Built as `new DecodeError(message)`; its `code` is set to `sync.invalid_request` when the class sets none. */
+  readonly DecodeError?: new (...args: never[]) => Error;
+}
+
+export interface NativeStorageOptions {
+  /**
+   * Where the data lives; the scheme picks the engine.
+   * - SQLite (default engine): `sqlite::memory:` (the default: a private
+   *   in-memory database per storage), `sqlite:PATH`, `sqlite://PATH`,
+   *   `file:PATH`, `:memory:` or a bare file path.
+   * - PostgreSQL: `postgres://…` or `postgresql://…` (a libpq-style URL).
+   */
+  readonly url?: string | undefined;
+  /** Alias of `url` (read only when `url` is absent). */
+  readonly path?: string | undefined;
+  /** Alias of `url` (read only when `url` and `path` are absent). */
+  readonly filename?: string | undefined;
+  /**
+   * The error classes to throw: pass the host's `@syncular/server` namespace
+   * (or an object carrying `SyncError`, `StorageQueryError`,
+   * `StorageConstraintError`, `DecodeError`) so the host's `instanceof`
+   * checks hold. Each class not given falls back to this package's class of
+   * the same name (exported below).
+   */
+  readonly errors?: ErrorClasses | undefined;
+  /** SQLite only. Default `'normal'`; any other string throws `ERR_SYNCULAR_INVALID_ARGUMENT`. */
+  readonly synchronous?: SynchronousMode | undefined;
+  /**
+   * SQLite only. How long, in ms, a write waits for another process's write
+   * lock before rejecting with code `SQLITE_BUSY`; an integer ≥ 0.
+   * Default 30000. The wait happens off the JS thread.
+   */
+  readonly busyTimeoutMs?: number | undefined;
+  /** PostgreSQL only. Size of the connection pool, an integer ≥ 1. Default 10. */
+  readonly maxConnections?: number | undefined;
+  /**
+   * PostgreSQL only. Confines the storage to this schema (created when
+   * missing) through `search_path`. Default: the server's `search_path`.
+   */
+  readonly schema?: string | undefined;
+  /**
+   * Time limit, in ms, of each registered query (`queryAuthoritative`, on
+   * the storage and on a transaction); an integer ≥ 1. Default 10000. A
+   * query over the limit is interrupted and rejects with
+   * `ERR_SYNCULAR_QUERY_TIMEOUT`.
+   */
+  readonly queryTimeoutMs?: number | undefined;
+}
+
+// =================================================================== values
+
+/** A row's scope values, one per scope variable. */
+export type StoredScopes = Record<string, string>;
+
+/** A scope filter: per variable, the values to match (any of them). */
+export type ScopeMap = Record<string, string[]>;
+
+/** A scope filter as the storage accepts it (read-only arrays are fine). */
+export type ScopeFilter = { readonly [variable: string]: readonly string[] };
+
+/** A column value in a row-codec payload or an index lookup. */
+export type RowValue = string | number | boolean | Uint8Array | null;
+
+/** The column types of the row codec. */
+export type ColumnType = 'string' | 'integer' | 'float' | 'boolean' | 'json' | 'bytes' | 'blob_ref' | 'crdt';
+
+/** The parts of a compiled column the storage reads. */
+export interface SchemaColumn {
+  readonly name: string;
+  readonly type: ColumnType;
+  readonly nullable: boolean;
+}
+
+/** The parts of a host's compiled table the storage reads (others are ignored). */
+export interface SchemaTable {
+  readonly name: string;
+  readonly columns: readonly SchemaColumn[];
+  /** Default 0. */
+  readonly primaryKeyIndex?: number;
+  /** Whether the table has a relational projection; defaults as the host's compiler does. */
+  readonly materialize?: boolean;
+  readonly indexes?: readonly { readonly name: string; readonly columns: readonly string[]; readonly unique?: boolean }[];
+  readonly scopePatterns?: readonly { readonly columnIndex: number }[];
+  readonly encryptedColumnIndices?: readonly number[];
+}
+
+/**
+ * The host's `CompiledSchema` as the storage reads it: `tables` is the
+ * host's `Map` (a plain object or an array of tables is accepted too).
+ */
+export interface CompiledSchemaLike {
+  readonly version: number;
+  readonly tables: ReadonlyMap<string, SchemaTable> | readonly SchemaTable[] | { readonly [name: string]: SchemaTable };
+}
+
+export interface StoredRow {
+  readonly rowId: string;
+  readonly serverVersion: number;
+  readonly scopes: StoredScopes;
+  /** Full row-codec bytes. */
+  readonly payload: Uint8Array;
+  /** (ordinal, version) pairs of columns above version 1; omitted when none is stored. */
+  readonly columnVersions?: Uint8Array;
+}
+
+/** A row as `upsertRow` accepts it. */
+export interface RowInput {
+  readonly rowId: string;
+  readonly serverVersion: number;
+  readonly scopes: StoredScopes;
+  readonly payload: Uint8Array;
+  readonly columnVersions?: Uint8Array | undefined;
+}
+
+export interface NewChange {
+  readonly table: string;
+  readonly rowId: string;
+  readonly op: 'upsert' | 'delete';
+  /** Upserts only. */
+  readonly rowVersion?: number | undefined;
+  readonly scopes: StoredScopes;
+  /** Upserts only. */
+  readonly payload?: Uint8Array | undefined;
+}
+
+export interface NewCommit {
+  readonly clientId: string;
+  readonly clientCommitId: string;
+  readonly actorId: string;
+  readonly createdAtMs: number;
+  readonly changes: readonly NewChange[];
+}
+
+export interface StoredChange {
+  readonly table: string;
+  readonly rowId: string;
+  readonly op: 'upsert' | 'delete';
+  /** Upserts only; omitted on deletes. */
+  readonly rowVersion?: number;
+  readonly scopes: StoredScopes;
+  /** Upserts only; omitted on deletes. */
+  readonly payload?: Uint8Array;
+}
+
+export interface StoredCommit {
+  readonly commitSeq: number;
+  readonly createdAtMs: number;
+  readonly actorId: string;
+  readonly changes: readonly StoredChange[];
+}
+
+// ------------------------------------------------------------ push outcomes
+
+export type PushOperationResult =
+  | { readonly opIndex: number; readonly status: 'applied' }
+  | {
+      readonly opIndex: number;
+      readonly status: 'conflict';
+      readonly code: string;
+      readonly message: string;
+      readonly serverVersion: number;
+      readonly serverRow: Uint8Array;
+      readonly conflictColumns: Uint8Array;
+    }
+  | {
+      readonly opIndex: number;
+      readonly status: 'error';
+      readonly code: string;
+      readonly message: string;
+      readonly retryable: boolean;
+      /** Stored and returned as given (JSON). */
+      readonly details?: { readonly [key: string]: unknown };
+    };
+
+/** An operation result as `putPushResult` accepts it (`conflictColumns` may be missing on old hosts). */
+export type PushOperationResultInput =
+  | { readonly opIndex: number; readonly status: 'applied' }
+  | {
+      readonly opIndex: number;
+      readonly status: 'conflict';
+      readonly code: string;
+      readonly message: string;
+      readonly serverVersion: number;
+      readonly serverRow: Uint8Array;
+      readonly conflictColumns?: Uint8Array | undefined;
+    }
+  | {
+      readonly opIndex: number;
+      readonly status: 'error';
+      readonly code: string;
+      readonly message: string;
+      readonly retryable: boolean;
+      readonly details?: { readonly [key: string]: unknown } | undefined;
+    };
+
+export interface StoredPushResult {
+  readonly status: 'applied' | 'rejected';
+  /** Present exactly when applied. */
+  readonly commitSeq?: number;
+  readonly recordedAtMs?: number;
+  readonly cacheIdentity?: string;
+  readonly results: readonly PushOperationResult[];
+}
+
+export interface PushResultInput {
+  readonly status: 'applied' | 'rejected';
+  readonly commitSeq?: number | undefined;
+  readonly recordedAtMs?: number | undefined;
+  readonly cacheIdentity?: string | undefined;
+  readonly results: readonly PushOperationResultInput[];
+}
+
+// ---------------------------------------------------------------- partitions
+
+export interface PartitionRegistryEntry {
+  readonly partition: string;
+  readonly logEpoch: string;
+  readonly epochRequired: boolean;
+  readonly lastAuthenticatedAtMs: number;
+}
+
+export interface CommitPruneQuery {
+  /** Must equal the partition's current log epoch; non-empty. */
+  readonly logEpoch: string;
+  /** A safe integer ≥ 0. */
+  readonly throughSeq: number;
+}
+
+export interface CommitPruneResult {
+  readonly previousHorizonSeq: number;
+  readonly horizonSeq: number;
+  readonly removedCommits: number;
+}
+
+// ------------------------------------------------- checkpoints and serve gate
+
+export type CheckpointState = 'declared' | 'backfilling' | 'activated';
+
+export interface CheckpointDeclaration {
+  readonly partition: string;
+  readonly name: string;
+  readonly schemaVersion: number;
+}
+
+export interface StoredCheckpoint {
+  readonly partition: string;
+  readonly name: string;
+  readonly schemaVersion: number;
+  readonly state: CheckpointState;
+  /** Highest source commitSeq the backfill covers. */
+  readonly watermark: number;
+  /** Claim counter; each claim gets the next one. */
+  readonly ownerEpoch: number;
+  readonly observedRows: number;
+  readonly updatedAtMs: number;
+}
+
+export interface ServeGate {
+  /** Published schema version; 0 when none. */
+  readonly storedSchemaVersion: number;
+  /** This partition's log epoch; `undefined` (never `null`) when unregistered. */
+  readonly logEpoch: string | undefined;
+  /** Incomplete checkpoints of every partition at the running version. */
+  readonly pending: readonly { readonly partition: string; readonly name: string }[];
+}
+
+export type SourceChangeState = 'clean' | 'changed' | 'unverifiable';
+export type ActivationOutcome = 'activated' | 'stale' | 'unverifiable';
+
+// ------------------------------------------------------------------- clients
+
+export interface ClientSubscription {
+  readonly id: string;
+  readonly table: string;
+  readonly scopes: ScopeMap;
+}
+
+export interface ClientRecord {
+  readonly clientId: string;
+  readonly actorId: string;
+  readonly wireVersion: number;
+  readonly cursor: number;
+  readonly updatedAtMs: number;
+  readonly subscriptions: readonly ClientSubscription[];
+}
+
+export interface ClientRecordInput {
+  readonly clientId: string;
+  readonly actorId: string;
+  /** Default 1. */
+  readonly wireVersion?: number | undefined;
+  readonly cursor: number;
+  readonly updatedAtMs: number;
+  readonly subscriptions: readonly {
+    readonly id: string;
+    readonly table: string;
+    readonly scopes: ScopeFilter;
+  }[];
+}
+
+export interface ClientCursorInfo {
+  readonly clientId: string;
+  readonly cursor: number;
+  readonly updatedAtMs: number;
+}
+
+// ------------------------------------------------------------------- queries
+
+export interface CommitWindowQuery {
+  readonly table: string;
+  readonly scopeFilter: ScopeFilter;
+  /** Exclusive. */
+  readonly afterSeq: number;
+  /** Inclusive. */
+  readonly throughSeq: number;
+  readonly limitChanges: number;
+}
+
+export interface RowScanQuery {
+  readonly table: string;
+  readonly scopeFilter: ScopeFilter;
+  /** Exclusive keyset cursor; `null` starts at the beginning. */
+  readonly afterRowId: string | null;
+  readonly limit: number;
+}
+
+export interface IndexRowScanQuery {
+  readonly table: string;
+  /** A declared index of a materialized table. */
+  readonly index: string;
+  /** One value per index column. */
+  readonly values: readonly RowValue[];
+  readonly afterRowId?: string | null | undefined;
+  /** An integer from 1 to 1000. */
+  readonly limit: number;
+}
+
+/** `latestScopedChangeSeq`'s query (post-0.24). */
+export interface ScopedChangeQuery {
+  readonly table: string;
+  readonly scopeFilter: ScopeFilter;
+}
+
+export type AuthoritativeQueryValue = string | number | bigint | boolean | Uint8Array | null;
+
+/** A registered query's SQL with the positions of each table occurrence (0.24 form). */
+export interface AuthoritativeRelationPlan {
+  readonly sql: string;
+  readonly relations: readonly {
+    readonly table: string;
+    /** Offset of the occurrence in `sql`, in UTF-16 code units. */
+    readonly start: number;
+    readonly end: number;
+    readonly alias?: string | undefined;
+  }[];
+}
+
+export interface AuthoritativeQueryRequest {
+  readonly plan: AuthoritativeRelationPlan;
+  readonly params: readonly AuthoritativeQueryValue[];
+  readonly tables: readonly string[];
+}
+
+/** The 0.15.x request form: the host's already wrapped SQL. */
+export interface LegacyAuthoritativeQueryRequest {
+  readonly sql: string;
+  readonly params: readonly AuthoritativeQueryValue[];
+  readonly tables: readonly string[];
+}
+
+export interface AuthoritativeQueryResult {
+  /** Column values may be `bigint` (integers beyond the safe range). */
+  readonly rows: readonly Readonly<Record<string, unknown>>[];
+  readonly maxCommitSeq: number;
+}
+
+// ----------------------------------------------------------------- reactions
+
+/** JSON that survives a round trip through the database. */
+export type DurableJsonValue =
+  | null
+  | boolean
+  | number
+  | string
+  | readonly DurableJsonValue[]
+  | { readonly [key: string]: DurableJsonValue };
+
+export type ReactionStatus = 'pending' | 'leased' | 'completed' | 'dead-letter';
+
+export interface ReactionFailure {
+  readonly code: string;
+  readonly atMs: number;
+  readonly details?: { readonly [key: string]: DurableJsonValue };
+}
+
+export interface NewReaction {
+  readonly idempotencyKey: string;
+  readonly type: string;
+  readonly version: number;
+  readonly payload: DurableJsonValue;
+  readonly sourceClientId: string;
+  readonly sourceClientCommitId: string;
+  readonly sourceCommitSeq: number;
+  readonly createdAtMs: number;
+  readonly maxAttempts: number;
+}
+
+export interface StoredReaction extends NewReaction {
+  readonly status: ReactionStatus;
+  readonly attempts: number;
+  readonly availableAtMs: number;
+  readonly leaseOwner?: string;
+  readonly leaseExpiresAtMs?: number;
+  readonly completedAtMs?: number;
+  readonly lastFailure?: ReactionFailure;
+}
+
+export interface ReactionClaimQuery {
+  readonly leaseOwner: string;
+  readonly types: readonly string[];
+  readonly nowMs: number;
+  readonly leaseDurationMs: number;
+  readonly limit: number;
+}
+
+export interface ReactionListQuery {
+  readonly statuses?: readonly ReactionStatus[] | undefined;
+  readonly types?: readonly string[] | undefined;
+  readonly limit: number;
+}
+
+export interface ReactionFailureUpdate {
+  readonly leaseOwner: string;
+  readonly failure: ReactionFailure;
+  /** When to retry; absent: the reaction goes to dead-letter. */
+  readonly retryAtMs?: number | undefined;
+}
+
+export interface ReactionPruneQuery {
+  readonly completedBeforeMs: number;
+  readonly deadLetterBeforeMs: number;
+  readonly limit: number;
+}
+
+export interface PrunedReactionCounts {
+  readonly completed: number;
+  readonly deadLetter: number;
+}
+
+// ------------------------------------------------------------- admin and blobs
+
+export interface CommitMetadata {
+  readonly commitSeq: number;
+  readonly clientId: string;
+  readonly clientCommitId: string;
+  readonly actorId: string;
+  readonly createdAtMs: number;
+  readonly changeCount: number;
+  readonly tables: readonly string[];
+}
+
+export interface CommitMetadataQuery {
+  readonly afterSeq: number;
+  readonly limit: number;
+  readonly table?: string | undefined;
+}
+
+export interface ScopeCommitActivity {
+  readonly commitSeq: number;
+  readonly table: string;
+  readonly createdAtMs: number;
+  readonly actorId: string;
+  readonly changeCount: number;
+}
+
+export interface ScopeActivityQuery {
+  readonly variable: string;
+  readonly value: string;
+  readonly limit: number;
+}
+
+export interface RowScopes {
+  serverVersion: number;
+  scopes: StoredScopes;
+}
+
+export interface BlobReferencingRow {
+  readonly table: string;
+  readonly rowId: string;
+  readonly scopes: StoredScopes;
+}
+
+// ================================================================ transaction
+
+/**
+ * One push commit's transaction, from `NativeStorage.begin(partition)`
+ * (a type only: the class is not exported);
+ * every member is bound to that partition. Finish it with `commit`,
+ * `rollback` or `commitRejectedPushResult`: an unfinished transaction holds
+ * the storage's write lease until it is garbage-collected.
+ */
+export interface NativeTransaction {
+  /** The row as this transaction sees it (its own writes included); `undefined` when absent. */
+  getRow(table: string, rowId: string): Promise<StoredRow | undefined>;
+  /** commitSeq of the row's newest retained delete; `undefined` when none. */
+  getTombstoneSeq(table: string, rowId: string): Promise<number | undefined>;
+  clearTombstone(table: string, rowId: string): Promise<void>;
+  /** Rejects with `SyncError` `sync.idempotency_cache_miss` when a stored record is unreadable. */
+  getPushResult(clientId: string, clientCommitId: string): Promise<StoredPushResult | undefined>;
+  /** Rejects with `StorageQueryError` `sync.storage.scan_requires_scope` for an empty filter. */
+  scanRows(query: RowScanQuery): Promise<StoredRow[]>;
+  scanRowsByIndex(query: IndexRowScanQuery): Promise<StoredRow[]>;
+  /** A registered query on this transaction's connection, over its staged writes; no serve gate. */
+  queryAuthoritative(query: AuthoritativeQueryRequest | LegacyAuthoritativeQueryRequest): Promise<AuthoritativeQueryResult>;
+  lockPartitionForPush(): Promise<void>;
+  /** @deprecated The 0.15.x name of `lockPartitionForPush`. */
+  lockPartitionForCommitValidation(): Promise<void>;
+  /** Discards the staged writes, stores the rejection (first writer wins) and commits; finishes the transaction. */
+  commitRejectedPushResult(clientId: string, clientCommitId: string, result: PushResultInput): Promise<void>;
+  /** A relational constraint failure rejects with `StorageConstraintError` carrying `context.opIndex`. */
+  upsertRow(table: string, row: RowInput, context?: { readonly opIndex: number } | undefined): Promise<void>;
+  deleteRow(table: string, rowId: string): Promise<void>;
+  /** Allocates and returns the partition's next commitSeq. */
+  appendCommit(commit: NewCommit): Promise<number>;
+  enqueueReactions(reactions: readonly NewReaction[]): Promise<void>;
+  /** Stores the idempotency outcome unless one exists (first writer wins). */
+  putPushResult(clientId: string, clientCommitId: string, result: PushResultInput): Promise<void>;
+  /** Owner-epoch compare-and-set inside this transaction; `false` for a superseded owner. */
+  advanceCheckpoint(name: string, ownerEpoch: number, watermark: number, observedRows: number, nowMs: number): Promise<boolean>;
+  readServeGate(runningSchemaVersion: number): Promise<ServeGate>;
+  setBlobRefs(table: string, rowId: string, blobIds: readonly string[]): Promise<void>;
+  /**
+   * Post-0.24 hint: reads the named rows (and absent rows' tombstones) in one
+   * call, so the following `getRow` / `getTombstoneSeq` / `clearTombstone`
+   * for them answer without a native call.
+   */
+  prefetchRows(table: string, rowIds: readonly string[]): Promise<void>;
+  commit(): Promise<void>;
+  /** A no-op once the transaction is finished. */
+  rollback(): Promise<void>;
+}
+
+// ==================================================================== storage
+
+/**
+ * A `ServerStorage` for @syncular/server (0.24 interface; also accepts the
+ * 0.15.x call forms). The constructor is synchronous and opens nothing; the
+ * database opens on the first call. Every member is an own, writable,
+ * bound function and returns a promise; failures are rejections carrying a
+ * string `code` (see `NativeErrorCode`, `StorageQueryErrorCode`).
+ */
+export declare class NativeStorage {
+  /** Throws a `TypeError` with code `ERR_SYNCULAR_INVALID_ARGUMENT` for a malformed option. */
+  constructor(options?: NativeStorageOptions);
+
+  // ---- schema and partitions
+  /** Creates or migrates the row tables; memoized per schema version. */
+  ensureSchema(schema: CompiledSchemaLike, checkpoints?: readonly CheckpointDeclaration[] | undefined): Promise<void>;
+  touchPartition(partition: string, authenticatedAtMs: number, initialLogEpoch: string): Promise<PartitionRegistryEntry>;
+  rotatePartitionLogEpoch(partition: string, logEpoch: string, authenticatedAtMs: number): Promise<PartitionRegistryEntry>;
+  listPartitionRegistry(): Promise<PartitionRegistryEntry[]>;
+  getPartitionLogEpoch(partition: string): Promise<string | undefined>;
+  listPartitions(): Promise<string[]>;
+
+  // ---- transactions and the commit log
+  /** Waits for the storage's write lease (never fails because another transaction is open). */
+  begin(partition: string): Promise<NativeTransaction>;
+  getMaxCommitSeq(partition: string): Promise<number>;
+  getHorizonSeq(partition: string): Promise<number>;
+  /** Monotonic: keeps the larger of the stored and the given horizon. */
+  setHorizonSeq(partition: string, seq: number): Promise<void>;
+  /** 0.24 form: epoch-checked prune; `sync.storage.invalid_prune_cursor` / `sync.storage.prune_epoch_mismatch`. */
+  pruneCommitsThrough(partition: string, query: CommitPruneQuery): Promise<CommitPruneResult>;
+  /** 0.15.x form: prunes through `seq` and resolves with the number of commits removed. */
+  pruneCommitsThrough(partition: string, seq: number): Promise<number>;
+  getCommitSeqBefore(partition: string, createdBeforeMs: number): Promise<number>;
+
+  // ---- checkpoints and serve gate
+  readCheckpoints(partition: string): Promise<StoredCheckpoint[]>;
+  readServeGate(partition: string, runningSchemaVersion: number): Promise<ServeGate>;
+  claimCheckpoint(partition: string, name: string, schemaVersion: number, nowMs: number): Promise<StoredCheckpoint>;
+  advanceCheckpoint(
+    partition: string,
+    name: string,
+    ownerEpoch: number,
+    watermark: number,
+    observedRows: number,
+    nowMs: number,
+  ): Promise<boolean>;
+  sourceCoverageSeq(partition: string, tables: readonly string[]): Promise<number>;
+  hasSourceChangesAbove(partition: string, tables: readonly string[], seq: number): Promise<SourceChangeState>;
+  declareCheckpoint(partition: string, name: string, schemaVersion: number, nowMs: number): Promise<StoredCheckpoint>;
+  activateCheckpoint(
+    partition: string,
+    name: string,
+    ownerEpoch: number,
+    watermark: number,
+    sources: readonly string[],
+    nowMs: number,
+  ): Promise<ActivationOutcome>;
+  /** Not a 0.24 member: whether the partition's writer fence admits `writerVersion` (true without a fence). */
+  writerFenceAllows(partition: string, writerVersion: number): Promise<boolean>;
+
+  // ---- rows and idempotency
+  getRow(partition: string, table: string, rowId: string): Promise<StoredRow | undefined>;
+  getPushResult(partition: string, clientId: string, clientCommitId: string): Promise<StoredPushResult | undefined>;
+
+  // ---- reactions
+  claimReactions(partition: string, query: ReactionClaimQuery): Promise<StoredReaction[]>;
+  completeReaction(partition: string, idempotencyKey: string, leaseOwner: string, completedAtMs: number): Promise<boolean>;
+  extendReactionLease(partition: string, idempotencyKey: string, leaseOwner: string, leaseExpiresAtMs: number): Promise<boolean>;
+  failReaction(partition: string, idempotencyKey: string, update: ReactionFailureUpdate): Promise<boolean>;
+  retryReaction(partition: string, idempotencyKey: string, nowMs: number): Promise<boolean>;
+  getReaction(partition: string, idempotencyKey: string): Promise<StoredReaction | undefined>;
+  listReactions(partition: string, query: ReactionListQuery): Promise<StoredReaction[]>;
+  pruneReactions(partition: string, query: ReactionPruneQuery): Promise<PrunedReactionCounts>;
+
+  // ---- pull reads
+  readCommitWindow(partition: string, query: CommitWindowQuery): Promise<StoredCommit[]>;
+  /** Post-0.24: an upper bound of the newest commitSeq a window read over this filter could deliver. */
+  latestScopedChangeSeq(partition: string, query: ScopedChangeQuery): Promise<number>;
+  scanRows(partition: string, query: RowScanQuery): Promise<StoredRow[]>;
+  /**
+   * A registered query over committed state of one partition, gated on the
+   * serve gate when the host exports `serveGateRefusal`/`serveNotReadyError`
+   * (then a refusal rejects with the host's `SyncError` `sync.schema_not_ready`).
+   */
+  queryAuthoritative(
+    partition: string,
+    query: AuthoritativeQueryRequest | LegacyAuthoritativeQueryRequest,
+    checkpoints?: readonly CheckpointDeclaration[] | undefined,
+  ): Promise<AuthoritativeQueryResult>;
+  scanRowsByIndex(partition: string, query: IndexRowScanQuery): Promise<StoredRow[]>;
+
+  // ---- clients
+  getClientRecord(partition: string, clientId: string): Promise<ClientRecord | undefined>;
+  putClientRecord(partition: string, record: ClientRecordInput): Promise<void>;
+  advanceClientCursor(
+    partition: string,
+    clientId: string,
+    actorId: string,
+    logEpoch: string,
+    cursor: number,
+    updatedAtMs: number,
+  ): Promise<void>;
+  updateClientCursor(partition: string, clientId: string, cursor: number, updatedAtMs: number): Promise<void>;
+  /** Lowest cursor among clients updated at or after `cutoffMs`; `null` (not `undefined`) when none. */
+  getActiveClientCursorFloor(partition: string, cutoffMs: number): Promise<number | null>;
+  listClientCursors(partition: string): Promise<ClientCursorInfo[]>;
+
+  // ---- blobs and admin
+  listRowsReferencingBlob(partition: string, blobId: string): Promise<BlobReferencingRow[]>;
+  listReferencedBlobIds(partition: string): Promise<string[]>;
+  listClientRecords(partition: string): Promise<ClientRecord[]>;
+  listCommitMetadata(partition: string, query: CommitMetadataQuery): Promise<CommitMetadata[]>;
+  scopeActivity(partition: string, query: ScopeActivityQuery): Promise<ScopeCommitActivity[]>;
+  getRowScopes(partition: string, table: string, rowId: string): Promise<RowScopes | undefined>;
+
+  /** Releases the connections. */
+  close(): Promise<void>;
+}
+
+/** Factory form of `new NativeStorage(options)`. */
+export declare function createStorage(options?: NativeStorageOptions): NativeStorage;
+
+// ===================================================================== errors
+
+/** Codes of `StorageQueryError`s this package raises. */
+export type StorageQueryErrorCode =
+  | 'sync.storage.scan_requires_scope'
+  | 'sync.storage.invalid_limit'
+  | 'sync.storage.index_not_materialized'
+  | 'sync.storage.index_not_found'
+  | 'sync.storage.index_value_count_mismatch'
+  | 'sync.storage.invalid_prune_cursor'
+  | 'sync.storage.prune_epoch_mismatch'
+  | 'sync.storage.checkpoint_incomplete'
+  | 'sync.storage.checkpoint_not_declared'
+  | 'sync.storage.checkpoint_fence_missing'
+  | 'sync.storage.stored_layout_mismatch'
+  | 'sync.storage.physical_layout_mismatch';
+
+/** Codes of `SyncError`s this package raises (the gate refusal is built by the host). */
+export type SyncErrorCode = 'sync.idempotency_cache_miss' | 'sync.schema_not_ready';
+
+/** Codes of this package's plain `Error`s and `TypeError`s. */
+export type NativeErrorCode =
+  | 'ERR_SYNCULAR_INVALID_ARGUMENT'
+  | 'ERR_SYNCULAR_ADDON_MISSING'
+  | 'ERR_SYNCULAR_CLOSED'
+  | 'ERR_SYNCULAR_CORRUPT_VALUE'
+  | 'ERR_SYNCULAR_EMPTY_EPOCH'
+  | 'ERR_SYNCULAR_INTERNAL'
+  | 'ERR_SYNCULAR_MIGRATION_REFUSED'
+  | 'ERR_SYNCULAR_NOT_PERSISTED'
+  | 'ERR_SYNCULAR_NO_PARTITION'
+  | 'ERR_SYNCULAR_NO_SAVEPOINT'
+  | 'ERR_SYNCULAR_NO_SCHEMA'
+  | 'ERR_SYNCULAR_OPEN'
+  | 'ERR_SYNCULAR_QUERY_PLAN'
+  | 'ERR_SYNCULAR_QUERY_REFUSED'
+  | 'ERR_SYNCULAR_QUERY_TIMEOUT'
+  | 'ERR_SYNCULAR_SCHEMA_NEWER'
+  | 'ERR_SYNCULAR_TX_FINISHED'
+  | 'ERR_SYNCULAR_UNKNOWN_TABLE'
+  | 'ERR_SYNCULAR_UNSUPPORTED_VALUE'
+  | 'ERR_SYNCULAR_WRITER_BUSY';
+
+/**
+ * Every `code` a rejection of this package can carry: the codes above,
+ * `sync.invalid_request` (`DecodeError`), and raw engine codes passed
+ * through: `SQLITE_*` result-code names, PostgreSQL SQLSTATEs (five
+ * characters), `PG_ERROR` and `PG_POOL_TIMEOUT`.
+ */
+export type ErrorCode =
+  | StorageQueryErrorCode
+  | SyncErrorCode
+  | NativeErrorCode
+  | 'sync.invalid_request'
+  | `SQLITE_${string}`
+  | 'PG_ERROR'
+  | 'PG_POOL_TIMEOUT'
+  | (string & {});
+
+/**
+ * The package's own `SyncError`, thrown when no host class was given in
+ * `options.errors`. The host's class (with `category`, `retryable`, …) is
+ * thrown instead when given.
+ */
+export declare class SyncError extends Error {
+  constructor(code: string, message?: string, details?: string);
+  readonly name: 'SyncError';
+  readonly code: string;
+  /** JSON text; present only when given. */
+  readonly details?: string;
+}
+
+/** The package's own `StorageQueryError` (see `SyncError` on host classes). */
+export declare class StorageQueryError extends Error {
+  constructor(code: StorageQueryErrorCode | (string & {}), details?: Readonly<Record<string, string>>);
+  readonly name: 'StorageQueryError';
+  readonly code: StorageQueryErrorCode | (string & {});
+  /** Present only when given (the layout-mismatch codes carry it). */
+  readonly details?: Readonly<Record<string, string>>;
+}
+
+/**
+ * The package's own `StorageConstraintError`: a relational constraint
+ * failed in `upsertRow`. `cause` is an `Error` with code `SQLITE_CONSTRAINT`.
+ */
+export declare class StorageConstraintError extends Error {
+  constructor(cause: unknown, opIndex?: number);
+  readonly name: 'StorageConstraintError';
+  /** The `opIndex` of the `upsertRow` context; `undefined` without one. */
+  readonly opIndex: number | undefined;
+}
+
+/** A payload that does not decode under the schema (code `sync.invalid_request`). */
+export declare class DecodeError extends Error {
+  constructor(message: string);
+  readonly name: 'DecodeError';
+  readonly code: 'sync.invalid_request';
+}
