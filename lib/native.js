@@ -2,8 +2,9 @@
 // Loads the compiled addon. A published install gets it from the platform
 // package npm picked through optionalDependencies (no compiler needed); a
 // clone gets it from native/, where `npm install` / `npm run build` put the
-// addon built from source. The platform package goes first because an
-// installed tarball has no native/ at all.
+// addon built from source. A local build goes first: only a clone has one
+// (the tarball ships no native/), and a clone that built from source must
+// run what it built, never a same-named package fetched from the registry.
 
 const path = require('node:path');
 
@@ -36,8 +37,8 @@ function firstLine(err) {
 function load() {
   const id = platformId();
   const candidates = [
-    { label: `platform package ${BINARY}-${id}`, request: `${BINARY}-${id}` },
     { label: 'local build', request: path.join(__dirname, '..', 'native', `${BINARY}.node`) },
+    { label: `platform package ${BINARY}-${id}`, request: `${BINARY}-${id}` },
   ];
   const tried = [];
   for (const c of candidates) {
