@@ -59,11 +59,21 @@ pub struct Bounds<'a> {
 }
 
 impl<'a> Bounds<'a> {
-    /// Every materialized table of `loaded`: the rewrite names only declared
-    /// ones, and a view of an undeclared table still shows one partition.
-    pub fn new(loaded: &'a Loaded, limit: Duration, closed: &'a Arc<AtomicBool>) -> Bounds<'a> {
+    /// The tables the query declares (the rewrite has checked that they
+    /// exist and are materialized): only their views are made and readable.
+    pub fn new(
+        loaded: &'a Loaded,
+        prepared: &Prepared,
+        limit: Duration,
+        closed: &'a Arc<AtomicBool>,
+    ) -> Bounds<'a> {
         Bounds {
-            tables: loaded.schema.tables.iter().filter(|t| t.materialize).collect(),
+            tables: loaded
+                .schema
+                .tables
+                .iter()
+                .filter(|t| t.materialize && prepared.tables.contains(&t.name))
+                .collect(),
             limit,
             closed,
         }
@@ -188,7 +198,7 @@ impl SqliteEngine {
         gate_running: Option<i64>,
     ) -> Result<QueryOutput> {
         let (loaded, prepared) = self.prepare_query(req, params, declared)?;
-        let bounds = Bounds::new(&loaded, self.cfg.query_timeout, &self.closed);
+        let bounds = Bounds::new(&loaded, &prepared, self.cfg.query_timeout, &self.closed);
         self.read_snapshot(|c| {
             let gate = gate_running
                 .map(|running| meta::read_serve_gate(c, partition, running))
@@ -219,7 +229,7 @@ impl SqliteEngine {
         declared: &[String],
     ) -> Result<QueryOutput> {
         let (loaded, prepared) = self.prepare_query(req, params, declared)?;
-        let bounds = Bounds::new(&loaded, self.cfg.query_timeout, &self.closed);
+        let bounds = Bounds::new(&loaded, &prepared, self.cfg.query_timeout, &self.closed);
         self.with_tx(id, |h, p| {
             let (columns, rows) = execute(h.conn, &bounds, &prepared, params, p)?;
             Ok(QueryOutput {
@@ -299,7 +309,7 @@ mod tests {
             tables: vec!["tasks".into()],
         };
         let closed = Arc::new(AtomicBool::new(false));
-        let bounds = Bounds::new(loaded, Duration::from_secs(5), &closed);
+        let bounds = Bounds::new(loaded, &prepared, Duration::from_secs(5), &closed);
         execute(conn, &bounds, &prepared, &[], partition).map(|(_, rows)| rows)
     }
 
@@ -342,7 +352,7 @@ mod tests {
         for sql in ["SELECT :a", "SELECT #a", "SELECT @a", "SELECT $a", "SELECT ?1"] {
             let prepared = Prepared { sql: sql.into(), binds: vec![Bind::Partition], tables: vec![] };
             let closed = Arc::new(AtomicBool::new(false));
-            let bounds = Bounds::new(&loaded, Duration::from_secs(5), &closed);
+            let bounds = Bounds::new(&loaded, &prepared, Duration::from_secs(5), &closed);
             let r = execute(&conn, &bounds, &prepared, &[], "p1").map(|(_, r)| r);
             assert_eq!(code(r), query::PLAN_ERROR, "{sql}");
         }
@@ -384,13 +394,13 @@ mod tests {
             tables: vec![],
         };
         let closed = Arc::new(AtomicBool::new(false));
-        let bounds = Bounds::new(&loaded, Duration::from_millis(50), &closed);
+        let bounds = Bounds::new(&loaded, &prepared, Duration::from_millis(50), &closed);
         let t = std::time::Instant::now();
         let r = execute(&conn, &bounds, &prepared, &[], "p1").map(|(_, r)| r);
         assert_eq!(code(r), query::TIMEOUT);
         assert!(t.elapsed() < Duration::from_secs(5));
         closed.store(true, std::sync::atomic::Ordering::Relaxed);
-        let bounds = Bounds::new(&loaded, Duration::from_secs(60), &closed);
+        let bounds = Bounds::new(&loaded, &prepared, Duration::from_secs(60), &closed);
         let r = execute(&conn, &bounds, &prepared, &[], "p1").map(|(_, r)| r);
         assert_eq!(code(r), "ERR_SYNCULAR_CLOSED");
     }
