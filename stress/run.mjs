@@ -28,7 +28,7 @@ const c = await timed('crash safety', () => crash.run({ log }));
 const k = await timed('concurrency', () => concurrency.run());
 const z = await timed('hostile input', () => fuzz.run());
 const l = await timed('leaks', () => leak.run());
-const a = await timed('registered-query attacks', () => attack.run({ log }));
+const atk = await timed('registered-query attacks', () => attack.run({ log }));
 const pgUrl = process.env.SYNCULAR_TEST_PG_URL;
 let pg;
 if (pgUrl) {
@@ -68,7 +68,7 @@ const rows = [
     l.crashed ? `crashed: ${l.problem}` : `${mb(l.growth)} MB after warm-up (${mb(l.warmRss)} → ${mb(l.endRss)} MB) over ${l.calls} calls, ${l.dropped} dropped transactions (writes visible ${l.droppedWritesVisible}, stuck ${l.stuck})`,
     !l.crashed && l.growth < 0.1 * l.warmRss && l.droppedWritesVisible === 0 && l.stuck === 0,
   ],
-  ...a.map((r) => [`attack queries (${r.engine})`, attack.describeRun(r), attack.clean(r)]),
+  ...atk.map((r) => [`attack queries (${r.engine})`, attack.describeRun(r), attack.clean(r)]),
 ];
 
 if (pg) {
@@ -110,7 +110,7 @@ console.log(line);
 console.log(`total ${((Date.now() - t0) / 1000).toFixed(0)} s`);
 
 const attackProblems = (r) => r.examples.map((e) => `attack ${r.engine} #${e.i} ${e.what} [${e.form ?? ''}] ${e.sql ?? ''} ${JSON.stringify(e.params ?? [])}: ${JSON.stringify(e.detail)}`.slice(0, 400));
-const problems = [...c.problems, ...tp.problems, ...k.workers.problems, ...(js.failures ?? []), js.problem, z.rust.problem, l.problem, ...a.flatMap(attackProblems)].filter(Boolean);
+const problems = [...c.problems, ...tp.problems, ...k.workers.problems, ...(js.failures ?? []), js.problem, z.rust.problem, l.problem, ...atk.flatMap(attackProblems)].filter(Boolean);
 if (pg) problems.push(...[...pg.c.problems, ...pg.k.twoProcesses.problems, ...(pg.z.failures ?? []), pg.z.problem, pg.l.problem].filter(Boolean).map((p) => `postgres: ${p}`), ...attackProblems(pg.a));
 if (problems.length > 0) {
   console.log('\nproblems:');

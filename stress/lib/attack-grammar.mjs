@@ -179,8 +179,10 @@ export function generate(seed, index, dialect) {
       tag('cte');
     }
     const a = r.below(100);
-    if (hostile.has('keyword-alias') && a < 70) {
-      const kw = r.pick(KEYWORD_ALIASES);
+    // A keyword alias hides what follows it: mostly on the first item, with
+    // 'window' (the one known to fool a lexer) weighted up.
+    if (hostile.has('keyword-alias') && (k === 0 ? a < 85 : a < 25)) {
+      const kw = r.chance(0.4) ? 'window' : r.pick(KEYWORD_ALIASES);
       text += r.chance(0.5) ? ` AS ${kw}` : ` ${kw}`;
       ref = kw;
     } else if (a < 35 && /^[a-z_]+$/i.test(text)) ref = text;
