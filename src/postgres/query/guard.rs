@@ -258,7 +258,7 @@ impl<'a> Binder<'a> {
                     if let Some(N::SelectStmt(sel)) = &sub.node {
                         let shape = serde_json::to_value(&**sel)
                             .ok()
-                            .and_then(|j| canonical_table(&j, self.scope, ""));
+                            .and_then(|j| canonical_table(j.as_object()?, self.scope, ""));
                         if let Some((t, number)) = shape {
                             let is_partition = usize::try_from(number - 1)
                                 .ok()
@@ -452,8 +452,7 @@ fn single_name(v: &Json) -> Option<&str> {
 /// projection of one materialized app table read from schema `schema`
 /// (`""`: unqualified, the rewrite's form): its table's name and the
 /// parameter number of the partition. Every other field must be empty.
-fn canonical_table(sel: &Json, scope: &Scope, schema: &str) -> Option<(String, i64)> {
-    let o = sel.as_object()?;
+fn canonical_table(o: &Map<String, Json>, scope: &Scope, schema: &str) -> Option<(String, i64)> {
     for (k, v) in o {
         match k.as_str() {
             "target_list" | "from_clause" | "where_clause" | "limit_option" => {}
@@ -822,11 +821,15 @@ impl Checker<'_> {
     }
 
     fn typed(&mut self, ty: &str, body: &Json) -> Result<()> {
-        let Some(spec) = fields(ty) else {
-            return Err(refused(format!("{ty} is not allowed")));
-        };
         let Some(o) = body.as_object() else {
             return Err(refused("unexpected parse tree shape"));
+        };
+        self.typed_map(ty, o)
+    }
+
+    fn typed_map(&mut self, ty: &str, o: &Map<String, Json>) -> Result<()> {
+        let Some(spec) = fields(ty) else {
+            return Err(refused(format!("{ty} is not allowed")));
         };
         self.depth += 1;
         if self.depth > 200 {
@@ -961,8 +964,7 @@ impl Checker<'_> {
                 let Some(sel) = unwrap(sub, "SelectStmt") else {
                     return Err(refused("a subquery in FROM must be a SELECT"));
                 };
-                let sel = Json::Object(sel.clone());
-                match canonical_table(&sel, self.scope, self.scope.schema) {
+                match canonical_table(sel, self.scope, self.scope.schema) {
                     Some((_, n)) if n == i64::from(self.partition) => {}
                     _ => self.node(sub)?,
                 }
@@ -1007,7 +1009,7 @@ impl Checker<'_> {
         for (name, cte) in &ctes {
             self.frames.push(frame.clone());
             let out = self
-                .typed("CommonTableExpr", &Json::Object((*cte).clone()))
+                .typed_map("CommonTableExpr", cte)
                 .and_then(|()| self.node(cte.get("ctequery").unwrap_or(&Json::Null)));
             self.frames.pop();
             out?;

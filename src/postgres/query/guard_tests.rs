@@ -437,9 +437,27 @@ fn guard_cost() {
     println!("guard per query: {cold:?} uncached, {warm:?} cached");
 }
 
+/// The guard's parts, each alone (run with `--ignored --nocapture`).
 #[test]
 #[ignore]
-fn dump_tree() {
-    let p = pg_query::parse("SELECT id FROM tasks t WHERE id = $1", 0).unwrap();
-    println!("{}", serde_json::to_string(&p.protobuf).unwrap());
+fn guard_cost_parts() {
+    let sql = "SELECT t.id FROM (SELECT id, project_id, title FROM app.tasks WHERE _sync_partition = $2) t WHERE t.id = $1 ORDER BY t.id LIMIT 10";
+    let n = 200;
+    let t = std::time::Instant::now();
+    let mut last = None;
+    for _ in 0..n {
+        last = Some(pg_query::parse(sql, 0).unwrap());
+    }
+    println!("parse {:?}", t.elapsed() / n);
+    let p = last.unwrap();
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(serde_json::to_value(&p.protobuf).unwrap());
+    }
+    println!("to_value {:?}", t.elapsed() / n);
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(p.protobuf.deparse(pg_query::DeparseOptions::default()).unwrap());
+    }
+    println!("deparse {:?}", t.elapsed() / n);
 }

@@ -190,7 +190,8 @@ pub struct State {
 
 struct Where {
     schema: String,
-    max_commit_seq: String,
+    /// `schema`, quoted.
+    quoted: String,
 }
 
 const SAVEPOINT: &str = "syncular_query";
@@ -279,15 +280,56 @@ async fn run(
     Ok((columns, out))
 }
 
-/// `max_commit_seq` read with the storage's tables named by schema, so it
-/// works under the confined `search_path`.
-async fn max_commit_seq(c: &mut PgConnection, w: &Where, partition: &str) -> Result<i64> {
-    let v: Option<i64> = sqlx::query_scalar(AssertSqlSafe(w.max_commit_seq.as_str()))
+/// A string literal that reads the same whatever
+/// `standard_conforming_strings` says; `None` for text PostgreSQL cannot
+/// hold (NUL).
+fn literal(s: &str) -> Option<String> {
+    if s.contains('\0') {
+        return None;
+    }
+    let mut out = String::with_capacity(s.len() + 4);
+    out.push_str("E'");
+    for ch in s.chars() {
+        match ch {
+            '\'' => out.push_str("''"),
+            '\\' => out.push_str("\\\\"),
+            _ => out.push(ch),
+        }
+    }
+    out.push('\'');
+    Some(out)
+}
+
+/// `max_commit_seq` (read with the storage's tables named by schema, so it
+/// works under the confined `search_path`), then the control statements
+/// `tail`, in one round trip. When the read fails, `tail` has not run.
+async fn max_commit_seq_then(
+    c: &mut PgConnection,
+    w: &Where,
+    partition: &str,
+    tail: &str,
+) -> Result<i64> {
+    let Some(p) = literal(partition) else {
+        let v: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT max_commit_seq FROM {}.sync_partitions WHERE partition = $1",
+            w.quoted
+        )))
         .bind(partition)
         .fetch_optional(&mut *c)
         .await
         .map_err(map_err)?;
-    Ok(v.unwrap_or(0))
+        c.execute(AssertSqlSafe(tail.to_owned())).await.map_err(map_err)?;
+        return Ok(v.unwrap_or(0));
+    };
+    let text = format!(
+        "SELECT max_commit_seq FROM {}.sync_partitions WHERE partition = {p}; {tail}",
+        w.quoted
+    );
+    let rows = c.fetch_all(AssertSqlSafe(text)).await.map_err(map_err)?;
+    match rows.first() {
+        Some(r) => r.try_get::<i64, _>(0).map_err(map_err),
+        None => Ok(0),
+    }
 }
 
 // ---- index lookups (§7.6) -----------------------------------------------------------
@@ -401,13 +443,9 @@ impl PgEngine {
                             )
                         })?,
                 };
-                let max_commit_seq = format!(
-                    "SELECT max_commit_seq FROM {}.sync_partitions WHERE partition = $1",
-                    quote_ident(&schema)
-                );
                 Ok::<_, Error>(Where {
+                    quoted: quote_ident(&schema),
                     schema,
-                    max_commit_seq,
                 })
             })
             .await
@@ -459,6 +497,10 @@ impl PgEngine {
             Some(_) => begin.to_owned(),
         };
         conn.execute(AssertSqlSafe(opening)).await.map_err(map_err)?;
+        // Nothing is ever committed: ROLLBACK also undoes any setting the
+        // query might have changed. On success it travels with the
+        // max_commit_seq read.
+        let mut ended = false;
         let out = super::body(async {
             let c: &mut PgConnection = &mut conn;
             let gate = match gate_running {
@@ -469,18 +511,18 @@ impl PgEngine {
                 }
                 None => None,
             };
-            let ran = match run(c, &g, &prepared.binds, params, partition, timeout).await {
-                Ok(r) => Ok((r, max_commit_seq(c, w, partition).await?)),
-                Err(e) => Err(e),
-            };
-            match ran {
-                Ok(((columns, rows), max_commit_seq)) => Ok(QueryOutput {
-                    gate,
-                    error: None,
-                    columns,
-                    rows,
-                    max_commit_seq,
-                }),
+            match run(c, &g, &prepared.binds, params, partition, timeout).await {
+                Ok((columns, rows)) => {
+                    let max_commit_seq = max_commit_seq_then(c, w, partition, "ROLLBACK").await?;
+                    ended = true;
+                    Ok(QueryOutput {
+                        gate,
+                        error: None,
+                        columns,
+                        rows,
+                        max_commit_seq,
+                    })
+                }
                 // The transaction is aborted now; the gate decides first.
                 Err(e) if gate.is_some() => Ok(QueryOutput {
                     gate,
@@ -493,9 +535,7 @@ impl PgEngine {
             }
         })
         .await;
-        // Nothing to commit: rolling back also undoes any setting the
-        // query might have changed.
-        if super::exec(&mut conn, "ROLLBACK").await.is_err() {
+        if !ended && super::exec(&mut conn, "ROLLBACK").await.is_err() {
             conn.close_on_drop();
         }
         out
@@ -520,25 +560,28 @@ impl PgEngine {
             c.execute(AssertSqlSafe(format!("SAVEPOINT {SAVEPOINT}; {}", confine(timeout))))
                 .await
                 .map_err(map_err)?;
-            let out = match run(c, &g, &prepared.binds, params, &p, timeout).await {
-                Ok((columns, rows)) => match max_commit_seq(c, w, &p).await {
-                    Ok(max_commit_seq) => Ok(QueryOutput {
+            let undo = format!("ROLLBACK TO SAVEPOINT {SAVEPOINT}; RELEASE SAVEPOINT {SAVEPOINT}");
+            let out = run(c, &g, &prepared.binds, params, &p, timeout).await;
+            match out {
+                Ok((columns, rows)) => {
+                    // The savepoint ends with the max_commit_seq read.
+                    let max_commit_seq = max_commit_seq_then(c, w, &p, &undo).await;
+                    if max_commit_seq.is_err() {
+                        c.execute(AssertSqlSafe(undo)).await.map_err(map_err)?;
+                    }
+                    Ok(QueryOutput {
                         gate: None,
                         error: None,
                         columns,
                         rows,
-                        max_commit_seq,
-                    }),
-                    Err(e) => Err(e),
-                },
-                Err(e) => Err(e),
-            };
-            c.execute(AssertSqlSafe(format!(
-                "ROLLBACK TO SAVEPOINT {SAVEPOINT}; RELEASE SAVEPOINT {SAVEPOINT}"
-            )))
-            .await
-            .map_err(map_err)?;
-            out
+                        max_commit_seq: max_commit_seq?,
+                    })
+                }
+                Err(e) => {
+                    c.execute(AssertSqlSafe(undo)).await.map_err(map_err)?;
+                    Err(e)
+                }
+            }
         })
     }
 
