@@ -1,6 +1,8 @@
 // The engines every contract case runs against. PostgreSQL joins when
 // SYNCULAR_TEST_PG_URL is set (one fresh schema per storage); under CI=true
-// it is required (see below).
+// it is required (see below). The URL's role needs no superuser rights:
+// creating schemas in the database is enough (.ci/run connects as such a
+// role).
 //
 // Each engine:
 //   name                 label used in test names

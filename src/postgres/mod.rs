@@ -80,6 +80,8 @@ pub struct PgEngine {
     txs: Mutex<HashMap<u32, TxSlot>>,
     next_id: AtomicU32,
     closed: AtomicBool,
+    /// Registered queries: the storage's schema and the guard's cache.
+    query: query::State,
 }
 
 /// Runs `$body` with `$c: &mut PgConnection` on a pool connection
@@ -187,6 +189,7 @@ impl PgEngine {
             txs: Mutex::new(HashMap::new()),
             next_id: AtomicU32::new(1),
             closed: AtomicBool::new(false),
+            query: query::State::default(),
         }
     }
 

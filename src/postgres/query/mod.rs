@@ -1,21 +1,28 @@
 //! Registered authoritative queries (storage-layout §13) and index lookups
-//! (§7.6) on PostgreSQL. The rewrite is `crate::query`'s, shared with
-//! SQLite; here only the placeholders are renumbered (`?` → `$n`, §13.5),
-//! values are bound, and result cells are decoded into the engine-neutral
-//! cell values the binding turns into JS (int8 beyond 2^53 as `bigint`).
+//! (§7.6) on PostgreSQL. The shared rewrite (`crate::query`) runs first,
+//! for its upstream-compatible errors; its placeholders are renumbered
+//! (`?` → `$n`, §13.5), then [`guard`] parses the text with PostgreSQL's
+//! own parser, binds every table to the call's partition in the tree,
+//! checks the tree against an allowlist and prints the SQL that runs.
 //!
-//! Defence in depth beyond the rewrite's checks: the storage-level form
-//! runs in a READ ONLY transaction, one statement per prepare (PostgreSQL
-//! refuses several commands in a prepared statement), and any name in the
-//! SQL that starts with `pg_` or is `information_schema` (catalogs, and
-//! administrative functions) is refused.
+//! Execution confines what the query can touch even beyond the guard:
+//! `search_path` is `pg_catalog, pg_temp` (unqualified names reach nothing
+//! of the database's own), `statement_timeout` is `queryTimeoutMs`, and no
+//! effect survives the call: the storage-level form runs in a READ ONLY
+//! snapshot that is rolled back, the transaction-bound form inside a
+//! savepoint that is rolled back (SET LOCAL reverts with either). Result
+//! cells are decoded into the engine-neutral cell values the binding turns
+//! into JS (int8 beyond 2^53 as `bigint`).
+
+mod guard;
+#[cfg(test)]
+mod guard_tests;
 
 use super::conn::map_err;
-use super::{log, meta, read, rows, snapshot, with_tx, Loaded, PgEngine};
+use super::{meta, read, rows, with_tx, Loaded, PgEngine};
 use crate::codec::ColumnType;
 use crate::error::{Error, Result};
 use crate::model::StoredRow;
-use crate::query::lex::{tokenize, Kind};
 use crate::query::{self, Bind, Prepared, Request, Value};
 use crate::schema::{quote_ident, Table};
 use crate::sqlite::QueryOutput;
@@ -25,8 +32,9 @@ use sqlx::error::BoxDynError;
 use sqlx::postgres::types::Oid;
 use sqlx::postgres::{PgArgumentBuffer, PgArguments, PgRow, PgTypeInfo, PgValueFormat};
 use sqlx::query::Query;
-use sqlx::{AssertSqlSafe, Column, PgConnection, Postgres, Row, TypeInfo, ValueRef};
-use std::sync::Arc;
+use sqlx::{AssertSqlSafe, Column, Executor, PgConnection, Postgres, Row, TypeInfo, ValueRef};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// A NULL whose type the server infers from where it is used, as a text
 /// driver's untyped parameter would be.
@@ -58,21 +66,6 @@ fn bind_value<'q>(
         Value::Text(s) => q.bind(s.clone()),
         Value::Blob(b) => q.bind(b.clone()),
     }
-}
-
-/// Catalog names and administrative functions (`pg_*`), and
-/// `information_schema`, anywhere outside string literals.
-fn touches_catalog(sql: &str) -> bool {
-    tokenize(sql).iter().any(|t| {
-        let name = match t.kind {
-            Kind::Word | Kind::DoubleQuoted => t.name(sql),
-            _ => None,
-        };
-        name.is_some_and(|n| {
-            let n = n.to_ascii_lowercase();
-            n.starts_with("pg_") || n == "information_schema"
-        })
-    })
 }
 
 /// Binary numeric → text (`-123.4500`), for the NUMERIC results of
@@ -187,35 +180,86 @@ fn unsupported(ty: &str, why: impl std::fmt::Display) -> Error {
     )
 }
 
-/// Runs a prepared query on `c`; column names come from the first row.
-async fn execute(
+/// Per storage: where its tables live, and the guard's results.
+#[derive(Default)]
+pub struct State {
+    /// The storage's schema and the partition counter read qualified by it.
+    schema: tokio::sync::OnceCell<Where>,
+    cache: Mutex<guard::Cache>,
+}
+
+struct Where {
+    schema: String,
+    /// `schema`, quoted.
+    quoted: String,
+}
+
+const SAVEPOINT: &str = "syncular_query";
+
+/// The settings every registered query runs under, as one message of
+/// `SET LOCAL`s: they end with the transaction or savepoint around it.
+fn confine(timeout: Duration) -> String {
+    format!(
+        "SET LOCAL search_path = pg_catalog, pg_temp; SET LOCAL statement_timeout = {}; SET LOCAL standard_conforming_strings = on",
+        timeout.as_millis().clamp(1, i32::MAX as u128)
+    )
+}
+
+/// A query error: the time limit becomes its coded error.
+fn run_err(e: sqlx::Error, timeout: Duration) -> Error {
+    if super::conn::sqlstate(&e).as_deref() == Some("57014") {
+        query::timed_out(timeout)
+    } else {
+        map_err(e)
+    }
+}
+
+/// Binds and runs guarded SQL on `c`; column names come from the first
+/// row. The text carries the bound types, so the statement sqlx prepares
+/// and caches for it is never reused with values of other types.
+async fn run(
     c: &mut PgConnection,
-    prepared: &Prepared,
+    g: &guard::Guarded,
+    binds: &[Bind],
     params: &[Value],
     partition: &str,
+    timeout: Duration,
 ) -> Result<(Vec<String>, Vec<Vec<Cell>>)> {
-    if touches_catalog(&prepared.sql) {
-        return Err(Error::plain(
-            query::REFUSED,
-            "registered query names a PostgreSQL catalog or administrative function (pg_*, information_schema)",
-        ));
-    }
-    if query::count_params(&prepared.sql) != prepared.binds.len() {
-        return Err(Error::plain(query::PLAN_ERROR, query::MSG_BINDS));
-    }
-    let sql = query::dollar_params(&prepared.sql);
     let partition_value = Value::Text(partition.to_owned());
-    let mut q = sqlx::query(AssertSqlSafe(sql));
-    for b in &prepared.binds {
-        q = bind_value(
-            q,
-            match b {
-                Bind::Partition => &partition_value,
-                Bind::Param(p) => &params[*p],
+    let unused = Value::Text(String::new());
+    let mut sql = String::with_capacity(g.sql.len() + 16 + 2 * g.slots.len());
+    sql.push_str(&g.sql);
+    sql.push_str(" /* types:");
+    let mut values = Vec::with_capacity(g.slots.len());
+    for (slot, used) in g.slots.iter().zip(&g.used) {
+        let v = match slot {
+            guard::Slot::Partition => &partition_value,
+            guard::Slot::Bind(i) => match binds.get(*i) {
+                Some(Bind::Param(p)) => params.get(*p).ok_or_else(|| Error::plain(query::PLAN_ERROR, query::MSG_BINDS))?,
+                _ => return Err(Error::plain(query::PLAN_ERROR, query::MSG_BINDS)),
             },
-        );
+        };
+        // An unused untyped NULL would leave its type undeterminable.
+        let v = match v {
+            Value::Null | Value::Undefined if !*used => &unused,
+            v => v,
+        };
+        sql.push(' ');
+        sql.push(match v {
+            Value::Null | Value::Undefined => 'n',
+            Value::Integer(_) => 'i',
+            Value::Real(_) => 'f',
+            Value::Text(_) => 't',
+            Value::Blob(_) => 'b',
+        });
+        values.push(v);
     }
-    let rows = q.fetch_all(&mut *c).await.map_err(map_err)?;
+    sql.push_str(" */");
+    let mut q = sqlx::query(AssertSqlSafe(sql));
+    for v in values {
+        q = bind_value(q, v);
+    }
+    let rows = q.fetch_all(&mut *c).await.map_err(|e| run_err(e, timeout))?;
     let columns: Vec<String> = rows
         .first()
         .map(|r| {
@@ -234,6 +278,58 @@ async fn execute(
         );
     }
     Ok((columns, out))
+}
+
+/// A string literal that reads the same whatever
+/// `standard_conforming_strings` says; `None` for text PostgreSQL cannot
+/// hold (NUL).
+fn literal(s: &str) -> Option<String> {
+    if s.contains('\0') {
+        return None;
+    }
+    let mut out = String::with_capacity(s.len() + 4);
+    out.push_str("E'");
+    for ch in s.chars() {
+        match ch {
+            '\'' => out.push_str("''"),
+            '\\' => out.push_str("\\\\"),
+            _ => out.push(ch),
+        }
+    }
+    out.push('\'');
+    Some(out)
+}
+
+/// `max_commit_seq` (read with the storage's tables named by schema, so it
+/// works under the confined `search_path`), then the control statements
+/// `tail`, in one round trip. When the read fails, `tail` has not run.
+async fn max_commit_seq_then(
+    c: &mut PgConnection,
+    w: &Where,
+    partition: &str,
+    tail: &str,
+) -> Result<i64> {
+    let Some(p) = literal(partition) else {
+        let v: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT max_commit_seq FROM {}.sync_partitions WHERE partition = $1",
+            w.quoted
+        )))
+        .bind(partition)
+        .fetch_optional(&mut *c)
+        .await
+        .map_err(map_err)?;
+        c.execute(AssertSqlSafe(tail.to_owned())).await.map_err(map_err)?;
+        return Ok(v.unwrap_or(0));
+    };
+    let text = format!(
+        "SELECT max_commit_seq FROM {}.sync_partitions WHERE partition = {p}; {tail}",
+        w.quoted
+    );
+    let rows = c.fetch_all(AssertSqlSafe(text)).await.map_err(map_err)?;
+    match rows.first() {
+        Some(r) => r.try_get::<i64, _>(0).map_err(map_err),
+        None => Ok(0),
+    }
 }
 
 // ---- index lookups (§7.6) -----------------------------------------------------------
@@ -328,19 +424,59 @@ impl PgEngine {
         query::ensured(&self.loaded)
     }
 
+    /// The storage's schema: the `schema` option, else the connection's
+    /// `current_schema()` (read once).
+    async fn query_where(&self, c: &mut PgConnection) -> Result<&Where> {
+        self.query
+            .schema
+            .get_or_try_init(|| async {
+                let schema = match &self.cfg.schema {
+                    Some(s) => s.clone(),
+                    None => sqlx::query_scalar::<_, Option<String>>("SELECT current_schema()")
+                        .fetch_one(&mut *c)
+                        .await
+                        .map_err(map_err)?
+                        .ok_or_else(|| {
+                            Error::plain(
+                                "ERR_SYNCULAR_NO_SCHEMA",
+                                "the connection has no current schema (search_path names none that exists)",
+                            )
+                        })?,
+                };
+                Ok::<_, Error>(Where {
+                    quoted: quote_ident(&schema),
+                    schema,
+                })
+            })
+            .await
+    }
+
+    /// The rewrite, then the guard (cached per SQL text).
     fn prepare_query(
         &self,
         req: &Request,
         params: &[Value],
         declared: &[String],
-    ) -> Result<Prepared> {
+        w: &Where,
+    ) -> Result<(Prepared, Arc<guard::Guarded>)> {
         let loaded = self.registered_schema()?;
-        query::prepare(req, params, declared, &loaded.schema)
+        let prepared = query::prepare(req, params, declared, &loaded.schema)?;
+        if query::count_params(&prepared.sql) != prepared.binds.len() {
+            return Err(Error::plain(query::PLAN_ERROR, query::MSG_BINDS));
+        }
+        let sql = query::dollar_params(&prepared.sql);
+        let scope = guard::Scope {
+            schema: &w.schema,
+            tables: &loaded.schema.tables,
+        };
+        let owner: Arc<dyn std::any::Any + Send + Sync> = loaded.clone();
+        let g = guard::cached(&self.query.cache, owner, &sql, &prepared.binds, &scope)?;
+        Ok((prepared, g))
     }
 
     /// Storage-level `queryAuthoritative`: one REPEATABLE READ READ ONLY
     /// snapshot holding the serve gate (when `gate_running` is given), the
-    /// rows and `max_commit_seq`.
+    /// rows and `max_commit_seq`; always rolled back.
     pub async fn query_authoritative(
         &self,
         partition: &str,
@@ -349,20 +485,44 @@ impl PgEngine {
         declared: &[String],
         gate_running: Option<i64>,
     ) -> Result<QueryOutput> {
-        let prepared = self.prepare_query(req, params, declared)?;
-        snapshot!(self, |c| {
+        self.registered_schema()?;
+        let mut conn = self.acquire().await?;
+        let w = self.query_where(&mut conn).await?;
+        let (prepared, g) = self.prepare_query(req, params, declared, w)?;
+        let timeout = self.cfg.query_timeout;
+        let begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+        // Without a gate to read first, the settings travel with BEGIN.
+        let opening = match gate_running {
+            None => format!("{begin}; {}", confine(timeout)),
+            Some(_) => begin.to_owned(),
+        };
+        conn.execute(AssertSqlSafe(opening)).await.map_err(map_err)?;
+        // Nothing is ever committed: ROLLBACK also undoes any setting the
+        // query might have changed. On success it travels with the
+        // max_commit_seq read.
+        let mut ended = false;
+        let out = super::body(async {
+            let c: &mut PgConnection = &mut conn;
             let gate = match gate_running {
-                Some(running) => Some(meta::read_serve_gate(c, partition, running).await?),
+                Some(running) => {
+                    let gate = meta::read_serve_gate(c, partition, running).await?;
+                    c.execute(AssertSqlSafe(confine(timeout))).await.map_err(map_err)?;
+                    Some(gate)
+                }
                 None => None,
             };
-            match execute(c, &prepared, params, partition).await {
-                Ok((columns, rows)) => Ok(QueryOutput {
-                    gate,
-                    error: None,
-                    columns,
-                    rows,
-                    max_commit_seq: log::max_commit_seq(c, partition).await?,
-                }),
+            match run(c, &g, &prepared.binds, params, partition, timeout).await {
+                Ok((columns, rows)) => {
+                    let max_commit_seq = max_commit_seq_then(c, w, partition, "ROLLBACK").await?;
+                    ended = true;
+                    Ok(QueryOutput {
+                        gate,
+                        error: None,
+                        columns,
+                        rows,
+                        max_commit_seq,
+                    })
+                }
                 // The transaction is aborted now; the gate decides first.
                 Err(e) if gate.is_some() => Ok(QueryOutput {
                     gate,
@@ -374,10 +534,17 @@ impl PgEngine {
                 Err(e) => Err(e),
             }
         })
+        .await;
+        if !ended && super::exec(&mut conn, "ROLLBACK").await.is_err() {
+            conn.close_on_drop();
+        }
+        out
     }
 
     /// `tx.queryAuthoritative`: on the transaction's connection, staged
-    /// writes visible, no gate.
+    /// writes visible, no gate; inside a savepoint that is rolled back, so
+    /// the query leaves neither writes nor settings behind, and a failing
+    /// query does not abort the transaction.
     pub async fn tx_query_authoritative(
         &self,
         id: u32,
@@ -385,16 +552,36 @@ impl PgEngine {
         params: &[Value],
         declared: &[String],
     ) -> Result<QueryOutput> {
-        let prepared = self.prepare_query(req, params, declared)?;
+        self.registered_schema()?;
+        let timeout = self.cfg.query_timeout;
         with_tx!(self, id, |_st, c, p| {
-            let (columns, rows) = execute(c, &prepared, params, &p).await?;
-            Ok(QueryOutput {
-                gate: None,
-                error: None,
-                columns,
-                rows,
-                max_commit_seq: log::max_commit_seq(c, &p).await?,
-            })
+            let w = self.query_where(c).await?;
+            let (prepared, g) = self.prepare_query(req, params, declared, w)?;
+            c.execute(AssertSqlSafe(format!("SAVEPOINT {SAVEPOINT}; {}", confine(timeout))))
+                .await
+                .map_err(map_err)?;
+            let undo = format!("ROLLBACK TO SAVEPOINT {SAVEPOINT}; RELEASE SAVEPOINT {SAVEPOINT}");
+            let out = run(c, &g, &prepared.binds, params, &p, timeout).await;
+            match out {
+                Ok((columns, rows)) => {
+                    // The savepoint ends with the max_commit_seq read.
+                    let max_commit_seq = max_commit_seq_then(c, w, &p, &undo).await;
+                    if max_commit_seq.is_err() {
+                        c.execute(AssertSqlSafe(undo)).await.map_err(map_err)?;
+                    }
+                    Ok(QueryOutput {
+                        gate: None,
+                        error: None,
+                        columns,
+                        rows,
+                        max_commit_seq: max_commit_seq?,
+                    })
+                }
+                Err(e) => {
+                    c.execute(AssertSqlSafe(undo)).await.map_err(map_err)?;
+                    Err(e)
+                }
+            }
         })
     }
 
@@ -471,12 +658,41 @@ mod tests {
         assert_eq!(numeric_text(&b).unwrap(), "-7");
     }
 
+    /// Which way of binding each call's own types is cheaper: a text that
+    /// names the types (one cached statement per type signature) or an
+    /// unnamed statement per call. Needs a server:
+    /// `SYNCULAR_TEST_PG_URL=… cargo test --lib binding_cost -- --ignored --nocapture`.
     #[test]
-    fn catalog_names_are_refused() {
-        assert!(touches_catalog("SELECT * FROM pg_authid"));
-        assert!(touches_catalog("SELECT pg_sleep(1)"));
-        assert!(touches_catalog("SELECT * FROM \"PG_class\""));
-        assert!(touches_catalog("SELECT * FROM information_schema.tables"));
-        assert!(!touches_catalog("SELECT 'pg_class' AS x FROM tasks"));
+    #[ignore]
+    fn binding_cost() {
+        use sqlx::Connection;
+        let url = std::env::var("SYNCULAR_TEST_PG_URL").expect("SYNCULAR_TEST_PG_URL");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut c = sqlx::PgConnection::connect(&url).await.unwrap();
+            let n = 2000u32;
+            let sql = "SELECT $1 AS v, 1 AS w";
+            for round in 0..2 {
+                let t = std::time::Instant::now();
+                for i in 0..n {
+                    let text = if i % 2 == 0 { format!("{sql} /* types: i */") } else { format!("{sql} /* types: f */") };
+                    let q = sqlx::query(AssertSqlSafe(text));
+                    let q = if i % 2 == 0 { q.bind(i as i64) } else { q.bind(f64::from(i)) };
+                    q.fetch_all(&mut c).await.unwrap();
+                }
+                let named = t.elapsed() / n;
+                let t = std::time::Instant::now();
+                for i in 0..n {
+                    let q = sqlx::query(AssertSqlSafe(sql)).persistent(false);
+                    let q = if i % 2 == 0 { q.bind(i as i64) } else { q.bind(f64::from(i)) };
+                    q.fetch_all(&mut c).await.unwrap();
+                }
+                let unnamed = t.elapsed() / n;
+                println!("round {round}: typed text, cached statement {named:?}; unnamed statement {unnamed:?}");
+            }
+        });
     }
 }

@@ -1,0 +1,1099 @@
+//! The engine-side boundary of registered queries on PostgreSQL.
+//!
+//! The shared rewrite (`crate::query`) reads SQL with a lexer of its own;
+//! wherever that lexer misreads PostgreSQL syntax (`ONLY`, `U&"…"`,
+//! `E'…'`, nested comments, dollar quoting), the text it produced cannot be
+//! trusted. So the final SQL is parsed again here by PostgreSQL's own
+//! parser (libpg_query), and:
+//!
+//! 1. every relation is bound in the tree: each bare app-table reference,
+//!    and each subquery of the rewrite's shape, becomes
+//!    `(SELECT <app columns> FROM "<schema>"."<table>" WHERE "_sync_partition" = $P)`
+//!    with `$P` a parameter bound to the call's partition, and the other
+//!    parameters are renumbered densely;
+//! 2. the whole tree, serialized so that every field of every node is
+//!    visible, is checked against an allowlist of node types, fields,
+//!    functions, operators, types and relation names;
+//! 3. the tree is deparsed, the text parsed again and checked again, so
+//!    what runs is exactly what was checked.
+//!
+//! What runs is the deparsed text, never the caller's.
+
+use crate::error::{Error, Result};
+use crate::query::{Bind, REFUSED};
+use crate::schema::Table;
+use pg_query::protobuf as pb;
+use pg_query::NodeEnum as N;
+use serde_json::{Map, Value as Json};
+
+/// Where the value of one parameter of the guarded SQL comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// The value of the rewrite's bind at this index (`Prepared::binds`).
+    Bind(usize),
+    Partition,
+}
+
+/// The SQL to run and its parameters, `$1…` in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Guarded {
+    pub sql: String,
+    pub slots: Vec<Slot>,
+    /// Per slot: whether the SQL uses it (where the rewrite's lexer saw a
+    /// placeholder PostgreSQL does not, the value is bound but unused).
+    pub used: Vec<bool>,
+}
+
+/// What a query may read: the app tables of the loaded schema, stored in
+/// `schema`.
+pub struct Scope<'a> {
+    pub schema: &'a str,
+    pub tables: &'a [Table],
+}
+
+impl Scope<'_> {
+    fn materialized(&self, name: &str) -> Option<&Table> {
+        self.tables
+            .iter()
+            .find(|t| t.materialize && t.name == name)
+    }
+
+    fn names_app_table(&self, name: &str) -> bool {
+        self.tables
+            .iter()
+            .any(|t| t.name.eq_ignore_ascii_case(name))
+    }
+}
+
+fn refused(msg: impl std::fmt::Display) -> Error {
+    Error::plain(REFUSED, format!("registered query refused: {msg}"))
+}
+
+/// Guards `sql` (the rewrite's output, placeholders numbered `$n` with
+/// `binds[n-1]` saying what each one is).
+pub fn guard(sql: &str, binds: &[Bind], scope: &Scope) -> Result<Guarded> {
+    let parsed = pg_query::parse(sql, 0).map_err(|e| match e {
+        // What the server would have said about the same text.
+        pg_query::Error::Parse(m) => Error::Engine {
+            code: "42601".into(),
+            message: m,
+        },
+        other => refused(format!("it cannot be parsed ({other})")),
+    })?;
+    let mut tree = parsed.protobuf;
+    let mut binder = Binder::new(binds, scope);
+    {
+        let [raw] = tree.stmts.as_mut_slice() else {
+            return Err(refused("it must be exactly one SELECT statement"));
+        };
+        let Some(N::SelectStmt(select)) = raw.stmt.as_mut().and_then(|n| n.node.as_mut()) else {
+            return Err(refused("it must be a SELECT statement"));
+        };
+        binder.select(select);
+    }
+    if let Some(e) = binder.error.take() {
+        return Err(e);
+    }
+    let slots = binder.slots();
+    let used = (1..=slots.len() as i32)
+        .map(|n| binder.used.contains(&n))
+        .collect();
+    let limit = slots.len() as i32;
+    check(&tree, scope, limit, binder.partition)?;
+    let text = tree
+        .deparse(pg_query::DeparseOptions::default())
+        .map_err(|e| refused(format!("it cannot be printed back ({e})")))?;
+    let again = pg_query::parse(&text, 0)
+        .map_err(|e| refused(format!("its printed form does not parse ({e})")))?;
+    check(&again.protobuf, scope, limit, binder.partition)?;
+    Ok(Guarded {
+        sql: text,
+        slots,
+        used,
+    })
+}
+
+// ---- binding ---------------------------------------------------------------------
+
+struct Binder<'a> {
+    binds: &'a [Bind],
+    scope: &'a Scope<'a>,
+    /// New number of each original parameter (`binds` order); the
+    /// partition's is `partition`.
+    renumber: Vec<i32>,
+    partition: i32,
+    partition_used: bool,
+    /// Numbers of the parameters the tree references.
+    used: Vec<i32>,
+    error: Option<Error>,
+}
+
+impl<'a> Binder<'a> {
+    fn new(binds: &'a [Bind], scope: &'a Scope<'a>) -> Binder<'a> {
+        let mut next = 0;
+        let mut renumber = Vec::with_capacity(binds.len());
+        for b in binds {
+            match b {
+                Bind::Param(_) => {
+                    next += 1;
+                    renumber.push(next);
+                }
+                Bind::Partition => renumber.push(0),
+            }
+        }
+        let partition = next + 1;
+        for (r, b) in renumber.iter_mut().zip(binds) {
+            if *b == Bind::Partition {
+                *r = partition;
+            }
+        }
+        Binder {
+            binds,
+            scope,
+            renumber,
+            partition,
+            partition_used: false,
+            used: Vec::new(),
+            error: None,
+        }
+    }
+
+    fn slots(&self) -> Vec<Slot> {
+        let mut out: Vec<Slot> = self
+            .binds
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| match b {
+                Bind::Param(_) => Some(Slot::Bind(i)),
+                Bind::Partition => None,
+            })
+            .collect();
+        if self.partition_used {
+            out.push(Slot::Partition);
+        }
+        out
+    }
+
+    fn fail(&mut self, e: Error) {
+        self.error.get_or_insert(e);
+    }
+
+    fn canonical(&mut self, t: &Table) -> pb::SelectStmt {
+        self.partition_used = true;
+        self.used.push(self.partition);
+        canonical_select(t, self.scope.schema, self.partition)
+    }
+
+    fn nodes(&mut self, list: &mut [pb::Node]) {
+        for n in list {
+            self.node(n, false);
+        }
+    }
+
+    fn opt(&mut self, n: &mut Option<Box<pb::Node>>) {
+        if let Some(n) = n {
+            self.node(n, false);
+        }
+    }
+
+    fn select(&mut self, s: &mut pb::SelectStmt) {
+        if let Some(w) = &mut s.with_clause {
+            for cte in &mut w.ctes {
+                if let Some(N::CommonTableExpr(c)) = &mut cte.node {
+                    self.opt(&mut c.ctequery);
+                }
+            }
+        }
+        self.nodes(&mut s.distinct_clause);
+        self.nodes(&mut s.target_list);
+        for item in &mut s.from_clause {
+            self.node(item, true);
+        }
+        self.opt(&mut s.where_clause);
+        self.nodes(&mut s.group_clause);
+        self.opt(&mut s.having_clause);
+        self.nodes(&mut s.window_clause);
+        self.nodes(&mut s.values_lists);
+        self.nodes(&mut s.sort_clause);
+        self.opt(&mut s.limit_offset);
+        self.opt(&mut s.limit_count);
+        if let Some(l) = &mut s.larg {
+            self.select(l);
+        }
+        if let Some(r) = &mut s.rarg {
+            self.select(r);
+        }
+    }
+
+    fn window(&mut self, w: &mut pb::WindowDef) {
+        self.nodes(&mut w.partition_clause);
+        self.nodes(&mut w.order_clause);
+        self.opt(&mut w.start_offset);
+        self.opt(&mut w.end_offset);
+    }
+
+    /// Walks the node types the allowlist admits; others are left as they
+    /// are for the check to refuse.
+    fn node(&mut self, n: &mut pb::Node, from_item: bool) {
+        let Some(inner) = &mut n.node else { return };
+        match inner {
+            N::RangeVar(rv) if from_item => {
+                if rv.catalogname.is_empty() && rv.schemaname.is_empty() {
+                    if let Some(t) = self.scope.materialized(&rv.relname) {
+                        let alias = rv.alias.take().unwrap_or(pb::Alias {
+                            aliasname: rv.relname.clone(),
+                            colnames: Vec::new(),
+                        });
+                        let sub = self.canonical(t);
+                        *inner = N::RangeSubselect(Box::new(pb::RangeSubselect {
+                            lateral: false,
+                            subquery: Some(Box::new(node(N::SelectStmt(Box::new(sub))))),
+                            alias: Some(alias),
+                        }));
+                    }
+                }
+            }
+            N::RangeSubselect(rs) => {
+                if let Some(sub) = rs.subquery.as_deref_mut() {
+                    if let Some(N::SelectStmt(sel)) = &sub.node {
+                        let shape = serde_json::to_value(&**sel)
+                            .ok()
+                            .and_then(|j| canonical_table(j.as_object()?, self.scope, ""));
+                        if let Some((t, number)) = shape {
+                            let is_partition = usize::try_from(number - 1)
+                                .ok()
+                                .and_then(|i| self.binds.get(i))
+                                == Some(&Bind::Partition);
+                            if is_partition {
+                                let t = self.scope.materialized(&t).cloned();
+                                if let Some(t) = t {
+                                    let canon = self.canonical(&t);
+                                    sub.node = Some(N::SelectStmt(Box::new(canon)));
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                    self.node(sub, false);
+                }
+            }
+            N::JoinExpr(j) => {
+                if let Some(l) = &mut j.larg {
+                    self.node(l, true);
+                }
+                if let Some(r) = &mut j.rarg {
+                    self.node(r, true);
+                }
+                self.opt(&mut j.quals);
+            }
+            N::RangeFunction(f) => self.nodes(&mut f.functions),
+            N::SelectStmt(s) => self.select(s),
+            N::ParamRef(p) => {
+                let i = usize::try_from(p.number - 1).ok();
+                match i.and_then(|i| self.renumber.get(i)) {
+                    Some(&new) => {
+                        if new == self.partition {
+                            self.partition_used = true;
+                        }
+                        self.used.push(new);
+                        p.number = new;
+                    }
+                    None => {
+                        let number = p.number;
+                        self.fail(Error::plain(
+                            crate::query::PLAN_ERROR,
+                            format!("{} (${number} has no value)", crate::query::MSG_BINDS),
+                        ))
+                    }
+                }
+            }
+            N::ResTarget(r) => {
+                self.nodes(&mut r.indirection);
+                self.opt(&mut r.val);
+            }
+            N::AExpr(e) => {
+                self.opt(&mut e.lexpr);
+                self.opt(&mut e.rexpr);
+            }
+            N::BoolExpr(e) => self.nodes(&mut e.args),
+            N::NullTest(e) => self.opt(&mut e.arg),
+            N::BooleanTest(e) => self.opt(&mut e.arg),
+            N::FuncCall(f) => {
+                self.nodes(&mut f.args);
+                self.nodes(&mut f.agg_order);
+                self.opt(&mut f.agg_filter);
+                if let Some(w) = &mut f.over {
+                    self.window(w);
+                }
+            }
+            N::TypeCast(c) => {
+                self.opt(&mut c.arg);
+                if let Some(t) = &mut c.type_name {
+                    self.nodes(&mut t.typmods);
+                }
+            }
+            N::SubLink(s) => {
+                self.opt(&mut s.testexpr);
+                self.opt(&mut s.subselect);
+            }
+            N::CaseExpr(c) => {
+                self.opt(&mut c.arg);
+                self.nodes(&mut c.args);
+                self.opt(&mut c.defresult);
+            }
+            N::CaseWhen(c) => {
+                self.opt(&mut c.expr);
+                self.opt(&mut c.result);
+            }
+            N::CoalesceExpr(c) => self.nodes(&mut c.args),
+            N::MinMaxExpr(c) => self.nodes(&mut c.args),
+            N::RowExpr(r) => self.nodes(&mut r.args),
+            N::AArrayExpr(a) => self.nodes(&mut a.elements),
+            N::AIndirection(a) => {
+                self.opt(&mut a.arg);
+                self.nodes(&mut a.indirection);
+            }
+            N::AIndices(a) => {
+                self.opt(&mut a.lidx);
+                self.opt(&mut a.uidx);
+            }
+            N::SortBy(s) => self.opt(&mut s.node),
+            N::WindowDef(w) => self.window(w),
+            N::CollateClause(c) => self.opt(&mut c.arg),
+            N::GroupingSet(g) => self.nodes(&mut g.content),
+            N::List(l) => self.nodes(&mut l.items),
+            _ => {}
+        }
+    }
+}
+
+fn node(n: N) -> pb::Node {
+    pb::Node { node: Some(n) }
+}
+
+fn name_node(s: &str) -> pb::Node {
+    node(N::String(pb::String { sval: s.to_owned() }))
+}
+
+fn column_ref(name: &str) -> pb::Node {
+    node(N::ColumnRef(pb::ColumnRef {
+        fields: vec![name_node(name)],
+        location: -1,
+    }))
+}
+
+/// `SELECT <app columns> FROM "<schema>"."<table>" WHERE "_sync_partition" = $param`.
+fn canonical_select(t: &Table, schema: &str, param: i32) -> pb::SelectStmt {
+    pb::SelectStmt {
+        target_list: t
+            .columns
+            .iter()
+            .map(|c| {
+                node(N::ResTarget(Box::new(pb::ResTarget {
+                    name: String::new(),
+                    indirection: Vec::new(),
+                    val: Some(Box::new(column_ref(&c.name))),
+                    location: -1,
+                })))
+            })
+            .collect(),
+        from_clause: vec![node(N::RangeVar(pb::RangeVar {
+            catalogname: String::new(),
+            schemaname: schema.to_owned(),
+            relname: t.name.clone(),
+            inh: true,
+            relpersistence: "p".into(),
+            alias: None,
+            location: -1,
+        }))],
+        where_clause: Some(Box::new(node(N::AExpr(Box::new(pb::AExpr {
+            kind: pb::AExprKind::AexprOp as i32,
+            name: vec![name_node("=")],
+            lexpr: Some(Box::new(column_ref("_sync_partition"))),
+            rexpr: Some(Box::new(node(N::ParamRef(pb::ParamRef {
+                number: param,
+                location: -1,
+            })))),
+            rexpr_list_start: -1,
+            rexpr_list_end: -1,
+            location: -1,
+        }))))),
+        limit_option: pb::LimitOption::Default as i32,
+        op: pb::SetOperation::SetopNone as i32,
+        ..Default::default()
+    }
+}
+
+// ---- the partition-bound subquery, recognized ----------------------------------------
+
+fn is_default(v: &Json) -> bool {
+    match v {
+        Json::Null => true,
+        Json::Bool(b) => !b,
+        Json::Number(n) => n.as_i64() == Some(0),
+        Json::String(s) => s.is_empty(),
+        Json::Array(a) => a.is_empty(),
+        Json::Object(_) => false,
+    }
+}
+
+/// `{"node": {"<ty>": body}}` → body.
+fn unwrap<'j>(v: &'j Json, ty: &str) -> Option<&'j Map<String, Json>> {
+    v.get("node")?.get(ty)?.as_object()
+}
+
+fn single_name(v: &Json) -> Option<&str> {
+    let fields = unwrap(v, "ColumnRef")?.get("fields")?.as_array()?;
+    let [f] = fields.as_slice() else { return None };
+    unwrap(f, "String")?.get("sval")?.as_str()
+}
+
+/// Whether `sel` (a SelectStmt's fields) is exactly the partition-bound
+/// projection of one materialized app table read from schema `schema`
+/// (`""`: unqualified, the rewrite's form): its table's name and the
+/// parameter number of the partition. Every other field must be empty.
+fn canonical_table(o: &Map<String, Json>, scope: &Scope, schema: &str) -> Option<(String, i64)> {
+    for (k, v) in o {
+        match k.as_str() {
+            "target_list" | "from_clause" | "where_clause" | "limit_option" => {}
+            "op" => {
+                if v.as_i64() != Some(pb::SetOperation::SetopNone as i64) {
+                    return None;
+                }
+            }
+            _ => {
+                if !is_default(v) {
+                    return None;
+                }
+            }
+        }
+    }
+    let [from] = o.get("from_clause")?.as_array()?.as_slice() else {
+        return None;
+    };
+    let rv = unwrap(from, "RangeVar")?;
+    for (k, v) in rv {
+        let ok = match k.as_str() {
+            "schemaname" => v.as_str() == Some(schema),
+            "relname" | "location" => true,
+            "inh" => v.as_bool() == Some(true),
+            "relpersistence" => v.as_str() == Some("p"),
+            _ => is_default(v),
+        };
+        if !ok {
+            return None;
+        }
+    }
+    let table = scope.materialized(rv.get("relname")?.as_str()?)?;
+    let targets = o.get("target_list")?.as_array()?;
+    if targets.len() != table.columns.len() {
+        return None;
+    }
+    for (t, c) in targets.iter().zip(&table.columns) {
+        let r = unwrap(t, "ResTarget")?;
+        for (k, v) in r {
+            let ok = match k.as_str() {
+                "val" => single_name(v) == Some(c.name.as_str()),
+                "location" => true,
+                _ => is_default(v),
+            };
+            if !ok {
+                return None;
+            }
+        }
+    }
+    let w = unwrap(o.get("where_clause")?, "AExpr")?;
+    let mut number = None;
+    for (k, v) in w {
+        let ok = match k.as_str() {
+            "kind" => v.as_i64() == Some(pb::AExprKind::AexprOp as i64),
+            "name" => {
+                matches!(v.as_array().map(Vec::as_slice), Some([n]) if unwrap(n, "String").and_then(|s| s.get("sval")).and_then(Json::as_str) == Some("="))
+            }
+            "lexpr" => single_name(v) == Some("_sync_partition"),
+            "rexpr" => {
+                number = unwrap(v, "ParamRef")
+                    .and_then(|p| p.get("number"))
+                    .and_then(Json::as_i64);
+                number.is_some()
+            }
+            "rexpr_list_start" | "rexpr_list_end" | "location" => true,
+            _ => is_default(v),
+        };
+        if !ok {
+            return None;
+        }
+    }
+    Some((table.name.clone(), number?))
+}
+
+// ---- the allowlist ---------------------------------------------------------------------
+
+/// How a field of an allowlisted node is treated; fields not listed must
+/// hold their default (empty) value.
+#[derive(Clone, Copy)]
+enum F {
+    /// A value that selects nothing by itself (flags, kinds, names
+    /// checked by the node's own rule).
+    Scalar,
+    /// One `Node`.
+    Node,
+    /// A list of `Node`s.
+    List,
+    /// A message of the named type, inline.
+    Typed(&'static str),
+    /// Walked by the node's own rule.
+    Own,
+}
+
+use F::*;
+
+fn fields(ty: &str) -> Option<&'static [(&'static str, F)]> {
+    Some(match ty {
+        "SelectStmt" => &[
+            ("distinct_clause", List),
+            ("target_list", List),
+            ("from_clause", List),
+            ("where_clause", Node),
+            ("group_clause", List),
+            ("group_distinct", Scalar),
+            ("having_clause", Node),
+            ("window_clause", List),
+            ("values_lists", List),
+            ("sort_clause", List),
+            ("limit_offset", Node),
+            ("limit_count", Node),
+            ("limit_option", Scalar),
+            ("with_clause", Own),
+            ("op", Scalar),
+            ("all", Scalar),
+            ("larg", Typed("SelectStmt")),
+            ("rarg", Typed("SelectStmt")),
+        ],
+        "ResTarget" => &[("name", Scalar), ("indirection", List), ("val", Node)],
+        "ColumnRef" => &[("fields", List)],
+        "AConst" => &[("isnull", Scalar), ("val", Scalar)],
+        "AExpr" => &[
+            ("kind", Scalar),
+            ("name", List),
+            ("lexpr", Node),
+            ("rexpr", Node),
+            ("rexpr_list_start", Scalar),
+            ("rexpr_list_end", Scalar),
+        ],
+        "BoolExpr" => &[("boolop", Scalar), ("args", List)],
+        "NullTest" => &[("arg", Node), ("nulltesttype", Scalar), ("argisrow", Scalar)],
+        "BooleanTest" => &[("arg", Node), ("booltesttype", Scalar)],
+        "FuncCall" => &[
+            ("funcname", List),
+            ("args", List),
+            ("agg_order", List),
+            ("agg_filter", Node),
+            ("over", Typed("WindowDef")),
+            ("agg_within_group", Scalar),
+            ("agg_star", Scalar),
+            ("agg_distinct", Scalar),
+            ("func_variadic", Scalar),
+            ("funcformat", Scalar),
+        ],
+        "TypeCast" => &[("arg", Node), ("type_name", Typed("TypeName"))],
+        "TypeName" => &[
+            ("names", List),
+            ("typmods", List),
+            ("typemod", Scalar),
+            ("array_bounds", List),
+        ],
+        "ParamRef" => &[("number", Scalar)],
+        "SubLink" => &[
+            ("sub_link_type", Scalar),
+            ("sub_link_id", Scalar),
+            ("testexpr", Node),
+            ("oper_name", List),
+            ("subselect", Node),
+        ],
+        "CaseExpr" => &[("arg", Node), ("args", List), ("defresult", Node)],
+        "CaseWhen" => &[("expr", Node), ("result", Node)],
+        "CoalesceExpr" => &[("args", List)],
+        "MinMaxExpr" => &[("op", Scalar), ("args", List)],
+        "SqlvalueFunction" => &[("op", Scalar), ("typmod", Scalar)],
+        "RowExpr" => &[("args", List), ("row_format", Scalar), ("colnames", List)],
+        "AArrayExpr" => &[("elements", List), ("list_start", Scalar), ("list_end", Scalar)],
+        "AIndirection" => &[("arg", Node), ("indirection", List)],
+        "AIndices" => &[("is_slice", Scalar), ("lidx", Node), ("uidx", Node)],
+        "AStar" => &[],
+        "CollateClause" => &[("arg", Node), ("collname", List)],
+        "SortBy" => &[
+            ("node", Node),
+            ("sortby_dir", Scalar),
+            ("sortby_nulls", Scalar),
+            ("use_op", List),
+        ],
+        "WindowDef" => &[
+            ("name", Scalar),
+            ("refname", Scalar),
+            ("partition_clause", List),
+            ("order_clause", List),
+            ("frame_options", Scalar),
+            ("start_offset", Node),
+            ("end_offset", Node),
+        ],
+        "GroupingSet" => &[("kind", Scalar), ("content", List)],
+        "RangeVar" => &[
+            ("relname", Scalar),
+            ("inh", Scalar),
+            ("relpersistence", Scalar),
+            ("alias", Typed("Alias")),
+        ],
+        "RangeSubselect" => &[("lateral", Scalar), ("subquery", Own), ("alias", Typed("Alias"))],
+        "RangeFunction" => &[
+            ("lateral", Scalar),
+            ("ordinality", Scalar),
+            ("is_rowsfrom", Scalar),
+            ("functions", List),
+            ("alias", Typed("Alias")),
+        ],
+        "JoinExpr" => &[
+            ("jointype", Scalar),
+            ("is_natural", Scalar),
+            ("larg", Node),
+            ("rarg", Node),
+            ("using_clause", List),
+            ("join_using_alias", Typed("Alias")),
+            ("quals", Node),
+            ("alias", Typed("Alias")),
+            ("rtindex", Scalar),
+        ],
+        "CommonTableExpr" => &[
+            ("ctename", Scalar),
+            ("aliascolnames", List),
+            ("ctematerialized", Scalar),
+            ("ctequery", Own),
+        ],
+        "Alias" => &[("aliasname", Scalar), ("colnames", List)],
+        "List" => &[("items", List)],
+        "String" => &[("sval", Scalar)],
+        "Integer" => &[("ival", Scalar)],
+        "Float" => &[("fval", Scalar)],
+        "Boolean" => &[("boolval", Scalar)],
+        "BitString" => &[("bsval", Scalar)],
+        _ => return None,
+    })
+}
+
+/// Functions a query may call: aggregates, window functions, and string,
+/// number, date/time, array and JSON functions that neither read nor write
+/// anything but their arguments (no SQL given as text, no files, no
+/// settings, no sequences, no sleeping, no catalog lookups).
+const FUNCTIONS: &[&str] = &[
+    // aggregates
+    "count", "sum", "avg", "min", "max", "bool_and", "bool_or", "every", "string_agg",
+    "array_agg", "json_agg", "jsonb_agg", "json_object_agg", "jsonb_object_agg", "stddev",
+    "stddev_pop", "stddev_samp", "variance", "var_pop", "var_samp", "bit_and", "bit_or",
+    "percentile_cont", "percentile_disc", "mode", "corr", "covar_pop", "covar_samp",
+    // window functions
+    "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag", "lead",
+    "first_value", "last_value", "nth_value",
+    // strings
+    "lower", "upper", "length", "char_length", "character_length", "octet_length",
+    "bit_length", "substr", "substring", "trim", "btrim", "ltrim", "rtrim", "replace",
+    "concat", "concat_ws", "left", "right", "lpad", "rpad", "position", "strpos",
+    "split_part", "starts_with", "repeat", "reverse", "initcap", "md5", "sha256", "sha512",
+    "encode", "decode", "to_hex", "format", "regexp_replace", "regexp_match",
+    "regexp_matches", "regexp_like", "regexp_split_to_array", "regexp_count",
+    "regexp_substr", "regexp_instr", "translate", "ascii", "chr", "quote_ident",
+    "quote_literal", "quote_nullable", "string_to_array", "array_to_string", "overlay",
+    "normalize", "is_normalized", "similar_to_escape", "like_escape", "to_char", "to_number",
+    "to_date", "to_timestamp", "unistr", "casefold",
+    // numbers
+    "abs", "ceil", "ceiling", "floor", "round", "trunc", "sign", "mod", "power", "pow",
+    "sqrt", "cbrt", "exp", "ln", "log", "log10", "div", "pi", "random", "width_bucket",
+    "gcd", "lcm", "degrees", "radians", "num_nonnulls", "num_nulls", "scale",
+    // dates and times
+    "now", "date_trunc", "date_part", "extract", "age", "make_date", "make_time",
+    "make_timestamp", "make_timestamptz", "make_interval", "clock_timestamp",
+    "statement_timestamp", "transaction_timestamp", "timezone", "date_bin",
+    "justify_days", "justify_hours", "justify_interval", "isfinite", "overlaps",
+    // arrays and sets
+    "array_length", "cardinality", "array_position", "array_positions", "array_append",
+    "array_prepend", "array_cat", "array_remove", "array_replace", "array_lower",
+    "array_upper", "unnest", "generate_series", "generate_subscripts",
+    // JSON
+    "to_json", "to_jsonb", "row_to_json", "array_to_json", "json_build_object",
+    "jsonb_build_object", "json_build_array", "jsonb_build_array", "json_object",
+    "jsonb_object", "json_extract_path", "json_extract_path_text", "jsonb_extract_path",
+    "jsonb_extract_path_text", "json_typeof", "jsonb_typeof", "json_array_length",
+    "jsonb_array_length", "json_each", "jsonb_each", "json_each_text", "jsonb_each_text",
+    "json_array_elements", "jsonb_array_elements", "json_array_elements_text",
+    "jsonb_array_elements_text", "json_object_keys", "jsonb_object_keys", "jsonb_set",
+    "jsonb_insert", "json_strip_nulls", "jsonb_strip_nulls", "jsonb_pretty",
+    "jsonb_path_exists", "jsonb_path_match", "jsonb_path_query", "jsonb_path_query_array",
+    "jsonb_path_query_first",
+    // other
+    "gen_random_uuid",
+];
+
+/// Type names a cast may name (no `reg*` types, which look up catalogs).
+const TYPES: &[&str] = &[
+    "bool", "boolean", "int2", "int4", "int8", "smallint", "integer", "int", "bigint",
+    "numeric", "decimal", "float4", "float8", "real", "text", "varchar", "bpchar", "char",
+    "date", "time", "timetz", "timestamp", "timestamptz", "interval", "json", "jsonb",
+    "jsonpath", "bytea", "uuid",
+];
+
+const SYSTEM_COLUMNS: &[&str] = &["ctid", "xmin", "xmax", "cmin", "cmax", "tableoid"];
+
+fn internal_name(name: &str) -> bool {
+    let l = name.to_ascii_lowercase();
+    l.starts_with("pg_") || l.starts_with("sync_") || l.starts_with("_sync")
+}
+
+/// The name list of a function, type, operator or collation: one name, or
+/// two with `pg_catalog` first.
+fn catalog_name<'j>(list: &'j Json, what: &str) -> Result<&'j str> {
+    let names: Vec<&str> = list
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|n| unwrap(n, "String")?.get("sval")?.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    let count = list.as_array().map_or(0, Vec::len);
+    match names.as_slice() {
+        [n] if count == 1 => Ok(n),
+        ["pg_catalog", n] if count == 2 => Ok(n),
+        _ => Err(refused(format!(
+            "{what} {} must be unqualified or in pg_catalog",
+            names.join(".")
+        ))),
+    }
+}
+
+fn check(tree: &pb::ParseResult, scope: &Scope, params: i32, partition: i32) -> Result<()> {
+    let [raw] = tree.stmts.as_slice() else {
+        return Err(refused("it must be exactly one SELECT statement"));
+    };
+    let json = serde_json::to_value(raw)
+        .map_err(|e| refused(format!("its parse tree cannot be read ({e})")))?;
+    let stmt = json.get("stmt").unwrap_or(&Json::Null);
+    if unwrap(stmt, "SelectStmt").is_none() {
+        return Err(refused("it must be a SELECT statement"));
+    }
+    let mut c = Checker {
+        scope,
+        params,
+        partition,
+        frames: Vec::new(),
+        depth: 0,
+    };
+    c.node(stmt)
+}
+
+struct Checker<'a> {
+    scope: &'a Scope<'a>,
+    /// Parameters `$1..=$params` exist.
+    params: i32,
+    partition: i32,
+    /// CTE names in scope, innermost last.
+    frames: Vec<Vec<String>>,
+    depth: usize,
+}
+
+impl Checker<'_> {
+    fn node(&mut self, v: &Json) -> Result<()> {
+        let inner = match v {
+            // An absent optional node.
+            Json::Null => return Ok(()),
+            Json::Object(o) if o.len() == 1 => o.get("node"),
+            _ => None,
+        };
+        let Some(inner) = inner else {
+            return Err(refused(format!("unexpected parse tree shape (node {v})")));
+        };
+        match inner {
+            Json::Null => Ok(()),
+            Json::Object(o) if o.len() == 1 => {
+                let (ty, body) = o.iter().next().expect("one entry");
+                self.typed(ty, body)
+            }
+            _ => Err(refused("unexpected parse tree shape")),
+        }
+    }
+
+    fn typed(&mut self, ty: &str, body: &Json) -> Result<()> {
+        let Some(o) = body.as_object() else {
+            return Err(refused("unexpected parse tree shape"));
+        };
+        self.typed_map(ty, o)
+    }
+
+    fn typed_map(&mut self, ty: &str, o: &Map<String, Json>) -> Result<()> {
+        let Some(spec) = fields(ty) else {
+            return Err(refused(format!("{ty} is not allowed")));
+        };
+        self.depth += 1;
+        if self.depth > 200 {
+            return Err(refused("it nests too deeply"));
+        }
+        self.rule(ty, o)?;
+        let framed = ty == "SelectStmt" && !o.get("with_clause").is_none_or(Json::is_null);
+        for (k, v) in o {
+            if k == "location" {
+                continue;
+            }
+            match spec.iter().find(|(n, _)| n == k).map(|(_, f)| *f) {
+                None => {
+                    if !is_default(v) {
+                        return Err(refused(format!("{ty}.{k} is not allowed")));
+                    }
+                }
+                Some(Scalar) | Some(Own) => {}
+                Some(Node) => self.node(v)?,
+                Some(List) => {
+                    for item in v.as_array().into_iter().flatten() {
+                        self.node(item)?;
+                    }
+                }
+                Some(Typed(t)) => {
+                    if !v.is_null() {
+                        self.typed(t, v)?;
+                    }
+                }
+            }
+        }
+        if framed {
+            self.frames.pop();
+        }
+        self.depth -= 1;
+        Ok(())
+    }
+
+    /// Rules of one node beyond its fields' types; a SelectStmt's WITH
+    /// opens a frame the caller closes after the body.
+    fn rule(&mut self, ty: &str, o: &Map<String, Json>) -> Result<()> {
+        let get = |k: &str| o.get(k).unwrap_or(&Json::Null);
+        match ty {
+            "SelectStmt" => {
+                let with = get("with_clause");
+                if !with.is_null() {
+                    self.with(with)?;
+                }
+            }
+            "ColumnRef" => {
+                // The column part: system columns and the storage's own
+                // (`_sync*`) are not part of any query's view.
+                let fields = get("fields").as_array().map(Vec::as_slice).unwrap_or_default();
+                if let Some(name) = fields
+                    .last()
+                    .and_then(|f| unwrap(f, "String"))
+                    .and_then(|s| s.get("sval")?.as_str())
+                {
+                    let l = name.to_ascii_lowercase();
+                    if SYSTEM_COLUMNS.contains(&l.as_str()) || l.starts_with("_sync") {
+                        return Err(refused(format!("column {name:?} is not readable")));
+                    }
+                }
+            }
+            "FuncCall" => {
+                let name = catalog_name(get("funcname"), "function")?;
+                if !FUNCTIONS.contains(&name) {
+                    return Err(refused(format!("function {name}() is not allowed")));
+                }
+            }
+            "AExpr" => {
+                catalog_name(get("name"), "operator")?;
+            }
+            "SubLink" => {
+                // EXISTS, ALL, ANY, scalar and ARRAY subqueries.
+                let kind = get("sub_link_type").as_i64().unwrap_or(0);
+                if ![1, 2, 3, 5, 7].contains(&kind) {
+                    return Err(refused("this kind of subquery is not allowed"));
+                }
+                if get("oper_name").as_array().is_some_and(|a| !a.is_empty()) {
+                    catalog_name(get("oper_name"), "operator")?;
+                }
+            }
+            "SortBy" => {
+                if get("use_op").as_array().is_some_and(|a| !a.is_empty()) {
+                    catalog_name(get("use_op"), "operator")?;
+                }
+            }
+            "CollateClause" => {
+                catalog_name(get("collname"), "collation")?;
+            }
+            "TypeName" => {
+                let name = catalog_name(get("names"), "type")?;
+                if !TYPES.contains(&name) {
+                    return Err(refused(format!("type {name} is not allowed")));
+                }
+            }
+            "SqlvalueFunction" => {
+                // CURRENT_DATE … LOCALTIMESTAMP(n); not the user, role,
+                // catalog or schema.
+                let op = get("op").as_i64().unwrap_or(0);
+                if !(1..=9).contains(&op) {
+                    return Err(refused("this SQL value function is not allowed"));
+                }
+            }
+            "ParamRef" => {
+                let n = get("number").as_i64().unwrap_or(0);
+                if n < 1 || n > i64::from(self.params) {
+                    return Err(refused(format!("parameter ${n} does not exist")));
+                }
+            }
+            "RangeVar" => {
+                let name = get("relname").as_str().unwrap_or_default();
+                let schema = get("schemaname").as_str().unwrap_or_default();
+                let catalog = get("catalogname").as_str().unwrap_or_default();
+                if !schema.is_empty() || !catalog.is_empty() {
+                    return Err(refused(format!(
+                        "relation {schema}.{name} must not be qualified"
+                    )));
+                }
+                let in_scope = self.frames.iter().any(|f| f.iter().any(|c| c == name));
+                if !in_scope {
+                    return Err(refused(if self.scope.names_app_table(name) {
+                        format!("table {name:?} is not a materialized table of the schema, or is named in another letter case")
+                    } else {
+                        format!("relation {name:?} is neither a table of the schema nor a CTE in scope")
+                    }));
+                }
+            }
+            "RangeSubselect" => {
+                let sub = get("subquery");
+                let Some(sel) = unwrap(sub, "SelectStmt") else {
+                    return Err(refused("a subquery in FROM must be a SELECT"));
+                };
+                match canonical_table(sel, self.scope, self.scope.schema) {
+                    Some((_, n)) if n == i64::from(self.partition) => {}
+                    _ => self.node(sub)?,
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Opens the frame of a WITH clause: CTE names are visible to the
+    /// bodies after them (all of them when RECURSIVE) and to the statement.
+    fn with(&mut self, w: &Json) -> Result<()> {
+        let Some(o) = w.as_object() else {
+            return Err(refused("unexpected parse tree shape"));
+        };
+        for (k, v) in o {
+            if !matches!(k.as_str(), "ctes" | "recursive" | "location") && !is_default(v) {
+                return Err(refused(format!("WithClause.{k} is not allowed")));
+            }
+        }
+        let recursive = o.get("recursive").and_then(Json::as_bool) == Some(true);
+        let mut ctes = Vec::new();
+        for c in o.get("ctes").and_then(Json::as_array).into_iter().flatten() {
+            let Some(cte) = unwrap(c, "CommonTableExpr") else {
+                return Err(refused("unexpected parse tree shape"));
+            };
+            let name = cte.get("ctename").and_then(Json::as_str).unwrap_or_default();
+            if internal_name(name) || self.scope.names_app_table(name) {
+                return Err(refused(format!(
+                    "CTE name {name:?} is reserved (pg_*, sync_*, _sync* or a table of the schema)"
+                )));
+            }
+            if unwrap(cte.get("ctequery").unwrap_or(&Json::Null), "SelectStmt").is_none() {
+                return Err(refused(format!("CTE {name:?} must be a SELECT")));
+            }
+            ctes.push((name.to_owned(), cte));
+        }
+        let mut frame: Vec<String> = Vec::new();
+        if recursive {
+            frame = ctes.iter().map(|(n, _)| n.clone()).collect();
+        }
+        for (name, cte) in &ctes {
+            self.frames.push(frame.clone());
+            let out = self
+                .typed_map("CommonTableExpr", cte)
+                .and_then(|()| self.node(cte.get("ctequery").unwrap_or(&Json::Null)));
+            self.frames.pop();
+            out?;
+            if !recursive {
+                frame.push(name.clone());
+            }
+        }
+        self.frames.push(frame);
+        Ok(())
+    }
+}
+
+/// The guard's result per final SQL text and partition-bind pattern, for
+/// one loaded schema; repeat calls skip parsing.
+#[derive(Default)]
+pub struct Cache {
+    /// The loaded schema the entries were made for (held, so its address
+    /// is never reused by another).
+    owner: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
+    map: std::collections::HashMap<String, std::sync::Arc<Guarded>>,
+}
+
+const CACHE_ENTRIES: usize = 512;
+
+/// The cache key: the SQL and which of its parameters are the partition.
+pub fn cache_key(sql: &str, binds: &[Bind]) -> String {
+    let mut key = String::with_capacity(sql.len() + binds.len() + 1);
+    key.push_str(sql);
+    key.push('\0');
+    key.extend(binds.iter().map(|b| match b {
+        Bind::Partition => 'p',
+        Bind::Param(_) => 'v',
+    }));
+    key
+}
+
+impl Cache {
+    fn owned_by(&mut self, owner: &std::sync::Arc<dyn std::any::Any + Send + Sync>) {
+        let same = self.owner.as_ref().is_some_and(|o| {
+            std::ptr::addr_eq(std::sync::Arc::as_ptr(o), std::sync::Arc::as_ptr(owner))
+        });
+        if !same {
+            self.map.clear();
+            self.owner = Some(owner.clone());
+        }
+    }
+
+    pub fn get(
+        &mut self,
+        owner: &std::sync::Arc<dyn std::any::Any + Send + Sync>,
+        key: &str,
+    ) -> Option<std::sync::Arc<Guarded>> {
+        self.owned_by(owner);
+        self.map.get(key).cloned()
+    }
+
+    pub fn insert(
+        &mut self,
+        owner: &std::sync::Arc<dyn std::any::Any + Send + Sync>,
+        key: String,
+        g: std::sync::Arc<Guarded>,
+    ) {
+        self.owned_by(owner);
+        if self.map.len() >= CACHE_ENTRIES {
+            self.map.clear();
+        }
+        self.map.insert(key, g);
+    }
+}
+
+/// The guard through `cache`, whose lock is not held while guarding.
+pub fn cached(
+    cache: &std::sync::Mutex<Cache>,
+    owner: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+    sql: &str,
+    binds: &[Bind],
+    scope: &Scope,
+) -> Result<std::sync::Arc<Guarded>> {
+    let lock = || cache.lock().unwrap_or_else(|p| p.into_inner());
+    let key = cache_key(sql, binds);
+    if let Some(g) = lock().get(&owner, &key) {
+        return Ok(g);
+    }
+    let g = std::sync::Arc::new(guard(sql, binds, scope)?);
+    lock().insert(&owner, key, g.clone());
+    Ok(g)
+}

@@ -1,0 +1,463 @@
+//! The guard without a server: each attack class is refused, or bound to
+//! one partition (every table read through the partition-filtered,
+//! schema-qualified projection).
+
+use super::guard::{cached, guard, Cache, Guarded, Scope, Slot};
+use std::sync::Mutex;
+use crate::error::Error;
+use crate::query::{self, Bind, Request, Value};
+use crate::schema::Schema;
+use std::sync::Arc;
+
+fn schema() -> Schema {
+    Schema::parse(
+        r#"{"version":1,"tables":[
+          {"name":"tasks","columns":[{"name":"id","type":"string","nullable":false},
+             {"name":"project_id","type":"string","nullable":false},
+             {"name":"title","type":"string","nullable":false}],
+           "primaryKeyIndex":0,"materialize":true,"indexes":[]},
+          {"name":"accounts","columns":[{"name":"id","type":"string","nullable":false},
+             {"name":"email","type":"string","nullable":true}],
+           "primaryKeyIndex":0,"materialize":true,"indexes":[]},
+          {"name":"secrets","columns":[{"name":"id","type":"string","nullable":false}],
+           "primaryKeyIndex":0,"materialize":false,"indexes":[]}]}"#,
+    )
+    .unwrap()
+}
+
+const APP: &str = "app";
+
+/// The guard alone, on SQL as the rewrite might have produced it.
+fn direct(sql: &str, binds: &[Bind]) -> crate::Result<Guarded> {
+    let s = schema();
+    guard(
+        sql,
+        binds,
+        &Scope {
+            schema: APP,
+            tables: &s.tables,
+        },
+    )
+}
+
+/// The whole path: the shared rewrite (legacy form), `$n` numbering, the
+/// guard.
+fn full(sql: &str, params: &[Value], tables: &[&str]) -> crate::Result<Guarded> {
+    let s = schema();
+    let declared: Vec<String> = tables.iter().map(|t| t.to_string()).collect();
+    let p = query::prepare(&Request::Legacy { sql: sql.into() }, params, &declared, &s)?;
+    guard(
+        &query::dollar_params(&p.sql),
+        &p.binds,
+        &Scope {
+            schema: APP,
+            tables: &s.tables,
+        },
+    )
+}
+
+fn code(e: &Error) -> String {
+    match e {
+        Error::Plain { code, .. } => code.to_string(),
+        Error::Engine { code, .. } => code.clone(),
+        other => format!("{other:?}"),
+    }
+}
+
+#[track_caller]
+fn assert_refused(r: crate::Result<Guarded>, label: &str) {
+    match r {
+        Ok(g) => panic!("{label}: accepted as {:?}", g.sql),
+        Err(e) => {
+            let c = code(&e);
+            assert!(
+                c == query::REFUSED || c == query::PLAN_ERROR || c == "42601",
+                "{label}: {c} {e:?}"
+            );
+        }
+    }
+}
+
+/// Every relation the guarded SQL reads, as (schema, name), and every
+/// `_sync_partition` filter's parameter, read back with PostgreSQL's parser.
+fn relations(sql: &str) -> Vec<(String, String)> {
+    let parsed = pg_query::parse(sql, 0).unwrap();
+    let json = serde_json::to_value(&parsed.protobuf).unwrap();
+    let mut out = Vec::new();
+    fn walk(v: &serde_json::Value, out: &mut Vec<(String, String)>) {
+        match v {
+            serde_json::Value::Object(o) => {
+                if let Some(rv) = o.get("RangeVar") {
+                    out.push((
+                        rv["schemaname"].as_str().unwrap().to_owned(),
+                        rv["relname"].as_str().unwrap().to_owned(),
+                    ));
+                }
+                o.values().for_each(|x| walk(x, out));
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    walk(&json, &mut out);
+    out
+}
+
+/// Accepted, and every app table is read through the partition filter
+/// bound to the partition slot.
+#[track_caller]
+fn assert_bound(r: crate::Result<Guarded>, tables: &[&str], label: &str) -> Guarded {
+    let g = r.unwrap_or_else(|e| panic!("{label}: {e:?}"));
+    // Unqualified names left are CTE references, never app tables.
+    let (rels, ctes): (Vec<_>, Vec<_>) = relations(&g.sql)
+        .into_iter()
+        .partition(|(schema, _)| !schema.is_empty());
+    for (_, name) in &ctes {
+        assert!(
+            !schema().tables.iter().any(|t| t.name.eq_ignore_ascii_case(name)),
+            "{label}: {name} unbound in {}",
+            g.sql
+        );
+    }
+    assert!(!rels.is_empty() || tables.is_empty(), "{label}: {}", g.sql);
+    for (schema, name) in &rels {
+        assert_eq!(schema, APP, "{label}: {}", g.sql);
+        assert!(tables.contains(&name.as_str()), "{label}: {name} in {}", g.sql);
+    }
+    let p = g.slots.len();
+    assert_eq!(g.slots.last(), Some(&Slot::Partition), "{label}");
+    let filter = format!("WHERE _sync_partition = ${p})");
+    assert_eq!(
+        g.sql.matches(&filter).count(),
+        rels.len(),
+        "{label}: {}",
+        g.sql
+    );
+    g
+}
+
+#[test]
+fn plain_queries_are_bound_and_keep_their_shape() {
+    let g = assert_bound(
+        full(
+            "SELECT t.id, a.email FROM tasks t JOIN accounts a ON a.id = t.id WHERE t.id = ? ORDER BY t.id LIMIT ?",
+            &[Value::Text("x".into()), Value::Integer(5)],
+            &["tasks", "accounts"],
+        ),
+        &["tasks", "accounts"],
+        "join",
+    );
+    assert_eq!(g.slots, vec![Slot::Bind(2), Slot::Bind(3), Slot::Partition], "{}", g.sql);
+    assert_eq!(
+        g.sql,
+        "SELECT t.id, a.email FROM (SELECT id, project_id, title FROM app.tasks WHERE _sync_partition = $3) t \
+         JOIN (SELECT id, email FROM app.accounts WHERE _sync_partition = $3) a ON a.id = t.id \
+         WHERE t.id = $1 ORDER BY t.id LIMIT $2"
+    );
+    assert_bound(
+        full(
+            "SELECT project_id, count(*) AS n, COALESCE(max(title), '') AS m, CAST(count(*) AS TEXT) AS c \
+             FROM tasks GROUP BY project_id HAVING count(*) > 0 ORDER BY n DESC",
+            &[],
+            &["tasks"],
+        ),
+        &["tasks"],
+        "aggregates",
+    );
+    assert_bound(
+        full(
+            "SELECT * FROM (SELECT t.id, a.email FROM tasks t JOIN accounts a ON 1 = 1 WHERE t.id = ?) AS \"_syncular_registered_query\" LIMIT ?",
+            &[Value::Text("x".into()), Value::Integer(5)],
+            &["tasks", "accounts"],
+        ),
+        &["tasks", "accounts"],
+        "host wrapper",
+    );
+    assert_bound(
+        full(
+            "WITH recent AS (SELECT id, title FROM tasks WHERE title LIKE ?) \
+             SELECT r.id, CAST(json_build_object('t', r.title) AS TEXT) AS j, row_number() OVER (ORDER BY r.id) AS k \
+             FROM recent r WHERE EXISTS (SELECT 1 FROM accounts a WHERE a.id = r.id) \
+             UNION ALL SELECT 'x', NULL, 0",
+            &[Value::Text("%".into())],
+            &["tasks", "accounts"],
+        ),
+        &["tasks", "accounts"],
+        "cte, window, json, union",
+    );
+    // No table: nothing to bind, no partition slot.
+    let g = full("SELECT ? AS a, CAST(? AS TEXT) AS b", &[Value::Integer(1), Value::Null], &[]).unwrap();
+    assert_eq!(g.slots, vec![Slot::Bind(0), Slot::Bind(1)]);
+}
+
+#[test]
+fn syntax_the_rewrite_does_not_model_is_bound_or_refused() {
+    let tasks = &["tasks"];
+    // ONLY, (TABLE t), U& identifiers: PostgreSQL reads `tasks`; bound.
+    assert_bound(direct("SELECT * FROM ONLY tasks", &[]), tasks, "ONLY");
+    assert_bound(direct("SELECT * FROM (TABLE tasks) t", &[]), tasks, "TABLE");
+    assert_bound(direct(r#"SELECT * FROM U&"t\0061sks""#, &[]), tasks, "U& ident");
+    assert_refused(direct(r#"SELECT * FROM U&"sync\005fcommits""#, &[]), "U& sync table");
+    // Through the rewrite too: refused early or bound.
+    for sql in [
+        "SELECT * FROM ONLY tasks",
+        "SELECT * FROM (TABLE tasks) t",
+        r#"SELECT * FROM U&"t\0061sks""#,
+    ] {
+        match full(sql, &[], tasks) {
+            Ok(g) => {
+                assert_bound(Ok(g), tasks, sql);
+            }
+            Err(e) => assert_refused(Err(e), sql),
+        }
+    }
+    // E'' strings: the rewrite reads `\'` as the end of the string and the
+    // rest as SQL, PostgreSQL as an escaped quote.
+    assert_refused(
+        full(r"SELECT E'\' FROM tasks x' AS a FROM sync_commits", &[], &["tasks"]),
+        "E string",
+    );
+    assert_refused(
+        direct(r"SELECT E'\'' AS a FROM sync_commits", &[]),
+        "E string, direct",
+    );
+    // Nested comments: PostgreSQL's comment runs to the second `*/`, so
+    // the rewrite's replacement would sit inside it.
+    assert_refused(
+        full("SELECT a.id FROM /* /* */ tasks */ sync_commits a", &[], &["tasks"]),
+        "nested comment",
+    );
+    assert_refused(
+        direct(
+            r#"SELECT a.id FROM /* /* */ (SELECT "id", "project_id", "title" FROM "tasks" WHERE "_sync_partition" = $1) AS "tasks" */ sync_commits a"#,
+            &[Bind::Partition],
+        ),
+        "nested comment, direct",
+    );
+    // Array brackets are SQL Server quoting to the rewrite, subscripts to
+    // PostgreSQL.
+    let g = assert_bound(
+        full("SELECT (ARRAY[1, 2])[1] AS a, id FROM tasks", &[], tasks),
+        tasks,
+        "array brackets",
+    );
+    assert!(g.sql.contains("ARRAY[1, 2]"), "{}", g.sql);
+    // Dollar quoting hides a placeholder from PostgreSQL.
+    let g = full("SELECT $$?$$ AS a, ? AS b FROM tasks", &[Value::Null, Value::Null], tasks);
+    if let Ok(g) = g {
+        assert_bound(Ok(g.clone()), tasks, "dollar quote");
+        assert_eq!(g.used.iter().filter(|u| !**u).count(), 1, "{g:?}");
+    }
+}
+
+#[test]
+fn functions_that_reach_beyond_the_query_are_refused() {
+    for sql in [
+        "SELECT query_to_xml('select * from sync_commits', true, true, '')",
+        "SELECT table_to_xml('sync_commits', true, true, '')",
+        "SELECT set_config('search_path', 'public', false)",
+        "SELECT current_setting('search_path')",
+        "SELECT pg_read_file('/etc/passwd')",
+        "SELECT pg_catalog.pg_read_file('/etc/passwd')",
+        "SELECT pg_sleep(10)",
+        "SELECT nextval('s')",
+        "SELECT lo_import('/etc/passwd')",
+        "SELECT dblink('x', 'y')",
+        "SELECT txid_current()",
+        "SELECT public.lower('x')",
+        r#"SELECT "LOWER"('x')"#,
+        "SELECT 'pg_authid'::regclass",
+        "SELECT CAST('1' AS regproc)",
+        "SELECT current_user",
+        "SELECT 1 OPERATOR(public.+) 1",
+        "SELECT xmlelement(name a)",
+        "SELECT f(a => 1)",
+    ] {
+        assert_refused(direct(sql, &[]), sql);
+    }
+    direct("SELECT pg_catalog.lower('X'), lower('x'), 1 OPERATOR(pg_catalog.+) 2, now(), CURRENT_DATE", &[])
+        .unwrap();
+}
+
+#[test]
+fn catalogs_and_internal_tables_are_refused() {
+    for sql in [
+        r#"SELECT * FROM "sync_commits""#,
+        r#"SELECT * FROM "SYNC_COMMITS""#,
+        "SELECT * FROM sync_partitions",
+        "SELECT * FROM pg_catalog.pg_authid",
+        "SELECT * FROM pg_authid",
+        "SELECT * FROM information_schema.tables",
+        "SELECT * FROM app.tasks",
+        "SELECT * FROM public.tasks",
+        "SELECT * FROM secrets",
+        r#"SELECT * FROM "Tasks""#,
+        "SELECT * FROM generate_series(1, 3) g, pg_class",
+    ] {
+        assert_refused(direct(sql, &[]), sql);
+    }
+}
+
+#[test]
+fn writes_into_and_locks_are_refused() {
+    for sql in [
+        "WITH d AS (DELETE FROM tasks RETURNING *) SELECT * FROM d",
+        "WITH d AS (UPDATE tasks SET title = 'x' RETURNING id) SELECT id FROM d",
+        "WITH d AS (INSERT INTO tasks VALUES ('a') RETURNING id) SELECT id FROM d",
+        "SELECT * INTO t2 FROM tasks",
+        "SELECT * FROM tasks FOR UPDATE",
+        "SELECT * FROM tasks FOR SHARE",
+        "DELETE FROM tasks",
+        "SELECT 1; DELETE FROM tasks",
+        "COPY tasks TO '/tmp/x'",
+        "SET search_path = public",
+    ] {
+        assert_refused(direct(sql, &[]), sql);
+        if let Ok(g) = full(sql, &[], &["tasks"]) {
+            panic!("{sql}: accepted through the rewrite as {}", g.sql);
+        }
+    }
+}
+
+#[test]
+fn system_and_storage_columns_are_refused() {
+    for sql in [
+        "SELECT ctid FROM tasks",
+        "SELECT t.xmin FROM tasks t",
+        "SELECT tableoid FROM tasks",
+        "SELECT cmax, xmax, cmin FROM tasks",
+        "SELECT _sync_partition FROM tasks",
+        r#"SELECT "_sync_payload" FROM tasks"#,
+        "SELECT id FROM tasks ORDER BY _sync_row_id",
+    ] {
+        assert_refused(direct(sql, &[]), sql);
+    }
+}
+
+#[test]
+fn cte_names_resolve_only_in_scope() {
+    for sql in [
+        // x is defined inside the subquery only.
+        "SELECT * FROM (WITH x AS (SELECT 1 AS a) SELECT * FROM x) s, x",
+        // A non-recursive CTE does not see itself or later ones.
+        "WITH x AS (SELECT * FROM x) SELECT * FROM x",
+        "WITH x AS (SELECT * FROM y), y AS (SELECT 1 AS a) SELECT * FROM x",
+        // Reserved names.
+        "WITH pg_x AS (SELECT 1) SELECT * FROM pg_x",
+        "WITH sync_commits AS (SELECT 1) SELECT * FROM sync_commits",
+        "WITH _sync_x AS (SELECT 1) SELECT * FROM _sync_x",
+        "WITH tasks AS (SELECT 1 AS id) SELECT * FROM tasks",
+        "WITH TASKS AS (SELECT 1 AS id) SELECT * FROM tasks",
+        "WITH x AS MATERIALIZED (SELECT 1) SELECT * FROM x, sync_commits",
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SEARCH DEPTH FIRST BY n SET o SELECT * FROM r",
+    ] {
+        assert_refused(direct(sql, &[]), sql);
+    }
+    direct(
+        "WITH x AS (SELECT 1 AS a), y AS (SELECT a FROM x) SELECT * FROM y, (SELECT * FROM x) s",
+        &[],
+    )
+    .unwrap();
+    direct(
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT n FROM r",
+        &[],
+    )
+    .unwrap();
+}
+
+#[test]
+fn the_partition_filter_cannot_be_forged() {
+    let canonical_user = "SELECT * FROM (SELECT id, project_id, title FROM app.tasks WHERE _sync_partition = $1) t";
+    assert_refused(direct(canonical_user, &[Bind::Param(0)]), "qualified, user parameter");
+    let rewrite_shape = r#"SELECT * FROM (SELECT "id", "project_id", "title" FROM "tasks" WHERE "_sync_partition" = $1) t"#;
+    assert_refused(direct(rewrite_shape, &[Bind::Param(0)]), "rewrite shape, user parameter");
+    // The rewrite's own shape with its partition bind is rebound.
+    assert_bound(direct(rewrite_shape, &[Bind::Partition]), &["tasks"], "rewrite shape");
+    // A partial projection of the rewrite's shape is not the shape.
+    assert_refused(
+        direct(
+            r#"SELECT * FROM (SELECT "id" FROM "tasks" WHERE "_sync_partition" = $1) t"#,
+            &[Bind::Partition],
+        ),
+        "partial projection",
+    );
+    // Parameters beyond the binds.
+    assert_refused(direct("SELECT $2", &[Bind::Param(0)]), "unbound parameter");
+    assert_refused(direct("SELECT $0", &[]), "parameter zero");
+}
+
+#[test]
+fn the_cache_returns_the_same_result_for_the_same_text() {
+    let s = schema();
+    let scope = Scope {
+        schema: APP,
+        tables: &s.tables,
+    };
+    let owner: Arc<dyn std::any::Any + Send + Sync> = Arc::new(1u8);
+    let cache = Mutex::new(Cache::default());
+    let sql = "SELECT id FROM tasks WHERE id = $1";
+    let a = cached(&cache, owner.clone(), sql, &[Bind::Param(0)], &scope).unwrap();
+    let b = cached(&cache, owner.clone(), sql, &[Bind::Param(0)], &scope).unwrap();
+    assert!(Arc::ptr_eq(&a, &b));
+    // Another bind pattern is another entry.
+    let c = cached(&cache, owner.clone(), sql, &[Bind::Partition], &scope).unwrap();
+    assert!(!Arc::ptr_eq(&a, &c));
+    // Another loaded schema empties it.
+    let other: Arc<dyn std::any::Any + Send + Sync> = Arc::new(2u8);
+    let d = cached(&cache, other, sql, &[Bind::Param(0)], &scope).unwrap();
+    assert!(!Arc::ptr_eq(&a, &d));
+}
+
+/// What the guard costs per query (run with `--ignored --nocapture`).
+#[test]
+#[ignore]
+fn guard_cost() {
+    let s = schema();
+    let scope = Scope {
+        schema: APP,
+        tables: &s.tables,
+    };
+    let sql = "SELECT t.id, a.email FROM (SELECT \"id\", \"project_id\", \"title\" FROM \"tasks\" WHERE \"_sync_partition\" = $1) t \
+               JOIN (SELECT \"id\", \"email\" FROM \"accounts\" WHERE \"_sync_partition\" = $2) a ON a.id = t.id \
+               WHERE t.id = $3 ORDER BY t.id LIMIT $4";
+    let binds = [Bind::Partition, Bind::Partition, Bind::Param(0), Bind::Param(1)];
+    let n = 2000;
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(guard(sql, &binds, &scope).unwrap());
+    }
+    let cold = t.elapsed() / n;
+    let owner: Arc<dyn std::any::Any + Send + Sync> = Arc::new(1u8);
+    let cache = Mutex::new(Cache::default());
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(cached(&cache, owner.clone(), sql, &binds, &scope).unwrap());
+    }
+    let warm = t.elapsed() / n;
+    println!("guard per query: {cold:?} uncached, {warm:?} cached");
+}
+
+/// The guard's parts, each alone (run with `--ignored --nocapture`).
+#[test]
+#[ignore]
+fn guard_cost_parts() {
+    let sql = "SELECT t.id FROM (SELECT id, project_id, title FROM app.tasks WHERE _sync_partition = $2) t WHERE t.id = $1 ORDER BY t.id LIMIT 10";
+    let n = 200;
+    let t = std::time::Instant::now();
+    let mut last = None;
+    for _ in 0..n {
+        last = Some(pg_query::parse(sql, 0).unwrap());
+    }
+    println!("parse {:?}", t.elapsed() / n);
+    let p = last.unwrap();
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(serde_json::to_value(&p.protobuf).unwrap());
+    }
+    println!("to_value {:?}", t.elapsed() / n);
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(p.protobuf.deparse(pg_query::DeparseOptions::default()).unwrap());
+    }
+    println!("deparse {:?}", t.elapsed() / n);
+}
