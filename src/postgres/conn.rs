@@ -4,7 +4,9 @@
 use super::sql;
 use crate::error::{Error, Result};
 use crate::schema::quote_ident;
-use sqlx::postgres::PgPoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::Connection as _;
+use std::str::FromStr;
 use sqlx::{AssertSqlSafe, Executor, PgPool};
 use std::time::Duration;
 
@@ -47,7 +49,48 @@ impl Config {
     }
 }
 
-pub async fn open(cfg: &Config) -> Result<PgPool> {
+/// The connect options of `cfg.url`, with an `application_name` that names
+/// this storage (`tag`), after the one the URL gives if any: `close()`
+/// finds the storage's running statements by it to cancel them.
+pub fn connect_options(cfg: &Config, tag: &str) -> Result<PgConnectOptions> {
+    let opts = PgConnectOptions::from_str(&cfg.url).map_err(map_err)?;
+    let name = match opts.get_application_name() {
+        Some(own) => format!("{own} {tag}"),
+        None => tag.to_owned(),
+    };
+    // PostgreSQL keeps 63 bytes; the tag must survive, so cut the front.
+    let mut cut = name.len().saturating_sub(63);
+    while !name.is_char_boundary(cut) {
+        cut += 1;
+    }
+    Ok(opts.application_name(&name[cut..]))
+}
+
+/// Cancels every statement a connection of this storage (`tag`) is running,
+/// from a connection of its own; a role may cancel its own sessions. Best
+/// effort and bounded: a server that does not answer within two seconds is
+/// left to the statements' own time limits.
+pub async fn cancel_running(cfg: &Config, tag: &str) {
+    let Ok(opts) = connect_options(cfg, &format!("{tag} closing")) else {
+        return;
+    };
+    let cancel = async {
+        let mut c = sqlx::PgConnection::connect_with(&opts).await.ok()?;
+        sqlx::query(
+            "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity \
+             WHERE application_name LIKE '%' || $1 AND state <> 'idle' AND pid <> pg_backend_pid()",
+        )
+        .bind(tag)
+        .execute(&mut c)
+        .await
+        .ok()?;
+        let _ = c.close().await;
+        Some(())
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(2), cancel).await;
+}
+
+pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
     let search_path = cfg
         .schema
         .as_deref()
@@ -68,8 +111,7 @@ pub async fn open(cfg: &Config) -> Result<PgPool> {
                 Ok(())
             })
         })
-        .connect_lazy(&cfg.url)
-        .map_err(map_err)?;
+        .connect_lazy_with(connect_options(cfg, tag)?);
     let mut conn = pool.acquire().await.map_err(map_err)?;
     ensure_meta(&mut conn, cfg.schema.as_deref()).await?;
     drop(conn);

@@ -80,6 +80,8 @@ pub struct PgEngine {
     txs: Mutex<HashMap<u32, TxSlot>>,
     next_id: AtomicU32,
     closed: AtomicBool,
+    /// Ends this storage's `application_name`, unique in the process.
+    tag: String,
     /// Registered queries: the storage's schema and the guard's cache.
     query: query::State,
 }
@@ -189,15 +191,29 @@ impl PgEngine {
             txs: Mutex::new(HashMap::new()),
             next_id: AtomicU32::new(1),
             closed: AtomicBool::new(false),
+            tag: {
+                static NEXT: AtomicU32 = AtomicU32::new(0);
+                format!(
+                    "syncular-{}-{}",
+                    std::process::id(),
+                    NEXT.fetch_add(1, Ordering::Relaxed)
+                )
+            },
             query: query::State::default(),
         }
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
     }
 
     async fn pool(&self) -> Result<&PgPool> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::plain("ERR_SYNCULAR_CLOSED", "storage is closed"));
         }
-        self.pool.get_or_try_init(|| conn::open(&self.cfg)).await
+        self.pool
+            .get_or_try_init(|| conn::open(&self.cfg, &self.tag))
+            .await
     }
 
     pub(crate) async fn acquire(&self) -> Result<PoolConnection<Postgres>> {
@@ -208,6 +224,12 @@ impl PgEngine {
     /// with `storage is closed`.
     pub async fn close(&self) {
         self.closed.store(true, Ordering::Release);
+        // A running statement (a runaway registered query) would hold its
+        // transaction's slot and its pool connection until its own time
+        // limit; cancel it so closing takes as long as a round trip.
+        if self.pool.get().is_some() {
+            conn::cancel_running(&self.cfg, &self.tag).await;
+        }
         let open: Vec<TxSlot> = lock(&self.txs).drain().map(|(_, s)| s).collect();
         for slot in open {
             let mut st = slot.lock().await;

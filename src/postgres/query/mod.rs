@@ -538,7 +538,18 @@ impl PgEngine {
         if !ended && super::exec(&mut conn, "ROLLBACK").await.is_err() {
             conn.close_on_drop();
         }
-        out
+        out.map_err(|e| self.cancelled_by_close(e))
+    }
+
+    /// A query cancelled because the storage closed reports the close, not
+    /// its time limit.
+    fn cancelled_by_close(&self, e: Error) -> Error {
+        match &e {
+            Error::Plain { code, .. } if *code == query::TIMEOUT && self.is_closed() => {
+                Error::plain("ERR_SYNCULAR_CLOSED", "storage is closed")
+            }
+            _ => e,
+        }
     }
 
     /// `tx.queryAuthoritative`: on the transaction's connection, staged
@@ -583,6 +594,7 @@ impl PgEngine {
                 }
             }
         })
+        .map_err(|e| self.cancelled_by_close(e))
     }
 
     pub async fn scan_rows_by_index(
