@@ -669,42 +669,4 @@ mod tests {
         }
         assert_eq!(numeric_text(&b).unwrap(), "-7");
     }
-
-    /// Which way of binding each call's own types is cheaper: a text that
-    /// names the types (one cached statement per type signature) or an
-    /// unnamed statement per call. Needs a server:
-    /// `SYNCULAR_TEST_PG_URL=… cargo test --lib binding_cost -- --ignored --nocapture`.
-    #[test]
-    #[ignore]
-    fn binding_cost() {
-        use sqlx::Connection;
-        let url = std::env::var("SYNCULAR_TEST_PG_URL").expect("SYNCULAR_TEST_PG_URL");
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let mut c = sqlx::PgConnection::connect(&url).await.unwrap();
-            let n = 2000u32;
-            let sql = "SELECT $1 AS v, 1 AS w";
-            for round in 0..2 {
-                let t = std::time::Instant::now();
-                for i in 0..n {
-                    let text = if i % 2 == 0 { format!("{sql} /* types: i */") } else { format!("{sql} /* types: f */") };
-                    let q = sqlx::query(AssertSqlSafe(text));
-                    let q = if i % 2 == 0 { q.bind(i as i64) } else { q.bind(f64::from(i)) };
-                    q.fetch_all(&mut c).await.unwrap();
-                }
-                let named = t.elapsed() / n;
-                let t = std::time::Instant::now();
-                for i in 0..n {
-                    let q = sqlx::query(AssertSqlSafe(sql)).persistent(false);
-                    let q = if i % 2 == 0 { q.bind(i as i64) } else { q.bind(f64::from(i)) };
-                    q.fetch_all(&mut c).await.unwrap();
-                }
-                let unnamed = t.elapsed() / n;
-                println!("round {round}: typed text, cached statement {named:?}; unnamed statement {unnamed:?}");
-            }
-        });
-    }
 }
