@@ -150,3 +150,28 @@ pub enum PruneTarget<'a> {
     /// 0.15.x form `(partition, seq)`.
     Legacy(i64),
 }
+
+/// One result cell of a registered query, as either engine reads it
+/// (PostgreSQL booleans as 0/1, JSON as its text).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    Null,
+    Integer(i64),
+    Real(f64),
+    Text(String),
+    Blob(Vec<u8>),
+}
+
+/// Rows of a registered query, with the snapshot's cursor.
+#[derive(Debug)]
+pub struct QueryOutput {
+    /// The serve gate read first in the same snapshot, when asked for.
+    pub gate: Option<ServeGate>,
+    /// When the gate was asked for and the query failed: the failure, left
+    /// for the caller to report unless the gate refuses first.
+    pub error: Option<crate::error::Error>,
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<Cell>>,
+    pub max_commit_seq: i64,
+}
+

@@ -9,11 +9,11 @@ use super::handle::SqliteHandle;
 use crate::error::Error;
 use crate::model::MAX_SAFE_INTEGER;
 use crate::query::{Relation, Request, Value};
-use crate::sqlite::{QueryOutput, SqliteEngine};
+use crate::model::{Cell as SqlValue, QueryOutput};
+use crate::sqlite::SqliteEngine;
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
-use rusqlite::types::Value as SqlValue;
 use std::sync::Arc;
 
 /// One `AuthoritativeQueryValue` (or `RowValue`) from JS.

@@ -28,7 +28,6 @@ mod window;
 
 pub use conn::{Config, Location, Synchronous};
 
-pub use query::QueryOutput;
 pub use window::WindowQuery;
 
 use crate::error::{Error, Result};

@@ -9,28 +9,16 @@
 use super::conn::map_err;
 use super::{log, meta, rows, Loaded, SqliteEngine};
 use crate::error::{Error, Result};
-use crate::model::{ServeGate, StoredRow};
+use crate::model::StoredRow;
 use crate::query::{self, Bind, Prepared, Request, Target, Value};
 use crate::schema::{quote_ident, Table};
 use super::isolation;
-use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef};
+use crate::model::{Cell as SqlValue, QueryOutput};
+use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ToSql};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Rows of a registered query, with the snapshot's cursor.
-#[derive(Debug)]
-pub struct QueryOutput {
-    /// The serve gate read first in the same snapshot, when asked for.
-    pub gate: Option<ServeGate>,
-    /// When the gate was asked for and the query failed: the failure, left
-    /// for the caller to report unless the gate refuses first.
-    pub error: Option<Error>,
-    pub columns: Vec<String>,
-    pub rows: Vec<Vec<SqlValue>>,
-    pub max_commit_seq: i64,
-}
 
 struct Bound<'a>(&'a Value);
 
@@ -43,6 +31,16 @@ impl ToSql for Bound<'_> {
             Value::Text(s) => ValueRef::Text(s.as_bytes()),
             Value::Blob(b) => ValueRef::Blob(b),
         }))
+    }
+}
+
+fn cell(v: ValueRef<'_>) -> SqlValue {
+    match v {
+        ValueRef::Null => SqlValue::Null,
+        ValueRef::Integer(i) => SqlValue::Integer(i),
+        ValueRef::Real(f) => SqlValue::Real(f),
+        ValueRef::Text(t) => SqlValue::Text(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Blob(b) => SqlValue::Blob(b.to_vec()),
     }
 }
 
@@ -116,7 +114,7 @@ fn execute(
     while let Some(r) = rows.next().map_err(err)? {
         let mut row = Vec::with_capacity(n);
         for i in 0..n {
-            row.push(SqlValue::from(r.get_ref(i).map_err(map_err)?));
+            row.push(cell(r.get_ref(i).map_err(map_err)?));
         }
         out.push(row);
     }
