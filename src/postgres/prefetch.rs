@@ -41,8 +41,10 @@ impl Cache {
     }
 }
 
-/// `E'…'`, or `None` for a value holding a NUL.
-fn lit(s: &str) -> Option<String> {
+/// `E'…'`, a string literal that reads the same whatever
+/// `standard_conforming_strings` says, or `None` for a value holding a NUL
+/// (which PostgreSQL text cannot hold).
+pub(super) fn lit(s: &str) -> Option<String> {
     if s.contains('\0') {
         return None;
     }

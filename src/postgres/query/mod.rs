@@ -279,25 +279,6 @@ async fn run(
     Ok((columns, out))
 }
 
-/// A string literal that reads the same whatever
-/// `standard_conforming_strings` says; `None` for text PostgreSQL cannot
-/// hold (NUL).
-fn literal(s: &str) -> Option<String> {
-    if s.contains('\0') {
-        return None;
-    }
-    let mut out = String::with_capacity(s.len() + 4);
-    out.push_str("E'");
-    for ch in s.chars() {
-        match ch {
-            '\'' => out.push_str("''"),
-            '\\' => out.push_str("\\\\"),
-            _ => out.push(ch),
-        }
-    }
-    out.push('\'');
-    Some(out)
-}
 
 /// `max_commit_seq` (read with the storage's tables named by schema, so it
 /// works under the confined `search_path`), then the control statements
@@ -308,7 +289,7 @@ async fn max_commit_seq_then(
     partition: &str,
     tail: &str,
 ) -> Result<i64> {
-    let Some(p) = literal(partition) else {
+    let Some(p) = super::prefetch::lit(partition) else {
         let v: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
             "SELECT max_commit_seq FROM {}.sync_partitions WHERE partition = $1",
             w.quoted
