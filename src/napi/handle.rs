@@ -21,11 +21,13 @@ thread_local! {
     static EXIT_HOOKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// At env teardown (process or worker exit), memory databases' scratch
-/// directories go too.
+/// At env teardown (process or worker exit), the scratch directories of the
+/// memory databases this env made go too (only those: other workers'
+/// storages live on).
 fn hook_exit(env: &Env) -> Result<()> {
     if !EXIT_HOOKED.with(std::cell::Cell::get) {
-        env.add_env_cleanup_hook((), |()| crate::sqlite::scratch::remove_all())?;
+        let owner = crate::sqlite::scratch::this_thread();
+        env.add_env_cleanup_hook(owner, crate::sqlite::scratch::remove_owned_by)?;
         EXIT_HOOKED.with(|h| h.set(true));
     }
     Ok(())

@@ -98,6 +98,8 @@ pub struct SqliteEngine {
     /// Shared with running queries' progress handlers, which stop at once
     /// when the storage closes.
     closed: Arc<std::sync::atomic::AtomicBool>,
+    /// Whose exit removes a memory database's directory (see `scratch`).
+    scratch_owner: u64,
 }
 
 impl SqliteEngine {
@@ -107,6 +109,7 @@ impl SqliteEngine {
             db: Mutex::new(None),
             loaded: RwLock::new(None),
             closed: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            scratch_owner: scratch::this_thread(),
         }
     }
 
@@ -121,7 +124,7 @@ impl SqliteEngine {
         let (cfg, scratch) = match &self.cfg.location {
             Location::File(_) => (self.cfg.clone(), None),
             Location::Memory => {
-                let s = scratch::Scratch::new()?;
+                let s = scratch::Scratch::new(self.scratch_owner)?;
                 let cfg = Config {
                     location: Location::File(s.db_path()),
                     // Gone with the process anyway: flushing buys nothing.
