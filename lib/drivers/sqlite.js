@@ -6,8 +6,26 @@
 const native = require('../native');
 const { LeaseQueue } = require('../lease-queue');
 
+// A memory database lives in a private temporary directory (see README).
+// The addon removes it at close, on collection and at env teardown, but
+// process.exit() skips env teardown: remove this thread's directories on
+// 'exit' as well.
+let exitHooked = false;
+function hookExit() {
+  if (exitHooked) return;
+  exitHooked = true;
+  process.once('exit', () => {
+    try {
+      native.releaseScratch();
+    } catch {
+      // best effort while exiting
+    }
+  });
+}
+
 class SqliteDriver {
   constructor(url, options) {
+    hookExit();
     this.native = new native.SqliteHandle(url, options.synchronous, options.busyTimeoutMs, options.queryTimeoutMs);
     this.queue = new LeaseQueue(this.native);
     /** Native calls complete before they return: no per-transaction chaining. */

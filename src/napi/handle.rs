@@ -33,6 +33,14 @@ fn hook_exit(env: &Env) -> Result<()> {
     Ok(())
 }
 
+/// Removes the memory databases' scratch directories made on this thread.
+/// The JS layer calls it from `process.on('exit')`: `process.exit()` skips
+/// env cleanup hooks.
+#[napi(js_name = "releaseScratch")]
+pub fn release_scratch() {
+    crate::sqlite::scratch::remove_owned_by(crate::sqlite::scratch::this_thread());
+}
+
 #[napi]
 pub struct SqliteHandle {
     pub(crate) engine: Arc<SqliteEngine>,
