@@ -36,6 +36,8 @@ fn hook_exit(env: &Env) -> Result<()> {
 /// Removes the memory databases' scratch directories made on this thread.
 /// The JS layer calls it from `process.on('exit')`: `process.exit()` skips
 /// env cleanup hooks.
+// Test builds leave out napi's registration, which is its only caller.
+#[cfg_attr(test, allow(dead_code))]
 #[napi(js_name = "releaseScratch")]
 pub fn release_scratch() {
     crate::sqlite::scratch::remove_owned_by(crate::sqlite::scratch::this_thread());
