@@ -33,7 +33,7 @@ pub fn direct_push(path: &str, commits: u32, ops: u32) -> Result<f64> {
         location: Location::File(path.to_owned()),
         synchronous: Synchronous::Normal,
         busy_timeout: Duration::from_secs(5),
-            query_timeout: crate::query::DEFAULT_TIMEOUT,
+        query_timeout: crate::query::DEFAULT_TIMEOUT,
     });
     let lease = engine.try_lock(None)?.expect("fresh database");
     engine.ensure_schema(

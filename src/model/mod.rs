@@ -174,4 +174,3 @@ pub struct QueryOutput {
     pub rows: Vec<Vec<Cell>>,
     pub max_commit_seq: i64,
 }
-

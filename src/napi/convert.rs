@@ -31,7 +31,9 @@ pub fn query_timeout(ms: Option<f64>) -> Result<std::time::Duration> {
         Some(v) => {
             let ms = int(v, "queryTimeoutMs")?;
             if ms < 1 {
-                return Err(Error::invalid(format!("queryTimeoutMs must be ≥ 1, got {v}")));
+                return Err(Error::invalid(format!(
+                    "queryTimeoutMs must be ≥ 1, got {v}"
+                )));
             }
             Ok(std::time::Duration::from_millis(ms as u64))
         }

@@ -6,10 +6,10 @@ use super::convert::int;
 use super::guard;
 use super::handle::SqliteHandle;
 use crate::error::Error;
-use crate::model::MAX_SAFE_INTEGER;
 use crate::model::reactions::{
     ClaimQuery, FailureUpdate, NewReaction, PruneQuery, PrunedCounts, StoredReaction,
 };
+use crate::model::MAX_SAFE_INTEGER;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 

@@ -5,8 +5,8 @@
 use super::conn::map_err;
 use super::{read, snapshot, PgEngine};
 use crate::error::Result;
-use crate::schema::quote_ident;
 use crate::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
+use crate::schema::quote_ident;
 use sqlx::{AssertSqlSafe, PgConnection, Row};
 
 /// Changes per (commit, table) of the listed commits, ordered by table.

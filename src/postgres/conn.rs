@@ -6,8 +6,8 @@ use crate::error::{Error, Result};
 use crate::schema::quote_ident;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::Connection as _;
-use std::str::FromStr;
 use sqlx::{AssertSqlSafe, Executor, PgPool};
+use std::str::FromStr;
 use std::time::Duration;
 
 #[derive(Debug, Clone)]

@@ -49,27 +49,127 @@ thread_local! {
 /// `like`/`glob` are what the LIKE and GLOB operators call.
 const FUNCTIONS: &[&str] = &[
     // aggregates
-    "count", "sum", "total", "avg", "min", "max", "group_concat", "string_agg",
+    "count",
+    "sum",
+    "total",
+    "avg",
+    "min",
+    "max",
+    "group_concat",
+    "string_agg",
     // window functions
-    "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag", "lead",
-    "first_value", "last_value", "nth_value",
+    "row_number",
+    "rank",
+    "dense_rank",
+    "percent_rank",
+    "cume_dist",
+    "ntile",
+    "lag",
+    "lead",
+    "first_value",
+    "last_value",
+    "nth_value",
     // scalar
-    "abs", "coalesce", "ifnull", "iif", "if", "nullif", "typeof", "length", "octet_length", "lower",
-    "upper", "trim", "ltrim", "rtrim", "substr", "substring", "replace", "instr", "hex", "unhex",
-    "quote", "printf", "format", "char", "unicode", "round", "sign", "like", "glob", "likely",
-    "unlikely", "likelihood", "concat", "concat_ws", "random",
+    "abs",
+    "coalesce",
+    "ifnull",
+    "iif",
+    "if",
+    "nullif",
+    "typeof",
+    "length",
+    "octet_length",
+    "lower",
+    "upper",
+    "trim",
+    "ltrim",
+    "rtrim",
+    "substr",
+    "substring",
+    "replace",
+    "instr",
+    "hex",
+    "unhex",
+    "quote",
+    "printf",
+    "format",
+    "char",
+    "unicode",
+    "round",
+    "sign",
+    "like",
+    "glob",
+    "likely",
+    "unlikely",
+    "likelihood",
+    "concat",
+    "concat_ws",
+    "random",
     // math
-    "ceil", "ceiling", "floor", "trunc", "ln", "log", "log10", "log2", "exp", "pow", "power", "sqrt",
-    "mod", "pi", "degrees", "radians", "sin", "cos", "tan", "asin", "acos", "atan", "atan2",
+    "ceil",
+    "ceiling",
+    "floor",
+    "trunc",
+    "ln",
+    "log",
+    "log10",
+    "log2",
+    "exp",
+    "pow",
+    "power",
+    "sqrt",
+    "mod",
+    "pi",
+    "degrees",
+    "radians",
+    "sin",
+    "cos",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "atan2",
     // date and time
-    "date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff",
+    "date",
+    "time",
+    "datetime",
+    "julianday",
+    "unixepoch",
+    "strftime",
+    "timediff",
     // JSON
-    "json", "jsonb", "json_array", "jsonb_array", "json_array_length", "json_extract",
-    "jsonb_extract", "json_insert", "jsonb_insert", "json_object", "jsonb_object", "json_patch",
-    "jsonb_patch", "json_remove", "jsonb_remove", "json_replace", "jsonb_replace", "json_set",
-    "jsonb_set", "json_type", "json_valid", "json_quote", "json_group_array", "jsonb_group_array",
-    "json_group_object", "jsonb_group_object", "json_each", "json_tree", "json_pretty",
-    "json_error_position", "->", "->>",
+    "json",
+    "jsonb",
+    "json_array",
+    "jsonb_array",
+    "json_array_length",
+    "json_extract",
+    "jsonb_extract",
+    "json_insert",
+    "jsonb_insert",
+    "json_object",
+    "jsonb_object",
+    "json_patch",
+    "jsonb_patch",
+    "json_remove",
+    "jsonb_remove",
+    "json_replace",
+    "jsonb_replace",
+    "json_set",
+    "jsonb_set",
+    "json_type",
+    "json_valid",
+    "json_quote",
+    "json_group_array",
+    "jsonb_group_array",
+    "json_group_object",
+    "jsonb_group_object",
+    "json_each",
+    "json_tree",
+    "json_pretty",
+    "json_error_position",
+    "->",
+    "->>",
     // the views' own filter
     PARTITION_FN,
 ];
@@ -171,21 +271,30 @@ impl Drop for Bounded<'_> {
 fn authorize(ctx: &AuthContext<'_>, views: &[(String, String)]) -> Authorization {
     match ctx.action {
         AuthAction::Select | AuthAction::Recursive => Authorization::Allow,
-        AuthAction::Function { function_name } => {
-            allow(FUNCTIONS.iter().any(|f| f.eq_ignore_ascii_case(function_name)))
-        }
+        AuthAction::Function { function_name } => allow(
+            FUNCTIONS
+                .iter()
+                .any(|f| f.eq_ignore_ascii_case(function_name)),
+        ),
         AuthAction::Read { table_name, .. } => {
             // No database: a CTE or subquery of the query itself.
             let Some(db) = ctx.database_name else {
                 return Authorization::Allow;
             };
             if db.eq_ignore_ascii_case("main") {
-                if TABLE_FUNCTIONS.iter().any(|f| f.eq_ignore_ascii_case(table_name)) {
+                if TABLE_FUNCTIONS
+                    .iter()
+                    .any(|f| f.eq_ignore_ascii_case(table_name))
+                {
                     return Authorization::Allow;
                 }
                 // An app table, only from inside its own view.
                 let table = table_name.to_ascii_lowercase();
-                allow(views.iter().any(|(t, v)| *t == table && ctx.accessor == Some(v.as_str())))
+                allow(
+                    views
+                        .iter()
+                        .any(|(t, v)| *t == table && ctx.accessor == Some(v.as_str())),
+                )
             } else if db.eq_ignore_ascii_case("temp") {
                 allow(views.iter().any(|(_, v)| v == table_name))
             } else {
@@ -232,7 +341,9 @@ fn query_err(e: rusqlite::Error, limit: Duration, closed: &AtomicBool) -> Error 
         }
         Some(rusqlite::ErrorCode::AuthorizationForStatementDenied) => refused(),
         _ => match e {
-            rusqlite::Error::MultipleStatement => Error::plain(query::REFUSED, query::MSG_ONE_SELECT),
+            rusqlite::Error::MultipleStatement => {
+                Error::plain(query::REFUSED, query::MSG_ONE_SELECT)
+            }
             e => map_err(e),
         },
     }

@@ -68,7 +68,6 @@ struct Db {
     _scratch: Option<scratch::Scratch>,
 }
 
-
 /// A schema with the statement text of each of its tables.
 pub struct Loaded {
     pub schema: Schema,

@@ -7,13 +7,13 @@
 //! rewrite misses is refused by the authorizer.
 
 use super::conn::map_err;
+use super::isolation;
 use super::{log, meta, rows, Loaded, SqliteEngine};
 use crate::error::{Error, Result};
 use crate::model::StoredRow;
+use crate::model::{Cell as SqlValue, QueryOutput};
 use crate::query::{self, Bind, Prepared, Request, Target, Value};
 use crate::schema::{quote_ident, Table};
-use super::isolation;
-use crate::model::{Cell as SqlValue, QueryOutput};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ToSql};
 use std::sync::atomic::AtomicBool;
@@ -295,12 +295,20 @@ mod tests {
     }
 
     fn view(loaded: &Loaded) -> String {
-        format!("temp.{}", quote_ident(&query::view_name(&loaded.schema.tables[0])))
+        format!(
+            "temp.{}",
+            quote_ident(&query::view_name(&loaded.schema.tables[0]))
+        )
     }
 
     /// Runs SQL as the engine would after a rewrite, including SQL the
     /// rewrite would never produce (as if it had a hole).
-    fn raw_as(conn: &Connection, loaded: &Loaded, sql: &str, partition: &str) -> Result<Vec<Vec<SqlValue>>> {
+    fn raw_as(
+        conn: &Connection,
+        loaded: &Loaded,
+        sql: &str,
+        partition: &str,
+    ) -> Result<Vec<Vec<SqlValue>>> {
         let prepared = Prepared {
             sql: sql.into(),
             binds: vec![],
@@ -345,17 +353,32 @@ mod tests {
         ] {
             assert_eq!(code(raw(&conn, &loaded, sql)), query::REFUSED, "{sql}");
         }
-        assert_eq!(code(raw(&conn, &loaded, "SELECT 1; SELECT 2")), query::REFUSED);
+        assert_eq!(
+            code(raw(&conn, &loaded, "SELECT 1; SELECT 2")),
+            query::REFUSED
+        );
         // Named and numbered variables are refused even when counted right.
-        for sql in ["SELECT :a", "SELECT #a", "SELECT @a", "SELECT $a", "SELECT ?1"] {
-            let prepared = Prepared { sql: sql.into(), binds: vec![Bind::Partition], tables: vec![] };
+        for sql in [
+            "SELECT :a",
+            "SELECT #a",
+            "SELECT @a",
+            "SELECT $a",
+            "SELECT ?1",
+        ] {
+            let prepared = Prepared {
+                sql: sql.into(),
+                binds: vec![Bind::Partition],
+                tables: vec![],
+            };
             let closed = Arc::new(AtomicBool::new(false));
             let bounds = Bounds::new(&loaded, &prepared, Duration::from_secs(5), &closed);
             let r = execute(&conn, &bounds, &prepared, &[], "p1").map(|(_, r)| r);
             assert_eq!(code(r), query::PLAN_ERROR, "{sql}");
         }
         // Nothing was written, and the bounds are gone afterwards.
-        let n: i64 = conn.query_row("SELECT count(*) FROM tasks", [], |r| r.get(0)).unwrap();
+        let n: i64 = conn
+            .query_row("SELECT count(*) FROM tasks", [], |r| r.get(0))
+            .unwrap();
         assert_eq!(n, 2);
         conn.execute_batch("DELETE FROM sync_commits").unwrap();
     }
@@ -364,9 +387,19 @@ mod tests {
     fn views_show_one_partition_whatever_the_aliases() {
         let (conn, loaded) = setup();
         let v = view(&loaded);
-        let rows = raw(&conn, &loaded, &format!("SELECT a.title FROM {v} AS window, {v} AS a")).unwrap();
+        let rows = raw(
+            &conn,
+            &loaded,
+            &format!("SELECT a.title FROM {v} AS window, {v} AS a"),
+        )
+        .unwrap();
         assert_eq!(rows, vec![vec![SqlValue::Text("mine".into())]]);
-        let rows = raw_as(&conn, &loaded, &format!("SELECT title FROM {v} WHERE id > ?", ), "p2");
+        let rows = raw_as(
+            &conn,
+            &loaded,
+            &format!("SELECT title FROM {v} WHERE id > ?",),
+            "p2",
+        );
         assert!(rows.is_err(), "unbound variable counted");
         // The same cached statement, run for another partition.
         let rows = raw_as(&conn, &loaded, &format!("SELECT title FROM {v}"), "p2").unwrap();
@@ -374,11 +407,17 @@ mod tests {
         let rows = raw_as(&conn, &loaded, &format!("SELECT title FROM {v}"), "p1").unwrap();
         assert_eq!(rows, vec![vec![SqlValue::Text("mine".into())]]);
         // Outside a query the views are empty.
-        let n: i64 = conn.query_row(&format!("SELECT count(*) FROM {v}"), [], |r| r.get(0)).unwrap();
+        let n: i64 = conn
+            .query_row(&format!("SELECT count(*) FROM {v}"), [], |r| r.get(0))
+            .unwrap();
         assert_eq!(n, 0);
         // The partition index serves the view.
         let plan: String = conn
-            .query_row(&format!("EXPLAIN QUERY PLAN SELECT title FROM {v} WHERE id = 'r1'"), [], |r| r.get(3))
+            .query_row(
+                &format!("EXPLAIN QUERY PLAN SELECT title FROM {v} WHERE id = 'r1'"),
+                [],
+                |r| r.get(3),
+            )
             .unwrap();
         assert!(plan.contains("USING INDEX tasks_p"), "{plan}");
     }

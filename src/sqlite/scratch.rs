@@ -95,7 +95,10 @@ mod tests {
         let theirs = Scratch::new(b).unwrap();
         remove_owned_by(a);
         assert!(!mine.dir.exists());
-        assert!(theirs.dir.exists(), "another environment's database survives");
+        assert!(
+            theirs.dir.exists(),
+            "another environment's database survives"
+        );
         drop(theirs);
         drop(mine);
     }

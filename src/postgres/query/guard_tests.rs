@@ -3,11 +3,11 @@
 //! schema-qualified projection).
 
 use super::guard::{cached, guard, Cache, Guarded, Scope, Slot};
-use std::sync::Mutex;
 use crate::error::Error;
 use crate::query::{self, Bind, Request, Value};
 use crate::schema::Schema;
 use std::sync::Arc;
+use std::sync::Mutex;
 
 fn schema() -> Schema {
     Schema::parse(
@@ -114,7 +114,10 @@ fn assert_bound(r: crate::Result<Guarded>, tables: &[&str], label: &str) -> Guar
         .partition(|(schema, _)| !schema.is_empty());
     for (_, name) in &ctes {
         assert!(
-            !schema().tables.iter().any(|t| t.name.eq_ignore_ascii_case(name)),
+            !schema()
+                .tables
+                .iter()
+                .any(|t| t.name.eq_ignore_ascii_case(name)),
             "{label}: {name} unbound in {}",
             g.sql
         );
@@ -122,7 +125,11 @@ fn assert_bound(r: crate::Result<Guarded>, tables: &[&str], label: &str) -> Guar
     assert!(!rels.is_empty() || tables.is_empty(), "{label}: {}", g.sql);
     for (schema, name) in &rels {
         assert_eq!(schema, APP, "{label}: {}", g.sql);
-        assert!(tables.contains(&name.as_str()), "{label}: {name} in {}", g.sql);
+        assert!(
+            tables.contains(&name.as_str()),
+            "{label}: {name} in {}",
+            g.sql
+        );
     }
     let p = g.slots.len();
     assert_eq!(g.slots.last(), Some(&Slot::Partition), "{label}");
@@ -147,7 +154,12 @@ fn plain_queries_are_bound_and_keep_their_shape() {
         &["tasks", "accounts"],
         "join",
     );
-    assert_eq!(g.slots, vec![Slot::Bind(2), Slot::Bind(3), Slot::Partition], "{}", g.sql);
+    assert_eq!(
+        g.slots,
+        vec![Slot::Bind(2), Slot::Bind(3), Slot::Partition],
+        "{}",
+        g.sql
+    );
     assert_eq!(
         g.sql,
         "SELECT t.id, a.email FROM (SELECT id, project_id, title FROM app.tasks WHERE _sync_partition = $3) t \
@@ -186,7 +198,12 @@ fn plain_queries_are_bound_and_keep_their_shape() {
         "cte, window, json, union",
     );
     // No table: nothing to bind, no partition slot.
-    let g = full("SELECT ? AS a, CAST(? AS TEXT) AS b", &[Value::Integer(1), Value::Null], &[]).unwrap();
+    let g = full(
+        "SELECT ? AS a, CAST(? AS TEXT) AS b",
+        &[Value::Integer(1), Value::Null],
+        &[],
+    )
+    .unwrap();
     assert_eq!(g.slots, vec![Slot::Bind(0), Slot::Bind(1)]);
 }
 
@@ -196,8 +213,15 @@ fn syntax_the_rewrite_does_not_model_is_bound_or_refused() {
     // ONLY, (TABLE t), U& identifiers: PostgreSQL reads `tasks`; bound.
     assert_bound(direct("SELECT * FROM ONLY tasks", &[]), tasks, "ONLY");
     assert_bound(direct("SELECT * FROM (TABLE tasks) t", &[]), tasks, "TABLE");
-    assert_bound(direct(r#"SELECT * FROM U&"t\0061sks""#, &[]), tasks, "U& ident");
-    assert_refused(direct(r#"SELECT * FROM U&"sync\005fcommits""#, &[]), "U& sync table");
+    assert_bound(
+        direct(r#"SELECT * FROM U&"t\0061sks""#, &[]),
+        tasks,
+        "U& ident",
+    );
+    assert_refused(
+        direct(r#"SELECT * FROM U&"sync\005fcommits""#, &[]),
+        "U& sync table",
+    );
     // Through the rewrite too: refused early or bound.
     for sql in [
         "SELECT * FROM ONLY tasks",
@@ -214,7 +238,11 @@ fn syntax_the_rewrite_does_not_model_is_bound_or_refused() {
     // E'' strings: the rewrite reads `\'` as the end of the string and the
     // rest as SQL, PostgreSQL as an escaped quote.
     assert_refused(
-        full(r"SELECT E'\' FROM tasks x' AS a FROM sync_commits", &[], &["tasks"]),
+        full(
+            r"SELECT E'\' FROM tasks x' AS a FROM sync_commits",
+            &[],
+            &["tasks"],
+        ),
         "E string",
     );
     assert_refused(
@@ -224,7 +252,11 @@ fn syntax_the_rewrite_does_not_model_is_bound_or_refused() {
     // Nested comments: PostgreSQL's comment runs to the second `*/`, so
     // the rewrite's replacement would sit inside it.
     assert_refused(
-        full("SELECT a.id FROM /* /* */ tasks */ sync_commits a", &[], &["tasks"]),
+        full(
+            "SELECT a.id FROM /* /* */ tasks */ sync_commits a",
+            &[],
+            &["tasks"],
+        ),
         "nested comment",
     );
     assert_refused(
@@ -243,7 +275,11 @@ fn syntax_the_rewrite_does_not_model_is_bound_or_refused() {
     );
     assert!(g.sql.contains("ARRAY[1, 2]"), "{}", g.sql);
     // Dollar quoting hides a placeholder from PostgreSQL.
-    let g = full("SELECT $$?$$ AS a, ? AS b FROM tasks", &[Value::Null, Value::Null], tasks);
+    let g = full(
+        "SELECT $$?$$ AS a, ? AS b FROM tasks",
+        &[Value::Null, Value::Null],
+        tasks,
+    );
     if let Ok(g) = g {
         assert_bound(Ok(g.clone()), tasks, "dollar quote");
         assert_eq!(g.used.iter().filter(|u| !**u).count(), 1, "{g:?}");
@@ -275,8 +311,11 @@ fn functions_that_reach_beyond_the_query_are_refused() {
     ] {
         assert_refused(direct(sql, &[]), sql);
     }
-    direct("SELECT pg_catalog.lower('X'), lower('x'), 1 OPERATOR(pg_catalog.+) 2, now(), CURRENT_DATE", &[])
-        .unwrap();
+    direct(
+        "SELECT pg_catalog.lower('X'), lower('x'), 1 OPERATOR(pg_catalog.+) 2, now(), CURRENT_DATE",
+        &[],
+    )
+    .unwrap();
 }
 
 #[test]
@@ -367,12 +406,23 @@ fn cte_names_resolve_only_in_scope() {
 
 #[test]
 fn the_partition_filter_cannot_be_forged() {
-    let canonical_user = "SELECT * FROM (SELECT id, project_id, title FROM app.tasks WHERE _sync_partition = $1) t";
-    assert_refused(direct(canonical_user, &[Bind::Param(0)]), "qualified, user parameter");
+    let canonical_user =
+        "SELECT * FROM (SELECT id, project_id, title FROM app.tasks WHERE _sync_partition = $1) t";
+    assert_refused(
+        direct(canonical_user, &[Bind::Param(0)]),
+        "qualified, user parameter",
+    );
     let rewrite_shape = r#"SELECT * FROM (SELECT "id", "project_id", "title" FROM "tasks" WHERE "_sync_partition" = $1) t"#;
-    assert_refused(direct(rewrite_shape, &[Bind::Param(0)]), "rewrite shape, user parameter");
+    assert_refused(
+        direct(rewrite_shape, &[Bind::Param(0)]),
+        "rewrite shape, user parameter",
+    );
     // The rewrite's own shape with its partition bind is rebound.
-    assert_bound(direct(rewrite_shape, &[Bind::Partition]), &["tasks"], "rewrite shape");
+    assert_bound(
+        direct(rewrite_shape, &[Bind::Partition]),
+        &["tasks"],
+        "rewrite shape",
+    );
     // A partial projection of the rewrite's shape is not the shape.
     assert_refused(
         direct(
@@ -407,4 +457,3 @@ fn the_cache_returns_the_same_result_for_the_same_text() {
     let d = cached(&cache, other, sql, &[Bind::Param(0)], &scope).unwrap();
     assert!(!Arc::ptr_eq(&a, &d));
 }
-

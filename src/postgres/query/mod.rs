@@ -23,9 +23,9 @@ use super::{meta, read, rows, with_tx, Loaded, PgEngine};
 use crate::codec::ColumnType;
 use crate::error::{Error, Result};
 use crate::model::StoredRow;
+use crate::model::{Cell, QueryOutput};
 use crate::query::{self, Bind, Prepared, Request, Value};
 use crate::schema::{quote_ident, Table};
-use crate::model::{Cell, QueryOutput};
 use sqlx::encode::{Encode, IsNull};
 use sqlx::error::BoxDynError;
 use sqlx::postgres::types::Oid;
@@ -234,7 +234,9 @@ async fn run(
         let v = match slot {
             guard::Slot::Partition => &partition_value,
             guard::Slot::Bind(i) => match binds.get(*i) {
-                Some(Bind::Param(p)) => params.get(*p).ok_or_else(|| Error::plain(query::PLAN_ERROR, query::MSG_BINDS))?,
+                Some(Bind::Param(p)) => params
+                    .get(*p)
+                    .ok_or_else(|| Error::plain(query::PLAN_ERROR, query::MSG_BINDS))?,
                 _ => return Err(Error::plain(query::PLAN_ERROR, query::MSG_BINDS)),
             },
         };
@@ -258,7 +260,10 @@ async fn run(
     for v in values {
         q = bind_value(q, v);
     }
-    let rows = q.fetch_all(&mut *c).await.map_err(|e| run_err(e, timeout))?;
+    let rows = q
+        .fetch_all(&mut *c)
+        .await
+        .map_err(|e| run_err(e, timeout))?;
     let columns: Vec<String> = rows
         .first()
         .map(|r| {
@@ -279,7 +284,6 @@ async fn run(
     Ok((columns, out))
 }
 
-
 /// `max_commit_seq` (read with the storage's tables named by schema, so it
 /// works under the confined `search_path`), then the control statements
 /// `tail`, in one round trip. When the read fails, `tail` has not run.
@@ -298,7 +302,9 @@ async fn max_commit_seq_then(
         .fetch_optional(&mut *c)
         .await
         .map_err(map_err)?;
-        c.execute(AssertSqlSafe(tail.to_owned())).await.map_err(map_err)?;
+        c.execute(AssertSqlSafe(tail.to_owned()))
+            .await
+            .map_err(map_err)?;
         return Ok(v.unwrap_or(0));
     };
     let text = format!(
@@ -476,7 +482,9 @@ impl PgEngine {
             None => format!("{begin}; {}", confine(timeout)),
             Some(_) => begin.to_owned(),
         };
-        conn.execute(AssertSqlSafe(opening)).await.map_err(map_err)?;
+        conn.execute(AssertSqlSafe(opening))
+            .await
+            .map_err(map_err)?;
         // Nothing is ever committed: ROLLBACK also undoes any setting the
         // query might have changed. On success it travels with the
         // max_commit_seq read.
@@ -486,7 +494,9 @@ impl PgEngine {
             let gate = match gate_running {
                 Some(running) => {
                     let gate = meta::read_serve_gate(c, partition, running).await?;
-                    c.execute(AssertSqlSafe(confine(timeout))).await.map_err(map_err)?;
+                    c.execute(AssertSqlSafe(confine(timeout)))
+                        .await
+                        .map_err(map_err)?;
                     Some(gate)
                 }
                 None => None,
@@ -548,9 +558,12 @@ impl PgEngine {
         with_tx!(self, id, |_st, c, p| {
             let w = self.query_where(c).await?;
             let (prepared, g) = self.prepare_query(req, params, declared, w)?;
-            c.execute(AssertSqlSafe(format!("SAVEPOINT {SAVEPOINT}; {}", confine(timeout))))
-                .await
-                .map_err(map_err)?;
+            c.execute(AssertSqlSafe(format!(
+                "SAVEPOINT {SAVEPOINT}; {}",
+                confine(timeout)
+            )))
+            .await
+            .map_err(map_err)?;
             let undo = format!("ROLLBACK TO SAVEPOINT {SAVEPOINT}; RELEASE SAVEPOINT {SAVEPOINT}");
             let out = run(c, &g, &prepared.binds, params, &p, timeout).await;
             match out {
