@@ -191,15 +191,14 @@ pub fn register(conn: &Connection) -> Result<()> {
     .map_err(map_err)
 }
 
-/// The views `tables` read through exist on `conn` (created on first use;
-/// a transaction that rolls back takes a view made inside it along, and
-/// the next query makes it again).
-pub fn ensure_views(conn: &Connection, tables: &[&Table]) -> Result<()> {
-    for t in tables {
-        let view = query::view_name(t);
+/// The views `tables` read through (with their names) exist on `conn`
+/// (created on first use; a transaction that rolls back takes a view made
+/// inside it along, and the next query makes it again).
+fn ensure_views(conn: &Connection, tables: &[(&Table, String)]) -> Result<()> {
+    for (t, view) in tables {
         let present = conn
             .prepare_cached("SELECT 1 FROM temp.sqlite_master WHERE type = 'view' AND name = ?1")
-            .and_then(|mut st| st.exists([&view]))
+            .and_then(|mut st| st.exists([view]))
             .map_err(map_err)?;
         if present {
             continue;
@@ -207,7 +206,7 @@ pub fn ensure_views(conn: &Connection, tables: &[&Table]) -> Result<()> {
         let cols: Vec<String> = t.columns.iter().map(|c| quote_ident(&c.name)).collect();
         let ddl = format!(
             "CREATE TEMP VIEW IF NOT EXISTS {} AS SELECT {} FROM main.{} WHERE \"_sync_partition\" = {PARTITION_FN}()",
-            quote_ident(&view),
+            quote_ident(view),
             cols.join(", "),
             t.quoted,
         );
@@ -225,19 +224,22 @@ pub struct Bounded<'c> {
     denied: Arc<AtomicBool>,
 }
 
-/// Binds `partition` for the views, installs the authorizer for `tables`
-/// (the materialized schema tables) and the time limit.
+/// Makes the views of `tables` (the declared, materialized tables) when
+/// missing, binds `partition` for them, and installs the authorizer and the
+/// time limit.
 pub fn bound<'c>(
     conn: &'c Connection,
     partition: &str,
     tables: &[&Table],
     limit: Duration,
     closed: &Arc<AtomicBool>,
-) -> Bounded<'c> {
+) -> Result<Bounded<'c>> {
+    let named: Vec<(&Table, String)> = tables.iter().map(|t| (*t, query::view_name(t))).collect();
+    ensure_views(conn, &named)?;
     PARTITION.with(|p| *p.borrow_mut() = Some(partition.to_owned()));
-    let allowed: Vec<(String, String)> = tables
-        .iter()
-        .map(|t| (t.name.to_ascii_lowercase(), query::view_name(t)))
+    let allowed: Vec<(String, String)> = named
+        .into_iter()
+        .map(|(t, view)| (t.name.to_ascii_lowercase(), view))
         .collect();
     let denied = Arc::new(AtomicBool::new(false));
     let seen = denied.clone();
@@ -256,7 +258,7 @@ pub fn bound<'c>(
         1000,
         Some(move || closed.load(Ordering::Relaxed) || Instant::now() >= deadline),
     );
-    Bounded { conn, denied }
+    Ok(Bounded { conn, denied })
 }
 
 impl Drop for Bounded<'_> {

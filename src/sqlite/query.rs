@@ -86,8 +86,7 @@ fn execute(
     params: &[Value],
     partition: &str,
 ) -> Result<(Vec<String>, Vec<Vec<SqlValue>>)> {
-    isolation::ensure_views(conn, &bounds.tables)?;
-    let bounded = isolation::bound(conn, partition, &bounds.tables, bounds.limit, bounds.closed);
+    let bounded = isolation::bound(conn, partition, &bounds.tables, bounds.limit, bounds.closed)?;
     let err = |e| bounded.err(e, bounds.limit, bounds.closed);
     let mut st = conn.prepare_cached(&prepared.sql).map_err(err)?;
     if !st.readonly() {
