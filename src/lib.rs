@@ -6,6 +6,8 @@
 //! - `window`, `scan`, `migrate`: logic both engines share;
 //! - `sqlite`: the embedded engine (SQL text in `sqlite::sql`, logic per area);
 //! - `postgres`: the PostgreSQL engine on sqlx (same areas, same shared logic);
+//! - `telemetry`: `tracing` events (calls, slow statements, waits) and their
+//!   routing to stderr or a sink; knows nothing of JS;
 //! - `napi`: the thin N-API binding; the only module that knows JS exists.
 
 pub mod bench;
@@ -20,6 +22,7 @@ pub mod scan;
 pub mod schema;
 pub mod scope;
 pub mod sqlite;
+pub mod telemetry;
 pub mod window;
 
 mod napi;
