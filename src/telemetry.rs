@@ -422,6 +422,15 @@ pub enum Site {
     Text(&'static str),
 }
 
+impl Site {
+    /// The calling line (of the outermost `#[track_caller]` function).
+    #[track_caller]
+    #[inline]
+    pub fn caller() -> Site {
+        Site::Caller(Location::caller())
+    }
+}
+
 impl std::fmt::Display for Site {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -81,6 +81,77 @@ pub fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
+/// `busy_timeout` with a busy handler of our own: the same waits as
+/// SQLite's default handler (`sqliteDefaultBusyCallback`: 1, 2, 5, 10, 15,
+/// 20, 25, 25, 25, 50, 50, then 100 ms, the last one cut to end at the
+/// timeout), plus a `syncular::busy` warning per retry (rate-limited, see
+/// `telemetry::busy_retry`). Zero clears the handler, as `busy_timeout`
+/// does. The timeout travels in the handler's argument pointer, so nothing
+/// has to outlive the connection. A timeout beyond `i32::MAX` ms is capped
+/// there (`busy_timeout` panics).
+pub fn set_busy_timeout(conn: &Connection, timeout: Duration) -> Result<()> {
+    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    if ms <= 0 {
+        return conn.busy_timeout(Duration::ZERO).map_err(map_err);
+    }
+    // SAFETY: the handle is this open connection's; the argument is a plain
+    // integer, never dereferenced.
+    let rc = unsafe {
+        rusqlite::ffi::sqlite3_busy_handler(
+            conn.handle(),
+            Some(busy_wait),
+            ms as usize as *mut std::ffi::c_void,
+        )
+    };
+    if rc == rusqlite::ffi::SQLITE_OK {
+        Ok(())
+    } else {
+        Err(map_err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rc),
+            None,
+        )))
+    }
+}
+
+/// SQLite's default busy wait (see [`set_busy_timeout`]); `arg` is the
+/// timeout in ms, `count` the number of earlier calls for this lock.
+unsafe extern "C" fn busy_wait(
+    arg: *mut std::ffi::c_void,
+    count: std::ffi::c_int,
+) -> std::ffi::c_int {
+    const DELAYS: [i32; 12] = [1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100];
+    const TOTALS: [i32; 12] = [0, 1, 3, 8, 18, 33, 53, 78, 103, 128, 178, 228];
+    let timeout = arg as usize as i32;
+    let count = count.max(0);
+    let (mut delay, prior) = match usize::try_from(count).ok().filter(|&c| c < DELAYS.len()) {
+        Some(c) => (DELAYS[c], TOTALS[c]),
+        None => (
+            100,
+            228_i32.saturating_add(100_i32.saturating_mul(count - 11)),
+        ),
+    };
+    let mut retry = true;
+    if prior.saturating_add(delay) > timeout {
+        delay = timeout - prior;
+        retry = delay > 0;
+    }
+    // Never unwind into SQLite.
+    let _ = std::panic::catch_unwind(|| {
+        crate::telemetry::busy_retry(
+            crate::telemetry::SQLITE,
+            "statement",
+            count as u32 + 1,
+            Duration::from_millis(prior.max(0) as u64),
+            !retry,
+        )
+    });
+    if !retry {
+        return 0;
+    }
+    std::thread::sleep(Duration::from_millis(delay as u64));
+    1
+}
+
 fn configure(conn: &Connection) -> Result<()> {
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     super::isolation::register(conn)
@@ -94,7 +165,7 @@ pub fn open_writer(cfg: &Config) -> Result<Connection> {
     .map_err(map_err)?;
     configure(&conn)?;
     if let Location::File(_) = cfg.location {
-        conn.busy_timeout(cfg.busy_timeout).map_err(map_err)?;
+        set_busy_timeout(&conn, cfg.busy_timeout)?;
         // WAL lets readers run beside the writer; the mode persists in the
         // file, and the in-tree storage opens WAL databases unchanged.
         let mode: String = conn
@@ -128,7 +199,7 @@ pub fn open_reader(cfg: &Config) -> Result<Connection> {
     )
     .map_err(map_err)?;
     configure(&conn)?;
-    conn.busy_timeout(cfg.busy_timeout).map_err(map_err)?;
+    set_busy_timeout(&conn, cfg.busy_timeout)?;
     Ok(conn)
 }
 
@@ -247,5 +318,71 @@ pub fn map_err(e: rusqlite::Error) -> Error {
             code: "SQLITE_ERROR".into(),
             message: e.to_string(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn temp_db(name: &str) -> (std::path::PathBuf, String) {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir = std::env::temp_dir().join(format!(
+            "syncular-busy-{}-{name}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("db").to_string_lossy().into_owned();
+        (dir, file)
+    }
+
+    /// The busy handler waits like `busy_timeout`: about the timeout, then
+    /// SQLITE_BUSY; zero fails at once.
+    #[test]
+    fn busy_handler_keeps_timeout_semantics() {
+        let (dir, file) = temp_db("timeout");
+        let holder = Connection::open(&file).unwrap();
+        holder
+            .execute_batch("CREATE TABLE t(x); BEGIN EXCLUSIVE; INSERT INTO t VALUES (1);")
+            .unwrap();
+        let other = Connection::open(&file).unwrap();
+
+        set_busy_timeout(&other, Duration::from_millis(300)).unwrap();
+        let t = Instant::now();
+        let e = other
+            .query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0))
+            .unwrap_err();
+        let took = t.elapsed();
+        assert!(is_busy(&e), "{e}");
+        assert!(
+            took >= Duration::from_millis(290) && took < Duration::from_millis(1500),
+            "{took:?}"
+        );
+
+        set_busy_timeout(&other, Duration::ZERO).unwrap();
+        let t = Instant::now();
+        let e = other
+            .query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0))
+            .unwrap_err();
+        assert!(is_busy(&e), "{e}");
+        assert!(t.elapsed() < Duration::from_millis(50));
+
+        // Released before the timeout: the statement goes through.
+        set_busy_timeout(&other, Duration::from_secs(5)).unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            holder.execute_batch("COMMIT").unwrap();
+        });
+        let n: i64 = other
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 1);
+        release.join().unwrap();
+        drop(other);
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

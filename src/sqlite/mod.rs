@@ -32,6 +32,7 @@ pub use window::WindowQuery;
 
 use crate::error::{Error, Result};
 use crate::schema::Schema;
+use crate::telemetry::{self, Site, Slow};
 use conn::map_err;
 use rusqlite::Connection;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -229,23 +230,40 @@ impl SqliteEngine {
     /// Waits for the write lock (another process holds it); call off the JS
     /// thread.
     pub fn lock_blocking(&self, partition: Option<&str>) -> Result<u32> {
-        let deadline = Instant::now() + self.cfg.busy_timeout;
+        let started = Instant::now();
+        let deadline = started + self.cfg.busy_timeout;
         let mut pause = Duration::from_micros(200);
-        loop {
-            if let Some(id) = self.try_lock(partition)? {
-                return Ok(id);
+        let mut retries = 0u32;
+        let waited = telemetry::lock_wait_started();
+        let out = loop {
+            match self.try_lock(partition) {
+                Ok(Some(id)) => break Ok(id),
+                Ok(None) => {}
+                Err(e) => break Err(e),
             }
-            if Instant::now() >= deadline {
-                return Err(Error::Busy);
+            retries += 1;
+            let gave_up = Instant::now() >= deadline;
+            telemetry::busy_retry(
+                telemetry::SQLITE,
+                "BEGIN IMMEDIATE",
+                retries,
+                started.elapsed(),
+                gave_up,
+            );
+            if gave_up {
+                break Err(Error::Busy);
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(20));
-        }
+        };
+        telemetry::lock_waited(waited, telemetry::SQLITE, partition);
+        out
     }
 
     /// Ends the lease: commit or roll back. Releasing a lease that is no
     /// longer held is a no-op when rolling back (idempotent rollback) and an
     /// error when committing.
+    #[track_caller]
     pub fn unlock(&self, id: u32, commit: bool) -> Result<()> {
         let db = self.db()?;
         let mut w = lock(&db.writer);
@@ -256,6 +274,7 @@ impl SqliteEngine {
         }
         w.lease = None;
         if commit {
+            let _slow = Slow::start(telemetry::SQLITE, "commit", Site::caller()).sql("COMMIT");
             if let Err(e) = conn::exec(&w.conn, "COMMIT") {
                 let _ = conn::exec(&w.conn, "ROLLBACK");
                 return Err(map_err(e));
@@ -275,10 +294,25 @@ impl SqliteEngine {
             .unwrap_or(false)
     }
 
-    /// Runs `f` under lease `id`.
+    /// Runs `f` under lease `id`. Slow runs warn, naming the caller's line
+    /// (see `telemetry`).
+    #[track_caller]
     pub fn with_lease<T>(&self, id: u32, f: impl FnOnce(Held<'_>) -> Result<T>) -> Result<T> {
+        let site = Site::caller();
+        self.with_lease_timed(id, || Slow::start(telemetry::SQLITE, "write", site), f)
+    }
+
+    /// [`with_lease`](Self::with_lease), timed by the guard `slow` makes
+    /// once the writer is ours (a registered query names its text).
+    pub(super) fn with_lease_timed<'s, T>(
+        &self,
+        id: u32,
+        slow: impl FnOnce() -> Slow<'s>,
+        f: impl FnOnce(Held<'_>) -> Result<T>,
+    ) -> Result<T> {
         let db = self.db()?;
         let mut guard = lock(&db.writer);
+        let _slow = slow();
         let w = &mut *guard;
         let Some(lease) = w.lease.as_mut().filter(|l| l.id == id) else {
             return Err(Error::tx_finished());
@@ -290,8 +324,21 @@ impl SqliteEngine {
         })
     }
 
-    /// Runs a read on a reader connection (committed state).
+    /// Runs a read on a reader connection (committed state). Slow reads
+    /// warn, naming the caller's line (see `telemetry`).
+    #[track_caller]
     pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let slow = Slow::start(telemetry::SQLITE, "read", Site::caller());
+        self.read_timed(slow, f)
+    }
+
+    /// [`read`](Self::read) timed by `_slow` (a registered query names its
+    /// text).
+    fn read_timed<T>(
+        &self,
+        _slow: Slow<'_>,
+        f: impl FnOnce(&Connection) -> Result<T>,
+    ) -> Result<T> {
         let db = self.db()?;
         let pooled = lock(&db.readers).pop();
         let conn = match pooled {
@@ -312,8 +359,18 @@ impl SqliteEngine {
 
     /// Runs `f` in one read transaction, so several statements share one
     /// snapshot.
+    #[track_caller]
     pub fn read_snapshot<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        self.read(|c| {
+        let slow = Slow::start(telemetry::SQLITE, "read", Site::caller());
+        self.read_snapshot_timed(slow, f)
+    }
+
+    pub(super) fn read_snapshot_timed<T>(
+        &self,
+        slow: Slow<'_>,
+        f: impl FnOnce(&Connection) -> Result<T>,
+    ) -> Result<T> {
+        self.read_timed(slow, |c| {
             conn::exec(c, "BEGIN").map_err(map_err)?;
             let out = f(c);
             let _ = conn::exec(c, "COMMIT");

@@ -210,6 +210,7 @@ impl SqliteEngine {
 
     // ---- the transaction ------------------------------------------------------
 
+    #[track_caller]
     pub(super) fn with_tx<T>(
         &self,
         id: u32,

@@ -14,6 +14,7 @@ use crate::model::StoredRow;
 use crate::model::{Cell as SqlValue, QueryOutput};
 use crate::query::{self, Bind, Prepared, Request, Target, Value};
 use crate::schema::{quote_ident, Table};
+use crate::telemetry::{self, Site, Slow};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ToSql};
 use std::sync::atomic::AtomicBool;
@@ -196,7 +197,9 @@ impl SqliteEngine {
     ) -> Result<QueryOutput> {
         let (loaded, prepared) = self.prepare_query(req, params, declared)?;
         let bounds = Bounds::new(&loaded, &prepared, self.cfg.query_timeout, &self.closed);
-        self.read_snapshot(|c| {
+        let slow = Slow::start(telemetry::SQLITE, "query", Site::Text("queryAuthoritative"))
+            .sql(&prepared.sql);
+        self.read_snapshot_timed(slow, |c| {
             let gate = gate_running
                 .map(|running| meta::read_serve_gate(c, partition, running))
                 .transpose()?;
@@ -227,7 +230,10 @@ impl SqliteEngine {
     ) -> Result<QueryOutput> {
         let (loaded, prepared) = self.prepare_query(req, params, declared)?;
         let bounds = Bounds::new(&loaded, &prepared, self.cfg.query_timeout, &self.closed);
-        self.with_tx(id, |h, p| {
+        let site = Site::Text("tx.queryAuthoritative");
+        let slow = || Slow::start(telemetry::SQLITE, "query", site).sql(&prepared.sql);
+        self.with_lease_timed(id, slow, |h| {
+            let p = h.partition()?;
             let (columns, rows) = execute(h.conn, &bounds, &prepared, params, p)?;
             Ok(QueryOutput {
                 gate: None,
