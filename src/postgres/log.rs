@@ -61,8 +61,16 @@ pub async fn set_horizon_seq(c: &mut PgConnection, partition: &str, seq: i64) ->
 }
 
 /// The partition's counter row, locked (storage-layout §11.2): lock first;
-/// only when missing, insert and lock again.
+/// only when missing, insert and lock again. A wait above the slow
+/// threshold warns on `syncular::lock`.
 pub async fn lock_partition(c: &mut PgConnection, partition: &str) -> Result<()> {
+    let waited = crate::telemetry::lock_wait_started();
+    let out = lock_partition_row(c, partition).await;
+    crate::telemetry::lock_waited(waited, crate::telemetry::POSTGRES, Some(partition));
+    out
+}
+
+async fn lock_partition_row(c: &mut PgConnection, partition: &str) -> Result<()> {
     let row: Option<i64> = sqlx::query_scalar(super::sql::LOCK_PARTITION)
         .bind(partition)
         .fetch_optional(&mut *c)

@@ -29,6 +29,7 @@ pub use conn::Config;
 
 use crate::error::{Error, Result};
 use crate::schema::Schema;
+use crate::telemetry::{self, Site, Slow};
 use conn::map_err;
 use sqlx::pool::PoolConnection;
 use sqlx::{Executor, PgConnection, PgPool, Postgres};
@@ -91,9 +92,22 @@ pub struct PgEngine {
 macro_rules! read {
     ($self:expr, |$c:ident| $body:expr) => {{
         let mut __conn = $self.acquire().await?;
+        let _slow = $crate::postgres::slow!("read");
         let $c: &mut sqlx::PgConnection = &mut *__conn;
         $body
     }};
+}
+
+/// A `telemetry::Slow` guard naming the line that invoked the outermost
+/// macro (slow work warns on `syncular::slow`; a cached check otherwise).
+macro_rules! slow {
+    ($kind:expr) => {
+        $crate::telemetry::Slow::start(
+            $crate::telemetry::POSTGRES,
+            $kind,
+            $crate::telemetry::Site::Text(concat!(file!(), ":", line!())),
+        )
+    };
 }
 
 /// Runs `$body` in its own transaction on a pool connection: committed on
@@ -104,6 +118,7 @@ macro_rules! read {
 macro_rules! write {
     ($self:expr, |$c:ident| $body:expr) => {{
         let mut __conn = $self.acquire().await?;
+        let _slow = $crate::postgres::slow!("write");
         $crate::postgres::exec(&mut *__conn, "BEGIN").await?;
         let __out = $crate::postgres::body(async {
             let $c: &mut sqlx::PgConnection = &mut *__conn;
@@ -134,10 +149,8 @@ macro_rules! snapshot {
 /// partition and `$st` the whole state. The transaction is open (`BEGIN`
 /// sent) and a deferred push result written before the body runs.
 macro_rules! with_tx {
-    ($self:expr, $id:expr, |$st:ident, $c:ident, $p:ident| $body:expr) => {{
-        let __slot = $self.tx_slot($id)?;
-        let mut __guard = __slot.lock().await;
-        let $st: &mut $crate::postgres::TxState = &mut *__guard;
+    (@locked $guard:ident, |$st:ident, $c:ident, $p:ident| $body:expr) => {{
+        let $st: &mut $crate::postgres::TxState = &mut *$guard;
         $st.ready().await?;
         let $p: String = $st.partition.clone();
         let Some(__conn) = $st.conn.as_mut() else {
@@ -146,9 +159,21 @@ macro_rules! with_tx {
         let $c: &mut sqlx::PgConnection = &mut *__conn;
         $body
     }};
+    // The body times itself (a registered query names its text).
+    ($self:expr, $id:expr, untimed, |$st:ident, $c:ident, $p:ident| $body:expr) => {{
+        let __slot = $self.tx_slot($id)?;
+        let mut __guard = __slot.lock().await;
+        $crate::postgres::with_tx!(@locked __guard, |$st, $c, $p| $body)
+    }};
+    ($self:expr, $id:expr, |$st:ident, $c:ident, $p:ident| $body:expr) => {{
+        let __slot = $self.tx_slot($id)?;
+        let mut __guard = __slot.lock().await;
+        let _slow = $crate::postgres::slow!("tx");
+        $crate::postgres::with_tx!(@locked __guard, |$st, $c, $p| $body)
+    }};
 }
 
-pub(crate) use {read, snapshot, with_tx, write};
+pub(crate) use {read, slow, snapshot, with_tx, write};
 
 /// Awaits a `write!` body; fixes its error type so `?` works inside it.
 pub(crate) async fn body<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
@@ -216,8 +241,14 @@ impl PgEngine {
             .await
     }
 
+    /// A pool connection; a wait above the slow threshold warns on
+    /// `syncular::pool`.
     pub(crate) async fn acquire(&self) -> Result<PoolConnection<Postgres>> {
-        self.pool().await?.acquire().await.map_err(map_err)
+        let pool = self.pool().await?;
+        let waited = telemetry::pool_wait_started();
+        let conn = pool.acquire().await.map_err(map_err);
+        telemetry::pool_waited(waited, telemetry::POSTGRES, pool.size(), pool.num_idle());
+        conn
     }
 
     /// Rolls back open transactions and closes the pool; later calls fail
@@ -335,6 +366,8 @@ impl PgEngine {
             return Ok(());
         }
         if commit {
+            let _slow =
+                Slow::start(telemetry::POSTGRES, "commit", Site::Text("commit")).sql("COMMIT");
             if let Some(put) = pending {
                 // The deferred push result and COMMIT in one round trip.
                 let out = prefetch::put_and_commit(&mut conn, &st.partition, &put).await;

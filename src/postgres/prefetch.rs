@@ -139,10 +139,13 @@ impl TxState {
                     "{begin}SELECT max_commit_seq FROM sync_partitions WHERE partition = {p} FOR UPDATE; {}",
                     sql::SAVEPOINT
                 );
+                let waited = crate::telemetry::lock_wait_started();
                 let found = sqlx::raw_sql(AssertSqlSafe(text))
                     .fetch_all(self.conn()?)
                     .await
-                    .map_err(map_err)?;
+                    .map_err(map_err);
+                crate::telemetry::lock_waited(waited, crate::telemetry::POSTGRES, Some(&partition));
+                let found = found?;
                 if found.is_empty() {
                     // The row did not exist: lock it outside the savepoint.
                     let c = self.conn()?;

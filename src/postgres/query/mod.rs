@@ -26,6 +26,7 @@ use crate::model::StoredRow;
 use crate::model::{Cell, QueryOutput};
 use crate::query::{self, Bind, Prepared, Request, Value};
 use crate::schema::{quote_ident, Table};
+use crate::telemetry::{self, Site, Slow};
 use sqlx::encode::{Encode, IsNull};
 use sqlx::error::BoxDynError;
 use sqlx::postgres::types::Oid;
@@ -501,7 +502,15 @@ impl PgEngine {
                 }
                 None => None,
             };
-            match run(c, &g, &prepared.binds, params, partition, timeout).await {
+            let slow = Slow::start(
+                telemetry::POSTGRES,
+                "query",
+                Site::Text("queryAuthoritative"),
+            )
+            .sql(&g.sql);
+            let ran = run(c, &g, &prepared.binds, params, partition, timeout).await;
+            drop(slow);
+            match ran {
                 Ok((columns, rows)) => {
                     let max_commit_seq = max_commit_seq_then(c, w, partition, "ROLLBACK").await?;
                     ended = true;
@@ -555,7 +564,7 @@ impl PgEngine {
     ) -> Result<QueryOutput> {
         self.registered_schema()?;
         let timeout = self.cfg.query_timeout;
-        with_tx!(self, id, |_st, c, p| {
+        with_tx!(self, id, untimed, |_st, c, p| {
             let w = self.query_where(c).await?;
             let (prepared, g) = self.prepare_query(req, params, declared, w)?;
             c.execute(AssertSqlSafe(format!(
@@ -565,7 +574,14 @@ impl PgEngine {
             .await
             .map_err(map_err)?;
             let undo = format!("ROLLBACK TO SAVEPOINT {SAVEPOINT}; RELEASE SAVEPOINT {SAVEPOINT}");
+            let slow = Slow::start(
+                telemetry::POSTGRES,
+                "query",
+                Site::Text("tx.queryAuthoritative"),
+            )
+            .sql(&g.sql);
             let out = run(c, &g, &prepared.binds, params, &p, timeout).await;
+            drop(slow);
             match out {
                 Ok((columns, rows)) => {
                     // The savepoint ends with the max_commit_seq read.
