@@ -10,6 +10,7 @@ mod bytes;
 mod checkpoints;
 mod convert;
 mod handle;
+mod logging;
 mod packed;
 mod pg;
 mod pg_ext;
