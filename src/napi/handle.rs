@@ -192,7 +192,10 @@ impl SqliteHandle {
 
     #[napi]
     pub fn get_max_commit_seq(&self, partition: String) -> Result<i64> {
-        guard(|| self.engine.get_max_commit_seq(&partition))
+        let t = crate::telemetry::call_started(); // TEMP telemetry hook
+        let out = guard(|| self.engine.get_max_commit_seq(&partition));
+        crate::telemetry::call_finished(t, "getMaxCommitSeq", crate::telemetry::SQLITE); // TEMP telemetry hook
+        out
     }
 
     #[napi]
@@ -566,7 +569,8 @@ impl SqliteHandle {
         column_versions: Option<Buf>,
         op_index: Option<f64>,
     ) -> Result<()> {
-        guard(|| {
+        let t = crate::telemetry::call_started(); // TEMP telemetry hook
+        let out = guard(|| {
             let op_index = op_index
                 .map(|v| non_negative(v, "opIndex"))
                 .transpose()?
@@ -579,7 +583,9 @@ impl SqliteHandle {
                 column_versions: column_versions.map(|c| c.to_vec()),
             };
             self.engine.tx_upsert_row(lease, &table, &row, op_index)
-        })
+        });
+        crate::telemetry::call_finished(t, "tx.upsertRow", crate::telemetry::SQLITE); // TEMP telemetry hook
+        out
     }
 
     #[napi]
