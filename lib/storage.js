@@ -13,6 +13,8 @@ const { guarded, settled, code, checkText } = require('./guard');
 const V = require('./values');
 const Q = require('./query');
 const R = require('./reactions');
+const { installLogger } = require('./logging'); // logging hook
+const native = require('./native'); // logging hook
 
 const METHODS = [
   'ensureSchema',
@@ -85,6 +87,7 @@ class NativeStorage {
   constructor(options = {}) {
     if (options === null || typeof options !== 'object') throw invalidArgument('NativeStorage: options must be an object');
     checkText(options.url, options.schema);
+    installLogger(native, options.logger, options.logFilter); // logging hook
     const url = sqliteUrl(options);
     this.#errors = resolveErrorClasses(options.errors);
     this.#host = options.errors;
