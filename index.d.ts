@@ -73,6 +73,55 @@ export interface NativeStorageOptions {
    * `ERR_SYNCULAR_QUERY_TIMEOUT`.
    */
   readonly queryTimeoutMs?: number | undefined;
+  /**
+   * Receives the native diagnostics (storage calls with their duration,
+   * slow statements, write-lock and pool waits, busy retries; see the
+   * README's "Logging") instead of stderr. Either a function receiving each
+   * {@link NativeLogRecord}, or a console/pino-style object whose
+   * `debug`/`info`/`warn`/`error` methods are called as
+   * `logger[level](message, { target, ...fields })` (`trace` records go to
+   * `trace` when present, else `debug`). Anything else throws
+   * `ERR_SYNCULAR_INVALID_ARGUMENT`; a logger that throws is ignored after
+   * one process warning.
+   *
+   * The native sink is process-wide and records do not name their
+   * storage: the last storage constructed with a `logger` wins (storages
+   * without one leave it in place; `close()` does not remove it). Records
+   * arrive asynchronously on the JS thread that installed the logger and
+   * never keep the process alive.
+   */
+  readonly logger?: NativeLogFunction | NativeLogMethods | undefined;
+  /**
+   * Which events reach `logger`: env-filter directives, e.g. `'warn'`,
+   * `'syncular=warn,syncular::call=debug'`, `'off'`. Default: the
+   * `SYNCULAR_NATIVE_LOG` environment variable when set, else `'warn'`.
+   * Read only with a `logger`. An invalid filter throws
+   * `ERR_SYNCULAR_INVALID_ARGUMENT`.
+   */
+  readonly logFilter?: string | undefined;
+}
+
+/** One native diagnostic event, as a `logger` function receives it. */
+export interface NativeLogRecord {
+  readonly level: 'error' | 'warn' | 'info' | 'debug' | 'trace';
+  /** `syncular::call`, `syncular::slow`, `syncular::lock`, `syncular::pool`, `syncular::busy` (or a dependency's target). */
+  readonly target: string;
+  /** e.g. `'storage call'`, `'slow statement'`, `'write lock wait'`. */
+  readonly message: string;
+  /** The event's fields (`member`, `engine`, `micros`, `kind`, `site`, `sql`, `partition`, …). */
+  readonly fields: Readonly<Record<string, string | number | boolean | null>>;
+}
+
+/** A `logger` given as a function. */
+export type NativeLogFunction = (record: NativeLogRecord) => void;
+
+/** A `logger` given as a console/pino-style object. */
+export interface NativeLogMethods {
+  debug(message: string, fields: Readonly<Record<string, string | number | boolean | null>>): unknown;
+  info(message: string, fields: Readonly<Record<string, string | number | boolean | null>>): unknown;
+  warn(message: string, fields: Readonly<Record<string, string | number | boolean | null>>): unknown;
+  error(message: string, fields: Readonly<Record<string, string | number | boolean | null>>): unknown;
+  trace?(message: string, fields: Readonly<Record<string, string | number | boolean | null>>): unknown;
 }
 
 // =================================================================== values

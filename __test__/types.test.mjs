@@ -91,7 +91,7 @@ test('index.d.ts declares exactly the runtime exports and members', async () => 
 
 test('every declared option is read: valid values construct, invalid ones throw coded errors', async () => {
   const { options } = declared();
-  assert.deepEqual(sorted(options), sorted(['url', 'path', 'filename', 'errors', 'synchronous', 'busyTimeoutMs', 'maxConnections', 'schema', 'queryTimeoutMs']));
+  assert.deepEqual(sorted(options), sorted(['url', 'path', 'filename', 'errors', 'synchronous', 'busyTimeoutMs', 'maxConnections', 'schema', 'queryTimeoutMs', 'logger', 'logFilter']));
   const invalid = [
     { synchronous: 'fast' },
     { busyTimeoutMs: -1 },
@@ -100,6 +100,9 @@ test('every declared option is read: valid values construct, invalid ones throw 
     { url: 'postgres://127.0.0.1:1/none', maxConnections: 0 },
     { url: 'postgres://127.0.0.1:1/none', schema: 7 },
     { url: 'postgres://127.0.0.1:1/none', queryTimeoutMs: 1.5 },
+    { logger: 'console' },
+    { logger: () => {}, logFilter: 7 },
+    { logger: () => {}, logFilter: 'syncular=loud' },
   ];
   for (const opts of invalid) {
     assert.throws(() => new pkg.NativeStorage(opts), { code: 'ERR_SYNCULAR_INVALID_ARGUMENT' }, JSON.stringify(opts));
@@ -110,6 +113,7 @@ test('every declared option is read: valid values construct, invalid ones throw 
     { path: ':memory:' },
     { filename: ':memory:' },
     { url: 'postgres://127.0.0.1:1/none', maxConnections: 2, schema: 'tenant_a', queryTimeoutMs: 500 },
+    { logger: console, logFilter: 'off' },
   ]) {
     const s = new pkg.NativeStorage(opts);
     await s.close();

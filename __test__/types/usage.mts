@@ -21,6 +21,17 @@ const options: NativeStorageOptions = {
   queryTimeoutMs: 10_000,
 };
 const storage = new NativeStorage(options);
+// A console/pino-style object (rest parameters, as console's methods have).
+const log = (message: string, ...rest: unknown[]): void => void [message, rest];
+new NativeStorage({ logger: { debug: log, info: log, warn: log, error: log }, logFilter: 'syncular=warn,syncular::call=debug' });
+new NativeStorage({
+  logger: (r) => {
+    const micros: string | number | boolean | null | undefined = r.fields['micros'];
+    void [r.level, r.target, r.message, micros];
+  },
+});
+// @ts-expect-error a logger is a function or an object with log methods
+new NativeStorage({ logger: 'console' });
 createStorage();
 new NativeStorage({});
 

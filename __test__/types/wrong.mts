@@ -17,3 +17,4 @@ export const a: HostExpectingUndefinedFloor = new NativeStorage(); // EXPECT-ERR
 export const b: HostExpectingNullRow = new NativeStorage(); // EXPECT-ERROR
 export const c = new NativeStorage({ synchronous: 'FULL' }); // EXPECT-ERROR
 export const d = new NativeStorage({ url: undefined, queryTimeoutMs: '10s' }); // EXPECT-ERROR
+export const e = new NativeStorage({ logger: { warn(message: string) { void message; } } }); // EXPECT-ERROR
