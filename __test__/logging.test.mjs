@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NativeStorage } from './support/package.mjs';
+import { engines, freshPgSchema } from './support/engines.mjs';
 
 const root = new URL('..', import.meta.url);
 const url = (rel) => JSON.stringify(new URL(rel, root).href);
@@ -164,6 +165,44 @@ await b.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+const pg = engines.find((e) => e.dialect === 'postgres');
+
+test('postgres: pool acquire waits and partition lock waits warn', { skip: pg === undefined && 'SYNCULAR_TEST_PG_URL not set' }, () => {
+  const pgUrl = pg.requireUrl();
+  const source = `
+import { createRequire } from 'node:module';
+const require = createRequire(${url('index.js')});
+const { NativeStorage } = require(${file('index.js')});
+const { fixtureSchema } = await import(${url('__test__/support/schema.mjs')});
+const url = ${JSON.stringify(pgUrl)};
+const schema = ${JSON.stringify(freshPgSchema())};
+const a = new NativeStorage({ url, schema, maxConnections: 1 });
+await a.ensureSchema(fixtureSchema());
+// The only connection is pinned by a transaction: the read waits for it.
+const held = await a.begin('p1');
+await held.lockPartitionForPush();
+const read = a.getMaxCommitSeq('p1');
+await new Promise((r) => setTimeout(r, 300));
+await held.commit();
+await read;
+// A second storage (pool) waits for the partition's row lock.
+const b = new NativeStorage({ url, schema });
+const first = await a.begin('p1');
+await first.lockPartitionForPush();
+const second = await b.begin('p1');
+const locking = second.lockPartitionForPush();
+await new Promise((r) => setTimeout(r, 300));
+await first.commit();
+await locking;
+await second.rollback();
+await a.close();
+await b.close();
+`;
+  const { stderr } = run(source, { SYNCULAR_NATIVE_LOG: 'syncular=warn', SYNCULAR_NATIVE_SLOW_MS: '150' });
+  assert.match(stderr, /WARN syncular::pool: pool acquire wait engine="postgres" micros=\d+ size=1 idle=\d+/);
+  assert.match(stderr, /WARN syncular::lock: write lock wait engine="postgres" partition="p1" micros=\d+/);
 });
 
 test('invalid logger options throw ERR_SYNCULAR_INVALID_ARGUMENT', () => {
