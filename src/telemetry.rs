@@ -533,11 +533,7 @@ pub fn pool_waited(start: Option<Instant>, engine: &'static str, size: u32, idle
 /// A busy retry: `retries` attempts failed so far (≥ 1), after `waited`.
 /// Warns at retries 1, 2, 4, 8, … and when the wait gives up.
 pub fn busy_retry(
-    engine: &'static str,
-    op: &'static str,
-    retries: u32,
-    waited: Duration,
-    gave_up: bool,
+    engine: &'static str, op: &'static str, retries: u32, waited: Duration, gave_up: bool,
 ) {
     if !(gave_up || retries.is_power_of_two()) {
         return;

@@ -83,11 +83,7 @@ impl From<BlobReferencingRow> for JsBlobReferencingRow {
 impl SqliteHandle {
     #[napi]
     pub fn list_commit_metadata(
-        &self,
-        partition: String,
-        after_seq: f64,
-        limit: f64,
-        table: Option<String>,
+        &self, partition: String, after_seq: f64, limit: f64, table: Option<String>,
     ) -> Result<Vec<JsCommitMetadata>> {
         guard(|| {
             let after = int(after_seq, "afterSeq")?;
@@ -103,11 +99,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn scope_activity(
-        &self,
-        partition: String,
-        variable: String,
-        value: String,
-        limit: f64,
+        &self, partition: String, variable: String, value: String, limit: f64,
     ) -> Result<Vec<JsScopeActivity>> {
         guard(|| {
             let limit = int(limit, "limit")?;
@@ -122,10 +114,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn get_row_scopes(
-        &self,
-        partition: String,
-        table: String,
-        row_id: String,
+        &self, partition: String, table: String, row_id: String,
     ) -> Result<Option<JsRowScopes>> {
         guard(|| {
             Ok(self
@@ -140,9 +129,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn list_rows_referencing_blob(
-        &self,
-        partition: String,
-        blob_id: String,
+        &self, partition: String, blob_id: String,
     ) -> Result<Vec<JsBlobReferencingRow>> {
         guard(|| {
             Ok(self

@@ -12,12 +12,7 @@ use napi_derive::napi;
 impl SqliteHandle {
     #[napi]
     pub fn claim_checkpoint(
-        &self,
-        lease: u32,
-        partition: String,
-        name: String,
-        schema_version: f64,
-        now_ms: f64,
+        &self, lease: u32, partition: String, name: String, schema_version: f64, now_ms: f64,
     ) -> Result<JsCheckpoint> {
         guard(|| {
             let version = int(schema_version, "schemaVersion")?;
@@ -32,14 +27,8 @@ impl SqliteHandle {
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub fn advance_checkpoint(
-        &self,
-        lease: u32,
-        partition: String,
-        name: String,
-        owner_epoch: f64,
-        watermark: f64,
-        observed_rows: f64,
-        now_ms: f64,
+        &self, lease: u32, partition: String, name: String, owner_epoch: f64, watermark: f64,
+        observed_rows: f64, now_ms: f64,
     ) -> Result<bool> {
         guard(|| {
             let epoch = int(owner_epoch, "ownerEpoch")?;
@@ -53,12 +42,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn tx_advance_checkpoint(
-        &self,
-        lease: u32,
-        name: String,
-        owner_epoch: f64,
-        watermark: f64,
-        observed_rows: f64,
+        &self, lease: u32, name: String, owner_epoch: f64, watermark: f64, observed_rows: f64,
         now_ms: f64,
     ) -> Result<bool> {
         guard(|| {
@@ -78,10 +62,7 @@ impl SqliteHandle {
 
     #[napi(ts_return_type = "'clean' | 'changed' | 'unverifiable'")]
     pub fn has_source_changes_above(
-        &self,
-        partition: String,
-        tables: Vec<String>,
-        seq: f64,
+        &self, partition: String, tables: Vec<String>, seq: f64,
     ) -> Result<String> {
         guard(|| {
             let seq = int(seq, "seq")?;
@@ -96,14 +77,8 @@ impl SqliteHandle {
     #[napi(ts_return_type = "'activated' | 'stale' | 'unverifiable'")]
     #[allow(clippy::too_many_arguments)]
     pub fn activate_checkpoint(
-        &self,
-        lease: u32,
-        partition: String,
-        name: String,
-        owner_epoch: f64,
-        watermark: f64,
-        sources: Vec<String>,
-        now_ms: f64,
+        &self, lease: u32, partition: String, name: String, owner_epoch: f64, watermark: f64,
+        sources: Vec<String>, now_ms: f64,
     ) -> Result<String> {
         guard(|| {
             let epoch = int(owner_epoch, "ownerEpoch")?;

@@ -190,8 +190,7 @@ impl JsDeclaration {
 /// The prune cursor of `pruneCommitsThrough`: `log_epoch` absent selects the
 /// legacy 0.15.x form.
 pub fn prune_target(
-    through_seq: f64,
-    log_epoch: Option<&str>,
+    through_seq: f64, log_epoch: Option<&str>,
 ) -> Result<crate::model::PruneTarget<'_>> {
     let through = non_negative(through_seq, "throughSeq")
         .map_err(|_| crate::error::Error::query("sync.storage.invalid_prune_cursor"))?;

@@ -57,10 +57,7 @@ impl SqliteHandle {
     /// Validates the options; the database opens on first use.
     #[napi(constructor)]
     pub fn new(
-        env: Env,
-        url: Option<String>,
-        synchronous: Option<String>,
-        busy_timeout_ms: Option<f64>,
+        env: Env, url: Option<String>, synchronous: Option<String>, busy_timeout_ms: Option<f64>,
         query_timeout_ms: Option<f64>,
     ) -> Result<Self> {
         hook_exit(&env)?;
@@ -117,11 +114,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn ensure_schema(
-        &self,
-        lease: u32,
-        schema_json: String,
-        declarations: Vec<JsDeclaration>,
-        now_ms: f64,
+        &self, lease: u32, schema_json: String, declarations: Vec<JsDeclaration>, now_ms: f64,
     ) -> Result<bool> {
         guard(|| {
             let schema = Schema::parse(&schema_json)?;
@@ -141,11 +134,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn touch_partition(
-        &self,
-        lease: u32,
-        partition: String,
-        at_ms: f64,
-        epoch: String,
+        &self, lease: u32, partition: String, at_ms: f64, epoch: String,
     ) -> Result<JsRegistryEntry> {
         guard(|| {
             let at = int(at_ms, "authenticatedAtMs")?;
@@ -157,11 +146,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn rotate_partition_log_epoch(
-        &self,
-        lease: u32,
-        partition: String,
-        epoch: String,
-        at_ms: f64,
+        &self, lease: u32, partition: String, epoch: String, at_ms: f64,
     ) -> Result<JsRegistryEntry> {
         guard(|| {
             let at = int(at_ms, "authenticatedAtMs")?;
@@ -214,11 +199,7 @@ impl SqliteHandle {
     /// `log_epoch` absent selects the legacy 0.15.x form.
     #[napi]
     pub fn prune_commits_through(
-        &self,
-        lease: u32,
-        partition: String,
-        through_seq: f64,
-        log_epoch: Option<String>,
+        &self, lease: u32, partition: String, through_seq: f64, log_epoch: Option<String>,
     ) -> Result<JsPruneResult> {
         guard(|| {
             let target = prune_target(through_seq, log_epoch.as_deref())?;
@@ -250,10 +231,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn get_push_result(
-        &self,
-        partition: Str,
-        client_id: Str,
-        commit_id: Str,
+        &self, partition: Str, client_id: Str, commit_id: Str,
     ) -> Result<Option<String>> {
         guard(|| {
             self.engine
@@ -263,13 +241,8 @@ impl SqliteHandle {
 
     #[napi(ts_return_type = "Promise<JsCommit[]>")]
     pub fn read_commit_window(
-        &self,
-        partition: String,
-        table: String,
-        filter_json: String,
-        after_seq: f64,
-        through_seq: f64,
-        limit_changes: f64,
+        &self, partition: String, table: String, filter_json: String, after_seq: f64,
+        through_seq: f64, limit_changes: f64,
     ) -> Result<AsyncTask<WindowTask>> {
         guard(|| {
             Ok(AsyncTask::new(WindowTask {
@@ -286,10 +259,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn latest_scoped_change_seq(
-        &self,
-        partition: String,
-        table: String,
-        filter_json: String,
+        &self, partition: String, table: String, filter_json: String,
     ) -> Result<i64> {
         guard(|| {
             self.engine
@@ -299,11 +269,7 @@ impl SqliteHandle {
 
     #[napi(ts_return_type = "Promise<JsRow[]>")]
     pub fn scan_rows(
-        &self,
-        partition: String,
-        table: String,
-        filter_json: String,
-        after_row_id: String,
+        &self, partition: String, table: String, filter_json: String, after_row_id: String,
         limit: f64,
     ) -> Result<AsyncTask<ScanTask>> {
         guard(|| {
@@ -358,9 +324,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn get_client_record(
-        &self,
-        partition: String,
-        client_id: String,
+        &self, partition: String, client_id: String,
     ) -> Result<Option<JsClientRecord>> {
         guard(|| {
             Ok(self
@@ -385,15 +349,8 @@ impl SqliteHandle {
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub fn put_client_record(
-        &self,
-        lease: u32,
-        partition: String,
-        client_id: String,
-        actor_id: String,
-        wire_version: f64,
-        cursor: f64,
-        updated_at_ms: f64,
-        subscriptions_json: String,
+        &self, lease: u32, partition: String, client_id: String, actor_id: String,
+        wire_version: f64, cursor: f64, updated_at_ms: f64, subscriptions_json: String,
     ) -> Result<()> {
         guard(|| {
             let record = ClientRecord {
@@ -425,14 +382,8 @@ impl SqliteHandle {
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub fn advance_client_cursor(
-        &self,
-        lease: u32,
-        partition: String,
-        client_id: String,
-        actor_id: Option<String>,
-        log_epoch: Option<String>,
-        cursor: f64,
-        updated_at_ms: f64,
+        &self, lease: u32, partition: String, client_id: String, actor_id: Option<String>,
+        log_epoch: Option<String>, cursor: f64, updated_at_ms: f64,
     ) -> Result<()> {
         guard(|| {
             let guard_pair = actor_id.as_deref().zip(log_epoch.as_deref());
@@ -449,9 +400,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn get_active_client_cursor_floor(
-        &self,
-        partition: String,
-        cutoff_ms: f64,
+        &self, partition: String, cutoff_ms: f64,
     ) -> Result<Option<i64>> {
         guard(|| {
             self.engine
@@ -461,12 +410,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn declare_checkpoint(
-        &self,
-        lease: u32,
-        partition: String,
-        name: String,
-        schema_version: f64,
-        now_ms: f64,
+        &self, lease: u32, partition: String, name: String, schema_version: f64, now_ms: f64,
     ) -> Result<JsCheckpoint> {
         guard(|| {
             let d = crate::model::CheckpointDeclaration {
@@ -505,10 +449,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn tx_get_push_result(
-        &self,
-        lease: u32,
-        client_id: Str,
-        commit_id: Str,
+        &self, lease: u32, client_id: Str, commit_id: Str,
     ) -> Result<Option<String>> {
         guard(|| {
             self.engine
@@ -518,12 +459,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn tx_scan_rows(
-        &self,
-        lease: u32,
-        table: String,
-        filter_json: String,
-        after_row_id: String,
-        limit: f64,
+        &self, lease: u32, table: String, filter_json: String, after_row_id: String, limit: f64,
     ) -> Result<super::packed::Packed> {
         guard(|| {
             let rows = self.engine.tx_scan_rows(
@@ -544,11 +480,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn tx_commit_rejected_push_result(
-        &self,
-        lease: u32,
-        client_id: String,
-        commit_id: String,
-        result_json: String,
+        &self, lease: u32, client_id: String, commit_id: String, result_json: String,
     ) -> Result<()> {
         guard(|| {
             self.engine
@@ -559,15 +491,8 @@ impl SqliteHandle {
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub fn tx_upsert_row(
-        &self,
-        lease: u32,
-        table: Str,
-        row_id: Str,
-        server_version: f64,
-        scopes_json: Str,
-        payload: Buf,
-        column_versions: Option<Buf>,
-        op_index: Option<f64>,
+        &self, lease: u32, table: Str, row_id: Str, server_version: f64, scopes_json: Str,
+        payload: Buf, column_versions: Option<Buf>, op_index: Option<f64>,
     ) -> Result<()> {
         let t = crate::telemetry::call_started(); // TEMP telemetry hook
         let out = guard(|| {
@@ -597,14 +522,8 @@ impl SqliteHandle {
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub fn tx_append_commit(
-        &self,
-        lease: u32,
-        client_id: Str,
-        client_commit_id: Str,
-        actor_id: Str,
-        created_at_ms: f64,
-        changes: String,
-        payloads: Buf,
+        &self, lease: u32, client_id: Str, client_commit_id: Str, actor_id: Str,
+        created_at_ms: f64, changes: String, payloads: Buf,
     ) -> Result<i64> {
         guard(|| {
             let commit = NewCommit {
@@ -620,11 +539,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn tx_put_push_result(
-        &self,
-        lease: u32,
-        client_id: Str,
-        commit_id: Str,
-        result_json: String,
+        &self, lease: u32, client_id: Str, commit_id: Str, result_json: String,
     ) -> Result<()> {
         guard(|| {
             self.engine
@@ -634,11 +549,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn tx_set_blob_refs(
-        &self,
-        lease: u32,
-        table: String,
-        row_id: String,
-        blob_ids: Vec<String>,
+        &self, lease: u32, table: String, row_id: String, blob_ids: Vec<String>,
     ) -> Result<()> {
         guard(|| {
             self.engine
@@ -659,10 +570,7 @@ impl SqliteHandle {
     /// Rows and tombstones of `row_ids`, packed (see `packed::prefetched`).
     #[napi]
     pub fn tx_prefetch_rows(
-        &self,
-        lease: u32,
-        table: Str,
-        row_ids: Vec<Str>,
+        &self, lease: u32, table: Str, row_ids: Vec<Str>,
     ) -> Result<super::packed::Packed> {
         guard(|| {
             let ids: Vec<&str> = row_ids.iter().map(|id| &**id).collect();

@@ -126,10 +126,7 @@ impl PgHandle {
     /// Validates the options; the pool connects on first use.
     #[napi(constructor)]
     pub fn new(
-        env: Env,
-        url: String,
-        max_connections: Option<f64>,
-        schema: Option<String>,
+        env: Env, url: String, max_connections: Option<f64>, schema: Option<String>,
         query_timeout_ms: Option<f64>,
     ) -> Result<Self> {
         hook_teardown(&env)?;
@@ -177,11 +174,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn ensure_schema(
-        &self,
-        _lease: u32,
-        schema_json: String,
-        declarations: Vec<JsDeclaration>,
-        now_ms: f64,
+        &self, _lease: u32, schema_json: String, declarations: Vec<JsDeclaration>, now_ms: f64,
     ) -> Result<bool> {
         guarded(async {
             let schema = Schema::parse(&schema_json)?;
@@ -203,11 +196,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn touch_partition(
-        &self,
-        _lease: u32,
-        partition: String,
-        at_ms: f64,
-        epoch: String,
+        &self, _lease: u32, partition: String, at_ms: f64, epoch: String,
     ) -> Result<JsRegistryEntry> {
         guarded(async {
             let at = int(at_ms, "authenticatedAtMs")?;
@@ -222,11 +211,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn rotate_partition_log_epoch(
-        &self,
-        _lease: u32,
-        partition: String,
-        epoch: String,
-        at_ms: f64,
+        &self, _lease: u32, partition: String, epoch: String, at_ms: f64,
     ) -> Result<JsRegistryEntry> {
         guarded(async {
             let at = int(at_ms, "authenticatedAtMs")?;
@@ -281,11 +266,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn prune_commits_through(
-        &self,
-        _lease: u32,
-        partition: String,
-        through_seq: f64,
-        log_epoch: Option<String>,
+        &self, _lease: u32, partition: String, through_seq: f64, log_epoch: Option<String>,
     ) -> Result<JsPruneResult> {
         guarded(async {
             let target = prune_target(through_seq, log_epoch.as_deref())?;
@@ -312,10 +293,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn get_row(
-        &self,
-        partition: String,
-        table: String,
-        row_id: String,
+        &self, partition: String, table: String, row_id: String,
     ) -> Result<Option<RowTuple>> {
         guarded(async {
             Ok(self
@@ -329,23 +307,15 @@ impl PgHandle {
 
     #[napi]
     pub async fn get_push_result(
-        &self,
-        partition: String,
-        client_id: String,
-        commit_id: String,
+        &self, partition: String, client_id: String, commit_id: String,
     ) -> Result<Option<String>> {
         guarded(self.e().get_push_result(&partition, &client_id, &commit_id)).await
     }
 
     #[napi]
     pub async fn read_commit_window(
-        &self,
-        partition: String,
-        table: String,
-        filter_json: String,
-        after_seq: f64,
-        through_seq: f64,
-        limit_changes: f64,
+        &self, partition: String, table: String, filter_json: String, after_seq: f64,
+        through_seq: f64, limit_changes: f64,
     ) -> Result<Packed> {
         guarded(async {
             let filter = filter(&filter_json)?;
@@ -365,10 +335,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn latest_scoped_change_seq(
-        &self,
-        partition: String,
-        table: String,
-        filter_json: String,
+        &self, partition: String, table: String, filter_json: String,
     ) -> Result<i64> {
         guarded(async {
             self.e()
@@ -380,11 +347,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn scan_rows(
-        &self,
-        partition: String,
-        table: String,
-        filter_json: String,
-        after_row_id: String,
+        &self, partition: String, table: String, filter_json: String, after_row_id: String,
         limit: f64,
     ) -> Result<Packed> {
         guarded(async {
@@ -447,9 +410,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn get_client_record(
-        &self,
-        partition: String,
-        client_id: String,
+        &self, partition: String, client_id: String,
     ) -> Result<Option<JsClientRecord>> {
         guarded(async {
             Ok(self
@@ -478,15 +439,8 @@ impl PgHandle {
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub async fn put_client_record(
-        &self,
-        _lease: u32,
-        partition: String,
-        client_id: String,
-        actor_id: String,
-        wire_version: f64,
-        cursor: f64,
-        updated_at_ms: f64,
-        subscriptions_json: String,
+        &self, _lease: u32, partition: String, client_id: String, actor_id: String,
+        wire_version: f64, cursor: f64, updated_at_ms: f64, subscriptions_json: String,
     ) -> Result<()> {
         guarded(async {
             let record = ClientRecord {
@@ -519,14 +473,8 @@ impl PgHandle {
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub async fn advance_client_cursor(
-        &self,
-        _lease: u32,
-        partition: String,
-        client_id: String,
-        actor_id: Option<String>,
-        log_epoch: Option<String>,
-        cursor: f64,
-        updated_at_ms: f64,
+        &self, _lease: u32, partition: String, client_id: String, actor_id: Option<String>,
+        log_epoch: Option<String>, cursor: f64, updated_at_ms: f64,
     ) -> Result<()> {
         guarded(async {
             let guard_pair = actor_id.as_deref().zip(log_epoch.as_deref());
@@ -545,9 +493,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn get_active_client_cursor_floor(
-        &self,
-        partition: String,
-        cutoff_ms: f64,
+        &self, partition: String, cutoff_ms: f64,
     ) -> Result<Option<i64>> {
         guarded(async {
             self.e()
@@ -559,12 +505,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn declare_checkpoint(
-        &self,
-        _lease: u32,
-        partition: String,
-        name: String,
-        schema_version: f64,
-        now_ms: f64,
+        &self, _lease: u32, partition: String, name: String, schema_version: f64, now_ms: f64,
     ) -> Result<JsCheckpoint> {
         guarded(async {
             let d = crate::model::CheckpointDeclaration {
@@ -585,10 +526,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn tx_get_row(
-        &self,
-        lease: u32,
-        table: String,
-        row_id: String,
+        &self, lease: u32, table: String, row_id: String,
     ) -> Result<Option<RowTuple>> {
         guarded(async {
             Ok(self
@@ -602,42 +540,28 @@ impl PgHandle {
 
     #[napi]
     pub async fn tx_get_tombstone_seq(
-        &self,
-        lease: u32,
-        table: String,
-        row_id: String,
+        &self, lease: u32, table: String, row_id: String,
     ) -> Result<Option<i64>> {
         guarded(self.e().tx_get_tombstone_seq(lease, &table, &row_id)).await
     }
 
     #[napi]
     pub async fn tx_clear_tombstone(
-        &self,
-        lease: u32,
-        table: String,
-        row_id: String,
+        &self, lease: u32, table: String, row_id: String,
     ) -> Result<()> {
         guarded(self.e().tx_clear_tombstone(lease, &table, &row_id)).await
     }
 
     #[napi]
     pub async fn tx_get_push_result(
-        &self,
-        lease: u32,
-        client_id: String,
-        commit_id: String,
+        &self, lease: u32, client_id: String, commit_id: String,
     ) -> Result<Option<String>> {
         guarded(self.e().tx_get_push_result(lease, &client_id, &commit_id)).await
     }
 
     #[napi]
     pub async fn tx_scan_rows(
-        &self,
-        lease: u32,
-        table: String,
-        filter_json: String,
-        after_row_id: String,
-        limit: f64,
+        &self, lease: u32, table: String, filter_json: String, after_row_id: String, limit: f64,
     ) -> Result<Packed> {
         guarded(async {
             let rows = self
@@ -662,11 +586,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn tx_commit_rejected_push_result(
-        &self,
-        lease: u32,
-        client_id: String,
-        commit_id: String,
-        result_json: String,
+        &self, lease: u32, client_id: String, commit_id: String, result_json: String,
     ) -> Result<()> {
         guarded(self.e().tx_commit_rejected_push_result(
             lease,
@@ -680,15 +600,8 @@ impl PgHandle {
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub async fn tx_upsert_row(
-        &self,
-        lease: u32,
-        table: String,
-        row_id: String,
-        server_version: f64,
-        scopes_json: String,
-        payload: Uint8Array,
-        column_versions: Option<Uint8Array>,
-        op_index: Option<f64>,
+        &self, lease: u32, table: String, row_id: String, server_version: f64, scopes_json: String,
+        payload: Uint8Array, column_versions: Option<Uint8Array>, op_index: Option<f64>,
     ) -> Result<()> {
         let payload = payload.to_vec();
         let column_versions = column_versions.map(|c| c.to_vec());
@@ -717,14 +630,8 @@ impl PgHandle {
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub async fn tx_append_commit(
-        &self,
-        lease: u32,
-        client_id: String,
-        client_commit_id: String,
-        actor_id: String,
-        created_at_ms: f64,
-        changes: String,
-        payloads: Uint8Array,
+        &self, lease: u32, client_id: String, client_commit_id: String, actor_id: String,
+        created_at_ms: f64, changes: String, payloads: Uint8Array,
     ) -> Result<i64> {
         let payloads = payloads.to_vec();
         guarded(async move {
@@ -742,11 +649,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn tx_put_push_result(
-        &self,
-        lease: u32,
-        client_id: String,
-        commit_id: String,
-        result_json: String,
+        &self, lease: u32, client_id: String, commit_id: String, result_json: String,
     ) -> Result<()> {
         guarded(
             self.e()
@@ -757,11 +660,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn tx_set_blob_refs(
-        &self,
-        lease: u32,
-        table: String,
-        row_id: String,
-        blob_ids: Vec<String>,
+        &self, lease: u32, table: String, row_id: String, blob_ids: Vec<String>,
     ) -> Result<()> {
         guarded(self.e().tx_set_blob_refs(lease, &table, &row_id, &blob_ids)).await
     }
@@ -782,10 +681,7 @@ impl PgHandle {
     /// cache in one statement (a hint: correctness never depends on it).
     #[napi]
     pub async fn tx_prefetch_rows(
-        &self,
-        lease: u32,
-        table: String,
-        row_ids: Option<Vec<String>>,
+        &self, lease: u32, table: String, row_ids: Option<Vec<String>>,
     ) -> Result<()> {
         let ids = row_ids.unwrap_or_default();
         guarded(self.e().tx_prefetch_rows(lease, &table, &ids)).await

@@ -25,12 +25,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn claim_checkpoint(
-        &self,
-        _lease: u32,
-        partition: String,
-        name: String,
-        schema_version: f64,
-        now_ms: f64,
+        &self, _lease: u32, partition: String, name: String, schema_version: f64, now_ms: f64,
     ) -> Result<JsCheckpoint> {
         guarded(async {
             let version = int(schema_version, "schemaVersion")?;
@@ -47,14 +42,8 @@ impl PgHandle {
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub async fn advance_checkpoint(
-        &self,
-        _lease: u32,
-        partition: String,
-        name: String,
-        owner_epoch: f64,
-        watermark: f64,
-        observed_rows: f64,
-        now_ms: f64,
+        &self, _lease: u32, partition: String, name: String, owner_epoch: f64, watermark: f64,
+        observed_rows: f64, now_ms: f64,
     ) -> Result<bool> {
         guarded(async {
             let epoch = int(owner_epoch, "ownerEpoch")?;
@@ -70,12 +59,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn tx_advance_checkpoint(
-        &self,
-        lease: u32,
-        name: String,
-        owner_epoch: f64,
-        watermark: f64,
-        observed_rows: f64,
+        &self, lease: u32, name: String, owner_epoch: f64, watermark: f64, observed_rows: f64,
         now_ms: f64,
     ) -> Result<bool> {
         guarded(async {
@@ -97,10 +81,7 @@ impl PgHandle {
 
     #[napi(ts_return_type = "Promise<'clean' | 'changed' | 'unverifiable'>")]
     pub async fn has_source_changes_above(
-        &self,
-        partition: String,
-        tables: Vec<String>,
-        seq: f64,
+        &self, partition: String, tables: Vec<String>, seq: f64,
     ) -> Result<String> {
         guarded(async {
             let seq = int(seq, "seq")?;
@@ -117,14 +98,8 @@ impl PgHandle {
     #[napi(ts_return_type = "Promise<'activated' | 'stale' | 'unverifiable'>")]
     #[allow(clippy::too_many_arguments)]
     pub async fn activate_checkpoint(
-        &self,
-        _lease: u32,
-        partition: String,
-        name: String,
-        owner_epoch: f64,
-        watermark: f64,
-        sources: Vec<String>,
-        now_ms: f64,
+        &self, _lease: u32, partition: String, name: String, owner_epoch: f64, watermark: f64,
+        sources: Vec<String>, now_ms: f64,
     ) -> Result<String> {
         guarded(async {
             let epoch = int(owner_epoch, "ownerEpoch")?;
@@ -144,9 +119,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn tx_enqueue_reactions(
-        &self,
-        lease: u32,
-        reactions: Vec<JsNewReaction>,
+        &self, lease: u32, reactions: Vec<JsNewReaction>,
     ) -> Result<()> {
         guarded(async {
             let list = reactions
@@ -162,14 +135,8 @@ impl PgHandle {
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub async fn claim_reactions(
-        &self,
-        _lease: u32,
-        partition: String,
-        lease_owner: String,
-        types: Vec<String>,
-        now_ms: f64,
-        lease_duration_ms: f64,
-        limit: f64,
+        &self, _lease: u32, partition: String, lease_owner: String, types: Vec<String>,
+        now_ms: f64, lease_duration_ms: f64, limit: f64,
     ) -> Result<Vec<JsReaction>> {
         guarded(async {
             let now = int(now_ms, "nowMs")?;
@@ -187,11 +154,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn complete_reaction(
-        &self,
-        _lease: u32,
-        partition: String,
-        idempotency_key: String,
-        lease_owner: String,
+        &self, _lease: u32, partition: String, idempotency_key: String, lease_owner: String,
         completed_at_ms: f64,
     ) -> Result<bool> {
         guarded(async {
@@ -205,11 +168,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn extend_reaction_lease(
-        &self,
-        _lease: u32,
-        partition: String,
-        idempotency_key: String,
-        lease_owner: String,
+        &self, _lease: u32, partition: String, idempotency_key: String, lease_owner: String,
         lease_expires_at_ms: f64,
     ) -> Result<bool> {
         guarded(async {
@@ -224,14 +183,8 @@ impl PgHandle {
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub async fn fail_reaction(
-        &self,
-        _lease: u32,
-        partition: String,
-        idempotency_key: String,
-        lease_owner: String,
-        failure_json: String,
-        failure_at_ms: f64,
-        retry_at_ms: Option<f64>,
+        &self, _lease: u32, partition: String, idempotency_key: String, lease_owner: String,
+        failure_json: String, failure_at_ms: f64, retry_at_ms: Option<f64>,
     ) -> Result<bool> {
         guarded(async {
             let u = FailureUpdate {
@@ -249,11 +202,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn retry_reaction(
-        &self,
-        _lease: u32,
-        partition: String,
-        idempotency_key: String,
-        now_ms: f64,
+        &self, _lease: u32, partition: String, idempotency_key: String, now_ms: f64,
     ) -> Result<bool> {
         guarded(async {
             let now = int(now_ms, "nowMs")?;
@@ -266,9 +215,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn get_reaction(
-        &self,
-        partition: String,
-        idempotency_key: String,
+        &self, partition: String, idempotency_key: String,
     ) -> Result<Option<JsReaction>> {
         guarded(async {
             Ok(self
@@ -282,10 +229,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn list_reactions(
-        &self,
-        partition: String,
-        statuses: Option<Vec<String>>,
-        types: Option<Vec<String>>,
+        &self, partition: String, statuses: Option<Vec<String>>, types: Option<Vec<String>>,
         limit: f64,
     ) -> Result<Vec<JsReaction>> {
         guarded(async {
@@ -305,12 +249,8 @@ impl PgHandle {
 
     #[napi]
     pub async fn prune_reactions(
-        &self,
-        _lease: u32,
-        partition: String,
-        completed_before_ms: f64,
-        dead_letter_before_ms: f64,
-        limit: f64,
+        &self, _lease: u32, partition: String, completed_before_ms: f64,
+        dead_letter_before_ms: f64, limit: f64,
     ) -> Result<JsPrunedReactions> {
         guarded(async {
             let q = PruneQuery {
@@ -327,11 +267,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn list_commit_metadata(
-        &self,
-        partition: String,
-        after_seq: f64,
-        limit: f64,
-        table: Option<String>,
+        &self, partition: String, after_seq: f64, limit: f64, table: Option<String>,
     ) -> Result<Vec<JsCommitMetadata>> {
         guarded(async {
             let after = int(after_seq, "afterSeq")?;
@@ -347,11 +283,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn scope_activity(
-        &self,
-        partition: String,
-        variable: String,
-        value: String,
-        limit: f64,
+        &self, partition: String, variable: String, value: String, limit: f64,
     ) -> Result<Vec<JsScopeActivity>> {
         guarded(async {
             let limit = int(limit, "limit")?;
@@ -366,10 +298,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn get_row_scopes(
-        &self,
-        partition: String,
-        table: String,
-        row_id: String,
+        &self, partition: String, table: String, row_id: String,
     ) -> Result<Option<JsRowScopes>> {
         guarded(async {
             Ok(self
@@ -386,9 +315,7 @@ impl PgHandle {
 
     #[napi]
     pub async fn list_rows_referencing_blob(
-        &self,
-        partition: String,
-        blob_id: String,
+        &self, partition: String, blob_id: String,
     ) -> Result<Vec<JsBlobReferencingRow>> {
         guarded(async {
             Ok(list(
@@ -413,10 +340,7 @@ impl PgHandle {
         ts_return_type = "Promise<{ rows: Record<string, unknown>[]; maxCommitSeq: number; gate?: JsServeGate; error?: string }>"
     )]
     pub async fn query_authoritative(
-        &self,
-        partition: String,
-        request: JsQueryRequest,
-        params: Vec<QueryValue>,
+        &self, partition: String, request: JsQueryRequest, params: Vec<QueryValue>,
         gate_running: Option<f64>,
     ) -> Result<JsQueryResult> {
         let (request, tables) = request.into_parts();
@@ -435,10 +359,7 @@ impl PgHandle {
 
     #[napi(ts_return_type = "Promise<{ rows: Record<string, unknown>[]; maxCommitSeq: number }>")]
     pub async fn tx_query_authoritative(
-        &self,
-        lease: u32,
-        request: JsQueryRequest,
-        params: Vec<QueryValue>,
+        &self, lease: u32, request: JsQueryRequest, params: Vec<QueryValue>,
     ) -> Result<JsQueryResult> {
         let (request, tables) = request.into_parts();
         let params = values(params);
@@ -454,13 +375,8 @@ impl PgHandle {
     /// `values_in` absent: the caller's `values` was not an array.
     #[napi]
     pub async fn scan_rows_by_index(
-        &self,
-        partition: String,
-        table: String,
-        index: String,
-        values_in: Option<Vec<QueryValue>>,
-        after_row_id: String,
-        limit: f64,
+        &self, partition: String, table: String, index: String, values_in: Option<Vec<QueryValue>>,
+        after_row_id: String, limit: f64,
     ) -> Result<Packed> {
         let vals = values_in.map(values);
         guarded(async {
@@ -482,13 +398,8 @@ impl PgHandle {
 
     #[napi]
     pub async fn tx_scan_rows_by_index(
-        &self,
-        lease: u32,
-        table: String,
-        index: String,
-        values_in: Option<Vec<QueryValue>>,
-        after_row_id: String,
-        limit: f64,
+        &self, lease: u32, table: String, index: String, values_in: Option<Vec<QueryValue>>,
+        after_row_id: String, limit: f64,
     ) -> Result<Packed> {
         let vals = values_in.map(values);
         guarded(async {

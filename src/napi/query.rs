@@ -137,10 +137,7 @@ impl TypeName for JsQueryResult {
 }
 
 unsafe fn set(
-    env: sys::napi_env,
-    obj: sys::napi_value,
-    key: sys::napi_value,
-    value: sys::napi_value,
+    env: sys::napi_env, obj: sys::napi_value, key: sys::napi_value, value: sys::napi_value,
 ) -> Result<()> {
     check_status!(unsafe { sys::napi_set_property(env, obj, key, value) })
 }
@@ -257,10 +254,7 @@ impl SqliteHandle {
         ts_return_type = "Promise<{ rows: Record<string, unknown>[]; maxCommitSeq: number; gate?: JsServeGate; error?: string }>"
     )]
     pub fn query_authoritative(
-        &self,
-        partition: String,
-        request: JsQueryRequest,
-        params: Vec<QueryValue>,
+        &self, partition: String, request: JsQueryRequest, params: Vec<QueryValue>,
         gate_running: Option<f64>,
     ) -> Result<AsyncTask<QueryTask>> {
         guard(|| {
@@ -281,10 +275,7 @@ impl SqliteHandle {
     /// `tx.queryAuthoritative` on the transaction's own connection.
     #[napi(ts_return_type = "{ rows: Record<string, unknown>[]; maxCommitSeq: number }")]
     pub fn tx_query_authoritative(
-        &self,
-        lease: u32,
-        request: JsQueryRequest,
-        params: Vec<QueryValue>,
+        &self, lease: u32, request: JsQueryRequest, params: Vec<QueryValue>,
     ) -> Result<JsQueryResult> {
         guard(|| {
             let (request, tables) = request.into_parts();
@@ -297,13 +288,8 @@ impl SqliteHandle {
     /// `values` absent: the caller's `values` was not an array.
     #[napi]
     pub fn scan_rows_by_index(
-        &self,
-        partition: String,
-        table: String,
-        index: String,
-        values_in: Option<Vec<QueryValue>>,
-        after_row_id: String,
-        limit: f64,
+        &self, partition: String, table: String, index: String, values_in: Option<Vec<QueryValue>>,
+        after_row_id: String, limit: f64,
     ) -> Result<super::packed::Packed> {
         guard(|| {
             let vals = values_in.map(values);
@@ -321,13 +307,8 @@ impl SqliteHandle {
 
     #[napi]
     pub fn tx_scan_rows_by_index(
-        &self,
-        lease: u32,
-        table: String,
-        index: String,
-        values_in: Option<Vec<QueryValue>>,
-        after_row_id: String,
-        limit: f64,
+        &self, lease: u32, table: String, index: String, values_in: Option<Vec<QueryValue>>,
+        after_row_id: String, limit: f64,
     ) -> Result<super::packed::Packed> {
         guard(|| {
             let vals = values_in.map(values);

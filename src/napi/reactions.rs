@@ -137,14 +137,8 @@ impl SqliteHandle {
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub fn claim_reactions(
-        &self,
-        lease: u32,
-        partition: String,
-        lease_owner: String,
-        types: Vec<String>,
-        now_ms: f64,
-        lease_duration_ms: f64,
-        limit: f64,
+        &self, lease: u32, partition: String, lease_owner: String, types: Vec<String>, now_ms: f64,
+        lease_duration_ms: f64, limit: f64,
     ) -> Result<Vec<JsReaction>> {
         guard(|| {
             let now = int(now_ms, "nowMs")?;
@@ -161,11 +155,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn complete_reaction(
-        &self,
-        lease: u32,
-        partition: String,
-        idempotency_key: String,
-        lease_owner: String,
+        &self, lease: u32, partition: String, idempotency_key: String, lease_owner: String,
         completed_at_ms: f64,
     ) -> Result<bool> {
         guard(|| {
@@ -177,11 +167,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn extend_reaction_lease(
-        &self,
-        lease: u32,
-        partition: String,
-        idempotency_key: String,
-        lease_owner: String,
+        &self, lease: u32, partition: String, idempotency_key: String, lease_owner: String,
         lease_expires_at_ms: f64,
     ) -> Result<bool> {
         guard(|| {
@@ -194,14 +180,8 @@ impl SqliteHandle {
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub fn fail_reaction(
-        &self,
-        lease: u32,
-        partition: String,
-        idempotency_key: String,
-        lease_owner: String,
-        failure_json: String,
-        failure_at_ms: f64,
-        retry_at_ms: Option<f64>,
+        &self, lease: u32, partition: String, idempotency_key: String, lease_owner: String,
+        failure_json: String, failure_at_ms: f64, retry_at_ms: Option<f64>,
     ) -> Result<bool> {
         guard(|| {
             let u = FailureUpdate {
@@ -217,11 +197,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn retry_reaction(
-        &self,
-        lease: u32,
-        partition: String,
-        idempotency_key: String,
-        now_ms: f64,
+        &self, lease: u32, partition: String, idempotency_key: String, now_ms: f64,
     ) -> Result<bool> {
         guard(|| {
             let now = int(now_ms, "nowMs")?;
@@ -232,9 +208,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn get_reaction(
-        &self,
-        partition: String,
-        idempotency_key: String,
+        &self, partition: String, idempotency_key: String,
     ) -> Result<Option<JsReaction>> {
         guard(|| {
             Ok(self
@@ -246,10 +220,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn list_reactions(
-        &self,
-        partition: String,
-        statuses: Option<Vec<String>>,
-        types: Option<Vec<String>>,
+        &self, partition: String, statuses: Option<Vec<String>>, types: Option<Vec<String>>,
         limit: f64,
     ) -> Result<Vec<JsReaction>> {
         guard(|| {
@@ -265,11 +236,7 @@ impl SqliteHandle {
 
     #[napi]
     pub fn prune_reactions(
-        &self,
-        lease: u32,
-        partition: String,
-        completed_before_ms: f64,
-        dead_letter_before_ms: f64,
+        &self, lease: u32, partition: String, completed_before_ms: f64, dead_letter_before_ms: f64,
         limit: f64,
     ) -> Result<JsPrunedReactions> {
         guard(|| {

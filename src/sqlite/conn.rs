@@ -116,8 +116,7 @@ pub fn set_busy_timeout(conn: &Connection, timeout: Duration) -> Result<()> {
 /// SQLite's default busy wait (see [`set_busy_timeout`]); `arg` is the
 /// timeout in ms, `count` the number of earlier calls for this lock.
 unsafe extern "C" fn busy_wait(
-    arg: *mut std::ffi::c_void,
-    count: std::ffi::c_int,
+    arg: *mut std::ffi::c_void, count: std::ffi::c_int,
 ) -> std::ffi::c_int {
     const DELAYS: [i32; 12] = [1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100];
     const TOTALS: [i32; 12] = [0, 1, 3, 8, 18, 33, 53, 78, 103, 128, 178, 228];

@@ -305,10 +305,7 @@ impl SqliteEngine {
     /// [`with_lease`](Self::with_lease), timed by the guard `slow` makes
     /// once the writer is ours (a registered query names its text).
     pub(super) fn with_lease_timed<'s, T>(
-        &self,
-        id: u32,
-        slow: impl FnOnce() -> Slow<'s>,
-        f: impl FnOnce(Held<'_>) -> Result<T>,
+        &self, id: u32, slow: impl FnOnce() -> Slow<'s>, f: impl FnOnce(Held<'_>) -> Result<T>,
     ) -> Result<T> {
         let db = self.db()?;
         let mut guard = lock(&db.writer);
@@ -335,9 +332,7 @@ impl SqliteEngine {
     /// [`read`](Self::read) timed by `_slow` (a registered query names its
     /// text).
     fn read_timed<T>(
-        &self,
-        _slow: Slow<'_>,
-        f: impl FnOnce(&Connection) -> Result<T>,
+        &self, _slow: Slow<'_>, f: impl FnOnce(&Connection) -> Result<T>,
     ) -> Result<T> {
         let db = self.db()?;
         let pooled = lock(&db.readers).pop();
@@ -366,9 +361,7 @@ impl SqliteEngine {
     }
 
     pub(super) fn read_snapshot_timed<T>(
-        &self,
-        slow: Slow<'_>,
-        f: impl FnOnce(&Connection) -> Result<T>,
+        &self, slow: Slow<'_>, f: impl FnOnce(&Connection) -> Result<T>,
     ) -> Result<T> {
         self.read_timed(slow, |c| {
             conn::exec(c, "BEGIN").map_err(map_err)?;

@@ -89,9 +89,7 @@ pub fn enqueue(conn: &Connection, partition: &str, reactions: &[NewReaction]) ->
 /// Leases up to `limit` due rows in one statement. Rows come back in the
 /// engine's RETURNING order; the caller sorts them (JS `localeCompare`).
 pub fn claim(
-    conn: &Connection,
-    partition: &str,
-    q: &ClaimQuery<'_>,
+    conn: &Connection, partition: &str, q: &ClaimQuery<'_>,
 ) -> Result<Vec<StoredReaction>> {
     if q.types.is_empty() || q.limit <= 0 {
         return Ok(Vec::new());
@@ -122,11 +120,7 @@ fn changed_one(n: usize) -> bool {
 }
 
 pub fn complete(
-    conn: &Connection,
-    partition: &str,
-    key: &str,
-    owner: &str,
-    completed_at_ms: i64,
+    conn: &Connection, partition: &str, key: &str, owner: &str, completed_at_ms: i64,
 ) -> Result<bool> {
     conn.prepare_cached(&format!("{COMPLETE} {LEASE_GUARD}"))
         .and_then(|mut st| st.execute(params![completed_at_ms, partition, key, owner]))
@@ -135,11 +129,7 @@ pub fn complete(
 }
 
 pub fn extend(
-    conn: &Connection,
-    partition: &str,
-    key: &str,
-    owner: &str,
-    expires_at_ms: i64,
+    conn: &Connection, partition: &str, key: &str, owner: &str, expires_at_ms: i64,
 ) -> Result<bool> {
     conn.prepare_cached(&format!("{EXTEND} {LEASE_GUARD}"))
         .and_then(|mut st| st.execute(params![expires_at_ms, partition, key, owner]))
@@ -187,11 +177,7 @@ pub fn get(conn: &Connection, partition: &str, key: &str) -> Result<Option<Store
 /// Newest first. An empty filter list means no filter; `limit` is bound as
 /// given (in-tree parity: SQLite reads a negative LIMIT as no limit).
 pub fn list(
-    conn: &Connection,
-    partition: &str,
-    statuses: &[String],
-    types: &[String],
-    limit: i64,
+    conn: &Connection, partition: &str, statuses: &[String], types: &[String], limit: i64,
 ) -> Result<Vec<StoredReaction>> {
     let mut text = format!("SELECT {FIELDS} FROM sync_reactions WHERE partition = ?");
     let mut args: Vec<&dyn ToSql> = vec![&partition];
@@ -254,21 +240,13 @@ impl SqliteEngine {
     }
 
     pub fn claim_reactions(
-        &self,
-        id: u32,
-        partition: &str,
-        q: &ClaimQuery<'_>,
+        &self, id: u32, partition: &str, q: &ClaimQuery<'_>,
     ) -> Result<Vec<StoredReaction>> {
         self.with_lease(id, |h| claim(h.conn, partition, q))
     }
 
     pub fn complete_reaction(
-        &self,
-        id: u32,
-        partition: &str,
-        key: &str,
-        owner: &str,
-        completed_at_ms: i64,
+        &self, id: u32, partition: &str, key: &str, owner: &str, completed_at_ms: i64,
     ) -> Result<bool> {
         self.with_lease(id, |h| {
             complete(h.conn, partition, key, owner, completed_at_ms)
@@ -276,22 +254,13 @@ impl SqliteEngine {
     }
 
     pub fn extend_reaction_lease(
-        &self,
-        id: u32,
-        partition: &str,
-        key: &str,
-        owner: &str,
-        expires_at_ms: i64,
+        &self, id: u32, partition: &str, key: &str, owner: &str, expires_at_ms: i64,
     ) -> Result<bool> {
         self.with_lease(id, |h| extend(h.conn, partition, key, owner, expires_at_ms))
     }
 
     pub fn fail_reaction(
-        &self,
-        id: u32,
-        partition: &str,
-        key: &str,
-        u: &FailureUpdate<'_>,
+        &self, id: u32, partition: &str, key: &str, u: &FailureUpdate<'_>,
     ) -> Result<bool> {
         self.with_lease(id, |h| fail(h.conn, partition, key, u))
     }
@@ -305,20 +274,13 @@ impl SqliteEngine {
     }
 
     pub fn list_reactions(
-        &self,
-        partition: &str,
-        statuses: &[String],
-        types: &[String],
-        limit: i64,
+        &self, partition: &str, statuses: &[String], types: &[String], limit: i64,
     ) -> Result<Vec<StoredReaction>> {
         self.read(|c| list(c, partition, statuses, types, limit))
     }
 
     pub fn prune_reactions(
-        &self,
-        id: u32,
-        partition: &str,
-        q: &PruneQuery,
+        &self, id: u32, partition: &str, q: &PruneQuery,
     ) -> Result<PrunedCounts> {
         self.with_lease(id, |h| prune(h.conn, partition, q))
     }
