@@ -6,8 +6,7 @@
 // committed state, after any write submitted before them.
 
 const { resolveErrorClasses, translate, invalidArgument, WIRE_PREFIX } = require('./errors');
-const { SqliteDriver } = require('./drivers/sqlite');
-const { PostgresDriver } = require('./drivers/postgres');
+const { Engine } = require('./engine');
 const { NativeTransaction } = require('./transaction');
 const { guarded, settled, code, checkText } = require('./guard');
 const V = require('./values');
@@ -77,7 +76,7 @@ function sqliteUrl(options) {
 }
 
 class NativeStorage {
-  #driver;
+  #engine;
   #errors;
   #ensuredVersion;
   #host;
@@ -89,10 +88,7 @@ class NativeStorage {
     this.#errors = resolveErrorClasses(options.errors);
     this.#host = options.errors;
     try {
-      this.#driver =
-        url !== undefined && /^postgres(ql)?:/i.test(url)
-          ? new PostgresDriver(url, options)
-          : new SqliteDriver(url, options);
+      this.#engine = new Engine(url, options);
     } catch (err) {
       // Bad options (synchronous, busyTimeoutMs, url): a coded error, not the wire text.
       throw this._translate(err);
@@ -118,7 +114,7 @@ class NativeStorage {
     return parsed;
   }
 
-  /** The driver's result: a value (SQLite) or a promise (PostgreSQL), translated. */
+  /** The engine's answer, a value or a promise, with errors translated. */
   #settle(run) {
     try {
       const out = run();
@@ -130,13 +126,13 @@ class NativeStorage {
 
   /** A read, ordered after writes submitted before it. */
   #read(fn) {
-    return this.#settle(() => this.#driver.read(fn));
+    return this.#settle(() => this.#engine.read(fn));
   }
 
   /** A read settled as a promise of `out(result)`. */
   #readThen(fn, out) {
     try {
-      const v = this.#settle(() => this.#driver.read(fn));
+      const v = this.#settle(() => this.#engine.read(fn));
       return v instanceof Promise ? v.then(out).catch((err) => Promise.reject(code(err))) : Promise.resolve(out(v));
     } catch (err) {
       return Promise.reject(code(err));
@@ -144,12 +140,12 @@ class NativeStorage {
   }
 
   async #readAsync(fn) {
-    return this.#settle(() => this.#driver.read(fn));
+    return this.#settle(() => this.#engine.read(fn));
   }
 
-  /** A storage-level write (SQLite: under the write lease). */
+  /** A storage-level write, in submission order (see write-queue.js). */
   #write(fn) {
-    return this.#settle(() => this.#driver.write(fn));
+    return this.#settle(() => this.#engine.write(fn));
   }
 
   // ---- schema ----------------------------------------------------------------
@@ -190,11 +186,11 @@ class NativeStorage {
     if (typeof partition !== 'string') throw invalidArgument('begin: partition must be a string');
     let lease;
     try {
-      lease = await this.#driver.begin(partition);
+      lease = await this.#engine.begin(partition);
     } catch (err) {
       throw this._translate(err);
     }
-    return new NativeTransaction(this, this.#driver, lease);
+    return new NativeTransaction(this, this.#engine, lease);
   }
 
   // ---- the log --------------------------------------------------------------------
@@ -469,7 +465,7 @@ class NativeStorage {
   }
 
   async close() {
-    await this.#driver.close();
+    await this.#engine.close();
   }
 }
 

@@ -11,6 +11,7 @@
 pub mod bench;
 pub mod checkpoint;
 pub mod codec;
+pub mod engine;
 pub mod error;
 pub mod migrate;
 pub mod model;
@@ -20,6 +21,7 @@ pub mod scan;
 pub mod schema;
 pub mod scope;
 pub mod sqlite;
+pub mod telemetry;
 pub mod window;
 
 mod napi;

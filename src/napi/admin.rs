@@ -1,11 +1,10 @@
-//! Admin console and blob reads on `SqliteHandle`. `listClientRecords` is
-//! in `handle.rs`. Scopes cross as JSON text; the shim parses them.
+//! Admin console and blob reads `listClientRecords` is with the
+//! other client members in `storage.rs`. Scopes cross as JSON text; the shim parses them.
 
 use super::convert::int;
-use super::guard;
-use super::handle::SqliteHandle;
+use super::reply::Reply;
+use super::storage::{list, NativeEngine};
 use crate::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
-use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 #[napi(object, object_from_js = false)]
@@ -80,82 +79,69 @@ impl From<BlobReferencingRow> for JsBlobReferencingRow {
 }
 
 #[napi]
-impl SqliteHandle {
-    #[napi]
+impl NativeEngine {
+    #[napi(ts_return_type = "JsCommitMetadata[] | Promise<JsCommitMetadata[]>")]
     pub fn list_commit_metadata(
         &self,
         partition: String,
         after_seq: f64,
         limit: f64,
         table: Option<String>,
-    ) -> Result<Vec<JsCommitMetadata>> {
-        guard(|| {
-            let after = int(after_seq, "afterSeq")?;
-            let limit = int(limit, "limit")?;
-            Ok(self
-                .engine
-                .list_commit_metadata(&partition, after, limit, table.as_deref())?
-                .into_iter()
-                .map(Into::into)
-                .collect())
+    ) -> Reply<Vec<JsCommitMetadata>> {
+        self.run("listCommitMetadata", |e| {
+            let (after, limit) = (int(after_seq, "afterSeq")?, int(limit, "limit")?);
+            Ok(e.list_commit_metadata(partition, after, limit, table)
+                .map(list))
         })
     }
 
-    #[napi]
+    #[napi(ts_return_type = "JsScopeActivity[] | Promise<JsScopeActivity[]>")]
     pub fn scope_activity(
         &self,
         partition: String,
         variable: String,
         value: String,
         limit: f64,
-    ) -> Result<Vec<JsScopeActivity>> {
-        guard(|| {
+    ) -> Reply<Vec<JsScopeActivity>> {
+        self.run("scopeActivity", |e| {
             let limit = int(limit, "limit")?;
-            Ok(self
-                .engine
-                .scope_activity(&partition, &variable, &value, limit)?
-                .into_iter()
-                .map(Into::into)
-                .collect())
+            Ok(e.scope_activity(partition, variable, value, limit)
+                .map(list))
         })
     }
 
-    #[napi]
+    #[napi(ts_return_type = "JsRowScopes | null | Promise<JsRowScopes | null>")]
     pub fn get_row_scopes(
         &self,
         partition: String,
         table: String,
         row_id: String,
-    ) -> Result<Option<JsRowScopes>> {
-        guard(|| {
-            Ok(self
-                .engine
-                .get_row_scopes(&partition, &table, &row_id)?
-                .map(|(server_version, scopes)| JsRowScopes {
+    ) -> Reply<Option<JsRowScopes>> {
+        self.run("getRowScopes", |e| {
+            Ok(e.get_row_scopes(partition, table, row_id).map(|found| {
+                found.map(|(server_version, scopes)| JsRowScopes {
                     server_version,
                     scopes,
-                }))
+                })
+            }))
         })
     }
 
-    #[napi]
+    #[napi(ts_return_type = "JsBlobReferencingRow[] | Promise<JsBlobReferencingRow[]>")]
     pub fn list_rows_referencing_blob(
         &self,
         partition: String,
         blob_id: String,
-    ) -> Result<Vec<JsBlobReferencingRow>> {
-        guard(|| {
-            Ok(self
-                .engine
-                .list_rows_referencing_blob(&partition, &blob_id)?
-                .into_iter()
-                .map(Into::into)
-                .collect())
+    ) -> Reply<Vec<JsBlobReferencingRow>> {
+        self.run("listRowsReferencingBlob", |e| {
+            Ok(e.list_rows_referencing_blob(partition, blob_id).map(list))
         })
     }
 
-    #[napi]
-    pub fn list_referenced_blob_ids(&self, partition: String) -> Result<Vec<String>> {
-        guard(|| self.engine.list_referenced_blob_ids(&partition))
+    #[napi(ts_return_type = "string[] | Promise<string[]>")]
+    pub fn list_referenced_blob_ids(&self, partition: String) -> Reply<Vec<String>> {
+        self.run("listReferencedBlobIds", |e| {
+            Ok(e.list_referenced_blob_ids(partition))
+        })
     }
 }

@@ -1,16 +1,80 @@
-//! RFC 0007 checkpoint members on `SqliteHandle`: claim, advance (storage
-//! and transaction forms), source coverage, the source-change check and
-//! activation. `declareCheckpoint` and the gate reads are in `handle.rs`.
+//! RFC 0007 members: the serve gate and writer fence, and the checkpoint
+//! lifecycle (declare, claim, advance in both forms, source checks,
+//! activation).
 
-use super::convert::{int, JsCheckpoint};
-use super::guard;
-use super::handle::SqliteHandle;
-use napi::bindgen_prelude::*;
+use super::convert::{int, JsCheckpoint, JsServeGate};
+use super::reply::Reply;
+use super::storage::{list, NativeEngine};
+use crate::model::{CheckpointDeclaration, CheckpointProgress};
 use napi_derive::napi;
 
+fn progress(
+    owner_epoch: f64,
+    watermark: f64,
+    observed_rows: f64,
+    now_ms: f64,
+) -> crate::Result<CheckpointProgress> {
+    Ok(CheckpointProgress {
+        owner_epoch: int(owner_epoch, "ownerEpoch")?,
+        watermark: int(watermark, "watermark")?,
+        observed_rows: int(observed_rows, "observedRows")?,
+        now_ms: int(now_ms, "nowMs")?,
+    })
+}
+
 #[napi]
-impl SqliteHandle {
-    #[napi]
+impl NativeEngine {
+    #[napi(ts_return_type = "JsServeGate | Promise<JsServeGate>")]
+    pub fn read_serve_gate(&self, partition: String, running: f64) -> Reply<JsServeGate> {
+        self.run("readServeGate", |e| {
+            let running = int(running, "runningSchemaVersion")?;
+            Ok(e.read_serve_gate(partition, running).map(Into::into))
+        })
+    }
+
+    #[napi(ts_return_type = "JsServeGate | Promise<JsServeGate>")]
+    pub fn tx_read_serve_gate(&self, lease: u32, running: f64) -> Reply<JsServeGate> {
+        self.run("tx.readServeGate", |e| {
+            let running = int(running, "runningSchemaVersion")?;
+            Ok(e.tx_read_serve_gate(lease, running).map(Into::into))
+        })
+    }
+
+    #[napi(ts_return_type = "boolean | Promise<boolean>")]
+    pub fn writer_fence_allows(&self, partition: String, version: f64) -> Reply<bool> {
+        self.run("writerFenceAllows", |e| {
+            Ok(e.writer_fence_allows(partition, int(version, "writerVersion")?))
+        })
+    }
+
+    #[napi(ts_return_type = "JsCheckpoint[] | Promise<JsCheckpoint[]>")]
+    pub fn read_checkpoints(&self, partition: String) -> Reply<Vec<JsCheckpoint>> {
+        self.run("readCheckpoints", |e| {
+            Ok(e.read_checkpoints(partition).map(list))
+        })
+    }
+
+    #[napi(ts_return_type = "JsCheckpoint | Promise<JsCheckpoint>")]
+    pub fn declare_checkpoint(
+        &self,
+        lease: u32,
+        partition: String,
+        name: String,
+        schema_version: f64,
+        now_ms: f64,
+    ) -> Reply<JsCheckpoint> {
+        self.run("declareCheckpoint", |e| {
+            let d = CheckpointDeclaration {
+                partition,
+                name,
+                schema_version: int(schema_version, "schemaVersion")?,
+            };
+            Ok(e.declare_checkpoint(lease, d, int(now_ms, "nowMs")?)
+                .map(Into::into))
+        })
+    }
+
+    #[napi(ts_return_type = "JsCheckpoint | Promise<JsCheckpoint>")]
     pub fn claim_checkpoint(
         &self,
         lease: u32,
@@ -18,18 +82,16 @@ impl SqliteHandle {
         name: String,
         schema_version: f64,
         now_ms: f64,
-    ) -> Result<JsCheckpoint> {
-        guard(|| {
+    ) -> Reply<JsCheckpoint> {
+        self.run("claimCheckpoint", |e| {
             let version = int(schema_version, "schemaVersion")?;
             let now = int(now_ms, "nowMs")?;
-            Ok(self
-                .engine
-                .claim_checkpoint(lease, &partition, &name, version, now)?
-                .into())
+            Ok(e.claim_checkpoint(lease, partition, name, version, now)
+                .map(Into::into))
         })
     }
 
-    #[napi]
+    #[napi(ts_return_type = "boolean | Promise<boolean>")]
     #[allow(clippy::too_many_arguments)]
     pub fn advance_checkpoint(
         &self,
@@ -40,18 +102,14 @@ impl SqliteHandle {
         watermark: f64,
         observed_rows: f64,
         now_ms: f64,
-    ) -> Result<bool> {
-        guard(|| {
-            let epoch = int(owner_epoch, "ownerEpoch")?;
-            let watermark = int(watermark, "watermark")?;
-            let observed = int(observed_rows, "observedRows")?;
-            let now = int(now_ms, "nowMs")?;
-            self.engine
-                .advance_checkpoint(lease, &partition, &name, epoch, watermark, observed, now)
+    ) -> Reply<bool> {
+        self.run("advanceCheckpoint", |e| {
+            let g = progress(owner_epoch, watermark, observed_rows, now_ms)?;
+            Ok(e.advance_checkpoint(lease, partition, name, g))
         })
     }
 
-    #[napi]
+    #[napi(ts_return_type = "boolean | Promise<boolean>")]
     pub fn tx_advance_checkpoint(
         &self,
         lease: u32,
@@ -60,40 +118,35 @@ impl SqliteHandle {
         watermark: f64,
         observed_rows: f64,
         now_ms: f64,
-    ) -> Result<bool> {
-        guard(|| {
-            let epoch = int(owner_epoch, "ownerEpoch")?;
-            let watermark = int(watermark, "watermark")?;
-            let observed = int(observed_rows, "observedRows")?;
-            let now = int(now_ms, "nowMs")?;
-            self.engine
-                .tx_advance_checkpoint(lease, &name, epoch, watermark, observed, now)
+    ) -> Reply<bool> {
+        self.run("tx.advanceCheckpoint", |e| {
+            let g = progress(owner_epoch, watermark, observed_rows, now_ms)?;
+            Ok(e.tx_advance_checkpoint(lease, name, g))
         })
     }
 
-    #[napi]
-    pub fn source_coverage_seq(&self, partition: String, tables: Vec<String>) -> Result<i64> {
-        guard(|| self.engine.source_coverage_seq(&partition, &tables))
+    #[napi(ts_return_type = "number | Promise<number>")]
+    pub fn source_coverage_seq(&self, partition: String, tables: Vec<String>) -> Reply<i64> {
+        self.run("sourceCoverageSeq", |e| {
+            Ok(e.source_coverage_seq(partition, tables))
+        })
     }
 
-    #[napi(ts_return_type = "'clean' | 'changed' | 'unverifiable'")]
+    #[napi(ts_return_type = "SourceState | Promise<SourceState>")]
     pub fn has_source_changes_above(
         &self,
         partition: String,
         tables: Vec<String>,
         seq: f64,
-    ) -> Result<String> {
-        guard(|| {
+    ) -> Reply<String> {
+        self.run("hasSourceChangesAbove", |e| {
             let seq = int(seq, "seq")?;
-            Ok(self
-                .engine
-                .has_source_changes_above(&partition, &tables, seq)?
-                .as_str()
-                .to_owned())
+            Ok(e.has_source_changes_above(partition, tables, seq)
+                .map(|s| s.as_str().to_owned()))
         })
     }
 
-    #[napi(ts_return_type = "'activated' | 'stale' | 'unverifiable'")]
+    #[napi(ts_return_type = "Activation | Promise<Activation>")]
     #[allow(clippy::too_many_arguments)]
     pub fn activate_checkpoint(
         &self,
@@ -104,16 +157,17 @@ impl SqliteHandle {
         watermark: f64,
         sources: Vec<String>,
         now_ms: f64,
-    ) -> Result<String> {
-        guard(|| {
-            let epoch = int(owner_epoch, "ownerEpoch")?;
-            let watermark = int(watermark, "watermark")?;
+    ) -> Reply<String> {
+        self.run("activateCheckpoint", |e| {
+            let (epoch, mark) = (
+                int(owner_epoch, "ownerEpoch")?,
+                int(watermark, "watermark")?,
+            );
             let now = int(now_ms, "nowMs")?;
-            Ok(self
-                .engine
-                .activate_checkpoint(lease, &partition, &name, epoch, watermark, &sources, now)?
-                .as_str()
-                .to_owned())
+            Ok(
+                e.activate_checkpoint(lease, partition, name, epoch, mark, sources, now)
+                    .map(|a| a.as_str().to_owned()),
+            )
         })
     }
 }

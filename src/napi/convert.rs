@@ -189,20 +189,17 @@ impl JsDeclaration {
 
 /// The prune cursor of `pruneCommitsThrough`: `log_epoch` absent selects the
 /// legacy 0.15.x form.
-pub fn prune_target(
-    through_seq: f64,
-    log_epoch: Option<&str>,
-) -> Result<crate::model::PruneTarget<'_>> {
+pub fn prune_target(through_seq: f64, log_epoch: Option<String>) -> Result<PruneTarget> {
     let through = non_negative(through_seq, "throughSeq")
         .map_err(|_| crate::error::Error::query("sync.storage.invalid_prune_cursor"))?;
     match log_epoch {
-        Some("") => Err(crate::error::Error::query(
+        Some(e) if e.is_empty() => Err(crate::error::Error::query(
             "sync.storage.invalid_prune_cursor",
         )),
-        Some(e) => Ok(crate::model::PruneTarget::Checked {
+        Some(e) => Ok(PruneTarget::Checked {
             log_epoch: e,
             through_seq: through,
         }),
-        None => Ok(crate::model::PruneTarget::Legacy(through)),
+        None => Ok(PruneTarget::Legacy(through)),
     }
 }

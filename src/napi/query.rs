@@ -3,18 +3,18 @@
 //! 2^53 as `bigint`).
 
 use super::bytes::Bytes;
+use super::convert::int;
 use super::convert::JsServeGate;
-use super::guard;
-use super::handle::SqliteHandle;
+use super::packed::{self, Packed};
+use super::reply::Reply;
+use super::storage::NativeEngine;
 use crate::error::Error;
 use crate::model::MAX_SAFE_INTEGER;
 use crate::model::{Cell as SqlValue, QueryOutput};
 use crate::query::{Relation, Request, Value};
-use crate::sqlite::SqliteEngine;
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
-use std::sync::Arc;
 
 /// One `AuthoritativeQueryValue` (or `RowValue`) from JS.
 pub struct QueryValue(pub Value);
@@ -218,41 +218,11 @@ impl ToNapiValue for JsQueryResult {
     }
 }
 
-pub struct QueryTask {
-    engine: Arc<SqliteEngine>,
-    partition: String,
-    request: Request,
-    tables: Vec<String>,
-    params: Vec<Value>,
-    gate_running: Option<i64>,
-}
-
-impl Task for QueryTask {
-    type Output = QueryOutput;
-    type JsValue = JsQueryResult;
-
-    fn compute(&mut self) -> Result<QueryOutput> {
-        guard(|| {
-            self.engine.query_authoritative(
-                &self.partition,
-                &self.request,
-                &self.params,
-                &self.tables,
-                self.gate_running,
-            )
-        })
-    }
-
-    fn resolve(&mut self, _env: Env, output: QueryOutput) -> Result<JsQueryResult> {
-        Ok(JsQueryResult(output))
-    }
-}
-
 #[napi]
-impl SqliteHandle {
-    /// Storage-level `queryAuthoritative`, off the JS thread. With
-    /// `gate_running`, the serve gate at that version is read in the same
-    /// snapshot and returned as `gate`.
+impl NativeEngine {
+    /// Storage-level `queryAuthoritative`. With `gate_running`, the serve
+    /// gate at that version is read in the same snapshot and returned as
+    /// `gate`.
     #[napi(
         ts_return_type = "Promise<{ rows: Record<string, unknown>[]; maxCommitSeq: number; gate?: JsServeGate; error?: string }>"
     )]
@@ -262,40 +232,40 @@ impl SqliteHandle {
         request: JsQueryRequest,
         params: Vec<QueryValue>,
         gate_running: Option<f64>,
-    ) -> Result<AsyncTask<QueryTask>> {
-        guard(|| {
+    ) -> Reply<JsQueryResult> {
+        self.run("queryAuthoritative", |e| {
             let (request, tables) = request.into_parts();
-            Ok(AsyncTask::new(QueryTask {
-                engine: self.engine.clone(),
-                partition,
-                request,
-                tables,
-                params: values(params),
-                gate_running: gate_running
-                    .map(|v| super::convert::int(v, "runningSchemaVersion"))
-                    .transpose()?,
-            }))
+            let running = gate_running
+                .map(|v| int(v, "runningSchemaVersion"))
+                .transpose()?;
+            Ok(
+                e.query_authoritative(partition, request, values(params), tables, running)
+                    .map(JsQueryResult),
+            )
         })
     }
 
     /// `tx.queryAuthoritative` on the transaction's own connection.
-    #[napi(ts_return_type = "{ rows: Record<string, unknown>[]; maxCommitSeq: number }")]
+    #[napi(
+        ts_return_type = "{ rows: Record<string, unknown>[]; maxCommitSeq: number } | Promise<{ rows: Record<string, unknown>[]; maxCommitSeq: number }>"
+    )]
     pub fn tx_query_authoritative(
         &self,
         lease: u32,
         request: JsQueryRequest,
         params: Vec<QueryValue>,
-    ) -> Result<JsQueryResult> {
-        guard(|| {
+    ) -> Reply<JsQueryResult> {
+        self.run("tx.queryAuthoritative", |e| {
             let (request, tables) = request.into_parts();
-            self.engine
-                .tx_query_authoritative(lease, &request, &values(params), &tables)
-                .map(JsQueryResult)
+            Ok(
+                e.tx_query_authoritative(lease, request, values(params), tables)
+                    .map(JsQueryResult),
+            )
         })
     }
 
-    /// `values` absent: the caller's `values` was not an array.
-    #[napi]
+    /// `values_in` absent: the caller's `values` was not an array.
+    #[napi(ts_return_type = "Packed | Promise<Packed>")]
     pub fn scan_rows_by_index(
         &self,
         partition: String,
@@ -304,22 +274,17 @@ impl SqliteHandle {
         values_in: Option<Vec<QueryValue>>,
         after_row_id: String,
         limit: f64,
-    ) -> Result<super::packed::Packed> {
-        guard(|| {
+    ) -> Reply<Packed> {
+        self.run("scanRowsByIndex", |e| {
             let vals = values_in.map(values);
-            let rows = self.engine.scan_rows_by_index(
-                &partition,
-                &table,
-                &index,
-                vals.as_deref(),
-                &after_row_id,
-                limit,
-            )?;
-            Ok(super::packed::rows(rows))
+            Ok(
+                e.scan_rows_by_index(partition, table, index, vals, after_row_id, limit)
+                    .map(packed::rows),
+            )
         })
     }
 
-    #[napi]
+    #[napi(ts_return_type = "Packed | Promise<Packed>")]
     pub fn tx_scan_rows_by_index(
         &self,
         lease: u32,
@@ -328,18 +293,13 @@ impl SqliteHandle {
         values_in: Option<Vec<QueryValue>>,
         after_row_id: String,
         limit: f64,
-    ) -> Result<super::packed::Packed> {
-        guard(|| {
+    ) -> Reply<Packed> {
+        self.run("tx.scanRowsByIndex", |e| {
             let vals = values_in.map(values);
-            let rows = self.engine.tx_scan_rows_by_index(
-                lease,
-                &table,
-                &index,
-                vals.as_deref(),
-                &after_row_id,
-                limit,
-            )?;
-            Ok(super::packed::rows(rows))
+            Ok(
+                e.tx_scan_rows_by_index(lease, table, index, vals, after_row_id, limit)
+                    .map(packed::rows),
+            )
         })
     }
 }

@@ -1,16 +1,15 @@
-//! Reaction members on `SqliteHandle`: the transaction's enqueue, the
+//! Reaction members: the transaction's enqueue, the
 //! lease-holding lifecycle writes and the two reads. JSON columns cross as
 //! text; the shim parses them and sorts claim results.
 
 use super::convert::int;
-use super::guard;
-use super::handle::SqliteHandle;
+use super::reply::Reply;
+use super::storage::{list, NativeEngine};
 use crate::error::Error;
 use crate::model::reactions::{
     ClaimQuery, FailureUpdate, NewReaction, PruneQuery, PrunedCounts, StoredReaction,
 };
 use crate::model::MAX_SAFE_INTEGER;
-use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 #[napi(object, object_to_js = false)]
@@ -106,10 +105,6 @@ impl From<PrunedCounts> for JsPrunedReactions {
     }
 }
 
-pub(super) fn out(list: Vec<StoredReaction>) -> Vec<JsReaction> {
-    list.into_iter().map(Into::into).collect()
-}
-
 /// `min(2^53 − 1, now + duration)` as the in-tree storage computes it in
 /// doubles: exact whenever the sum is a safe integer, capped otherwise.
 pub(super) fn lease_expiry(now_ms: i64, duration_ms: f64) -> crate::Result<i64> {
@@ -121,20 +116,20 @@ pub(super) fn lease_expiry(now_ms: i64, duration_ms: f64) -> crate::Result<i64> 
 }
 
 #[napi]
-impl SqliteHandle {
-    #[napi]
-    pub fn tx_enqueue_reactions(&self, lease: u32, reactions: Vec<JsNewReaction>) -> Result<()> {
-        guard(|| {
+impl NativeEngine {
+    #[napi(ts_return_type = "void | Promise<void>")]
+    pub fn tx_enqueue_reactions(&self, lease: u32, reactions: Vec<JsNewReaction>) -> Reply<()> {
+        self.run("tx.enqueueReactions", |e| {
             let list = reactions
                 .into_iter()
                 .enumerate()
                 .map(|(i, r)| r.into_model(i))
                 .collect::<crate::Result<Vec<_>>>()?;
-            self.engine.tx_enqueue_reactions(lease, &list)
+            Ok(e.tx_enqueue_reactions(lease, list))
         })
     }
 
-    #[napi]
+    #[napi(ts_return_type = "JsReaction[] | Promise<JsReaction[]>")]
     #[allow(clippy::too_many_arguments)]
     pub fn claim_reactions(
         &self,
@@ -145,21 +140,21 @@ impl SqliteHandle {
         now_ms: f64,
         lease_duration_ms: f64,
         limit: f64,
-    ) -> Result<Vec<JsReaction>> {
-        guard(|| {
+    ) -> Reply<Vec<JsReaction>> {
+        self.run("claimReactions", |e| {
             let now = int(now_ms, "nowMs")?;
             let q = ClaimQuery {
-                lease_owner: &lease_owner,
-                types: &types,
+                lease_owner,
+                types,
                 now_ms: now,
                 lease_expires_at_ms: lease_expiry(now, lease_duration_ms)?,
                 limit: int(limit, "limit")?,
             };
-            Ok(out(self.engine.claim_reactions(lease, &partition, &q)?))
+            Ok(e.claim_reactions(lease, partition, q).map(list))
         })
     }
 
-    #[napi]
+    #[napi(ts_return_type = "boolean | Promise<boolean>")]
     pub fn complete_reaction(
         &self,
         lease: u32,
@@ -167,15 +162,14 @@ impl SqliteHandle {
         idempotency_key: String,
         lease_owner: String,
         completed_at_ms: f64,
-    ) -> Result<bool> {
-        guard(|| {
+    ) -> Reply<bool> {
+        self.run("completeReaction", |e| {
             let at = int(completed_at_ms, "completedAtMs")?;
-            self.engine
-                .complete_reaction(lease, &partition, &idempotency_key, &lease_owner, at)
+            Ok(e.complete_reaction(lease, partition, idempotency_key, lease_owner, at))
         })
     }
 
-    #[napi]
+    #[napi(ts_return_type = "boolean | Promise<boolean>")]
     pub fn extend_reaction_lease(
         &self,
         lease: u32,
@@ -183,15 +177,14 @@ impl SqliteHandle {
         idempotency_key: String,
         lease_owner: String,
         lease_expires_at_ms: f64,
-    ) -> Result<bool> {
-        guard(|| {
+    ) -> Reply<bool> {
+        self.run("extendReactionLease", |e| {
             let at = int(lease_expires_at_ms, "leaseExpiresAtMs")?;
-            self.engine
-                .extend_reaction_lease(lease, &partition, &idempotency_key, &lease_owner, at)
+            Ok(e.extend_reaction_lease(lease, partition, idempotency_key, lease_owner, at))
         })
     }
 
-    #[napi]
+    #[napi(ts_return_type = "boolean | Promise<boolean>")]
     #[allow(clippy::too_many_arguments)]
     pub fn fail_reaction(
         &self,
@@ -202,68 +195,61 @@ impl SqliteHandle {
         failure_json: String,
         failure_at_ms: f64,
         retry_at_ms: Option<f64>,
-    ) -> Result<bool> {
-        guard(|| {
+    ) -> Reply<bool> {
+        self.run("failReaction", |e| {
             let u = FailureUpdate {
-                lease_owner: &lease_owner,
-                failure_json: &failure_json,
+                lease_owner,
+                failure_json,
                 failure_at_ms: int(failure_at_ms, "failure.atMs")?,
                 retry_at_ms: retry_at_ms.map(|v| int(v, "retryAtMs")).transpose()?,
             };
-            self.engine
-                .fail_reaction(lease, &partition, &idempotency_key, &u)
+            Ok(e.fail_reaction(lease, partition, idempotency_key, u))
         })
     }
 
-    #[napi]
+    #[napi(ts_return_type = "boolean | Promise<boolean>")]
     pub fn retry_reaction(
         &self,
         lease: u32,
         partition: String,
         idempotency_key: String,
         now_ms: f64,
-    ) -> Result<bool> {
-        guard(|| {
+    ) -> Reply<bool> {
+        self.run("retryReaction", |e| {
             let now = int(now_ms, "nowMs")?;
-            self.engine
-                .retry_reaction(lease, &partition, &idempotency_key, now)
+            Ok(e.retry_reaction(lease, partition, idempotency_key, now))
         })
     }
 
-    #[napi]
+    #[napi(ts_return_type = "JsReaction | null | Promise<JsReaction | null>")]
     pub fn get_reaction(
         &self,
         partition: String,
         idempotency_key: String,
-    ) -> Result<Option<JsReaction>> {
-        guard(|| {
-            Ok(self
-                .engine
-                .get_reaction(&partition, &idempotency_key)?
-                .map(Into::into))
+    ) -> Reply<Option<JsReaction>> {
+        self.run("getReaction", |e| {
+            Ok(e.get_reaction(partition, idempotency_key)
+                .map(|r| r.map(Into::into)))
         })
     }
 
-    #[napi]
+    #[napi(ts_return_type = "JsReaction[] | Promise<JsReaction[]>")]
     pub fn list_reactions(
         &self,
         partition: String,
         statuses: Option<Vec<String>>,
         types: Option<Vec<String>>,
         limit: f64,
-    ) -> Result<Vec<JsReaction>> {
-        guard(|| {
+    ) -> Reply<Vec<JsReaction>> {
+        self.run("listReactions", |e| {
             let limit = int(limit, "limit")?;
-            Ok(out(self.engine.list_reactions(
-                &partition,
-                statuses.as_deref().unwrap_or_default(),
-                types.as_deref().unwrap_or_default(),
-                limit,
-            )?))
+            let (statuses, types) = (statuses.unwrap_or_default(), types.unwrap_or_default());
+            Ok(e.list_reactions(partition, statuses, types, limit)
+                .map(list))
         })
     }
 
-    #[napi]
+    #[napi(ts_return_type = "JsPrunedReactions | Promise<JsPrunedReactions>")]
     pub fn prune_reactions(
         &self,
         lease: u32,
@@ -271,14 +257,14 @@ impl SqliteHandle {
         completed_before_ms: f64,
         dead_letter_before_ms: f64,
         limit: f64,
-    ) -> Result<JsPrunedReactions> {
-        guard(|| {
+    ) -> Reply<JsPrunedReactions> {
+        self.run("pruneReactions", |e| {
             let q = PruneQuery {
                 completed_before_ms: int(completed_before_ms, "completedBeforeMs")?,
                 dead_letter_before_ms: int(dead_letter_before_ms, "deadLetterBeforeMs")?,
                 limit: int(limit, "limit")?,
             };
-            Ok(self.engine.prune_reactions(lease, &partition, &q)?.into())
+            Ok(e.prune_reactions(lease, partition, q).map(Into::into))
         })
     }
 }

@@ -187,7 +187,7 @@ SELECT commit_seq FROM m";
 pub async fn prune(
     c: &mut PgConnection,
     partition: &str,
-    target: PruneTarget<'_>,
+    target: PruneTarget,
 ) -> Result<PruneResult> {
     lock_partition(c, partition).await?;
     let through = match target {
@@ -202,7 +202,7 @@ pub async fn prune(
             .fetch_optional(&mut *c)
             .await
             .map_err(map_err)?;
-            if stored.as_deref() != Some(log_epoch) {
+            if stored.as_deref() != Some(log_epoch.as_str()) {
                 return Err(Error::query("sync.storage.prune_epoch_mismatch"));
             }
             through_seq

@@ -93,7 +93,7 @@ pub async fn enqueue(
 pub async fn claim(
     c: &mut PgConnection,
     partition: &str,
-    q: &ClaimQuery<'_>,
+    q: &ClaimQuery,
 ) -> Result<Vec<StoredReaction>> {
     if q.types.is_empty() || q.limit <= 0 {
         return Ok(Vec::new());
@@ -110,10 +110,10 @@ FROM due WHERE r.partition = due.partition AND r.idempotency_key = due.idempoten
 RETURNING {FIELDS}"
     );
     let rows = sqlx::query(AssertSqlSafe(text))
-        .bind(q.lease_owner)
+        .bind(&q.lease_owner)
         .bind(q.lease_expires_at_ms)
         .bind(partition)
-        .bind(q.types)
+        .bind(&q.types)
         .bind(q.now_ms)
         .bind(q.limit)
         .fetch_all(&mut *c)
@@ -145,7 +145,7 @@ pub async fn fail(
     c: &mut PgConnection,
     partition: &str,
     key: &str,
-    u: &FailureUpdate<'_>,
+    u: &FailureUpdate,
 ) -> Result<bool> {
     let (status, available) = match u.retry_at_ms {
         Some(at) => ("pending", at),
@@ -155,9 +155,9 @@ pub async fn fail(
         .bind(available)
         .bind(partition)
         .bind(key)
-        .bind(u.lease_owner)
+        .bind(&u.lease_owner)
         .bind(status)
-        .bind(u.failure_json)
+        .bind(&u.failure_json)
         .execute(&mut *c)
         .await
         .map_err(map_err)?;
@@ -260,7 +260,7 @@ impl PgEngine {
     pub async fn claim_reactions(
         &self,
         partition: &str,
-        q: &ClaimQuery<'_>,
+        q: &ClaimQuery,
     ) -> Result<Vec<StoredReaction>> {
         write!(self, |c| claim(c, partition, q).await)
     }
@@ -305,7 +305,7 @@ impl PgEngine {
         &self,
         partition: &str,
         key: &str,
-        u: &FailureUpdate<'_>,
+        u: &FailureUpdate,
     ) -> Result<bool> {
         write!(self, |c| fail(c, partition, key, u).await)
     }

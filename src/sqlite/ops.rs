@@ -85,7 +85,7 @@ impl SqliteEngine {
         &self,
         id: u32,
         partition: &str,
-        target: crate::model::PruneTarget<'_>,
+        target: crate::model::PruneTarget,
     ) -> Result<PruneResult> {
         self.with_lease(id, |h| log::prune(h.conn, partition, target))
     }

@@ -88,11 +88,7 @@ pub fn enqueue(conn: &Connection, partition: &str, reactions: &[NewReaction]) ->
 
 /// Leases up to `limit` due rows in one statement. Rows come back in the
 /// engine's RETURNING order; the caller sorts them (JS `localeCompare`).
-pub fn claim(
-    conn: &Connection,
-    partition: &str,
-    q: &ClaimQuery<'_>,
-) -> Result<Vec<StoredReaction>> {
+pub fn claim(conn: &Connection, partition: &str, q: &ClaimQuery) -> Result<Vec<StoredReaction>> {
     if q.types.is_empty() || q.limit <= 0 {
         return Ok(Vec::new());
     }
@@ -149,7 +145,7 @@ pub fn extend(
 
 /// With `retry_at_ms`: back to `pending` at that time; without: dead-letter,
 /// available at the failure's time.
-pub fn fail(conn: &Connection, partition: &str, key: &str, u: &FailureUpdate<'_>) -> Result<bool> {
+pub fn fail(conn: &Connection, partition: &str, key: &str, u: &FailureUpdate) -> Result<bool> {
     let (status, available) = match u.retry_at_ms {
         Some(at) => ("pending", at),
         None => ("dead-letter", u.failure_at_ms),
@@ -160,9 +156,9 @@ pub fn fail(conn: &Connection, partition: &str, key: &str, u: &FailureUpdate<'_>
                 available,
                 partition,
                 key,
-                u.lease_owner,
+                &u.lease_owner,
                 status,
-                u.failure_json
+                &u.failure_json
             ])
         })
         .map(changed_one)
@@ -257,7 +253,7 @@ impl SqliteEngine {
         &self,
         id: u32,
         partition: &str,
-        q: &ClaimQuery<'_>,
+        q: &ClaimQuery,
     ) -> Result<Vec<StoredReaction>> {
         self.with_lease(id, |h| claim(h.conn, partition, q))
     }
@@ -291,7 +287,7 @@ impl SqliteEngine {
         id: u32,
         partition: &str,
         key: &str,
-        u: &FailureUpdate<'_>,
+        u: &FailureUpdate,
     ) -> Result<bool> {
         self.with_lease(id, |h| fail(h.conn, partition, key, u))
     }
@@ -354,8 +350,8 @@ mod tests {
             c,
             "p",
             &ClaimQuery {
-                lease_owner: owner,
-                types: &types,
+                lease_owner: owner.to_owned(),
+                types,
                 now_ms: now,
                 lease_expires_at_ms: now + 100,
                 limit,
