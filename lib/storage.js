@@ -161,11 +161,11 @@ class NativeStorage {
   // ---- partitions --------------------------------------------------------------
 
   async touchPartition(partition, authenticatedAtMs, initialLogEpoch) {
-    return this.#write((n, id) => n.touchPartition(id, partition, authenticatedAtMs, initialLogEpoch));
+    return this.#write((n, id) => n.touchPartition(id, partition, initialLogEpoch, authenticatedAtMs, false));
   }
 
   async rotatePartitionLogEpoch(partition, logEpoch, authenticatedAtMs) {
-    return this.#write((n, id) => n.rotatePartitionLogEpoch(id, partition, logEpoch, authenticatedAtMs));
+    return this.#write((n, id) => n.touchPartition(id, partition, logEpoch, authenticatedAtMs, true));
   }
 
   async listPartitionRegistry() {
@@ -303,7 +303,7 @@ class NativeStorage {
   // ---- RFC 0007 checkpoints (storage-layout §14.2–§14.5) ---------------------
 
   async declareCheckpoint(partition, name, schemaVersion, nowMs) {
-    return this.#write((n, id) => n.declareCheckpoint(id, partition, name, schemaVersion, nowMs));
+    return this.#write((n, id) => n.declareCheckpoint(id, { partition, name, schemaVersion }, nowMs));
   }
 
   async claimCheckpoint(partition, name, schemaVersion, nowMs) {
@@ -391,11 +391,11 @@ class NativeStorage {
   }
 
   async completeReaction(partition, idempotencyKey, leaseOwner, completedAtMs) {
-    return this.#write((n, id) => n.completeReaction(id, partition, idempotencyKey, leaseOwner, completedAtMs));
+    return this.#write((n, id) => n.updateReaction(id, partition, idempotencyKey, { kind: 'complete', leaseOwner, atMs: completedAtMs }));
   }
 
   async extendReactionLease(partition, idempotencyKey, leaseOwner, leaseExpiresAtMs) {
-    return this.#write((n, id) => n.extendReactionLease(id, partition, idempotencyKey, leaseOwner, leaseExpiresAtMs));
+    return this.#write((n, id) => n.updateReaction(id, partition, idempotencyKey, { kind: 'extend', leaseOwner, atMs: leaseExpiresAtMs }));
   }
 
   async failReaction(partition, idempotencyKey, update) {
@@ -404,11 +404,18 @@ class NativeStorage {
     const atMs = update.failure.atMs;
     // As in-tree: a present retryAtMs (even null) means retry, at retryAtMs ?? failure.atMs.
     const retryAt = update.retryAtMs === undefined ? undefined : (update.retryAtMs ?? atMs);
-    return this.#write((n, id) => n.failReaction(id, partition, idempotencyKey, update.leaseOwner, json, atMs, retryAt));
+    return this.#write((n, id) => n.updateReaction(id, partition, idempotencyKey, {
+        kind: 'fail',
+        leaseOwner: update.leaseOwner,
+        atMs,
+        failure: json,
+        retryAtMs: retryAt,
+      }),
+    );
   }
 
   async retryReaction(partition, idempotencyKey, nowMs) {
-    return this.#write((n, id) => n.retryReaction(id, partition, idempotencyKey, nowMs));
+    return this.#write((n, id) => n.updateReaction(id, partition, idempotencyKey, { kind: 'retry', atMs: nowMs }));
   }
 
   async getReaction(partition, idempotencyKey) {

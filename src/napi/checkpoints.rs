@@ -2,10 +2,12 @@
 //! lifecycle (declare, claim, advance in both forms, source checks,
 //! activation).
 
-use super::convert::{int, JsCheckpoint, JsServeGate};
+use super::args::At;
+use super::convert::{int, JsDeclaration};
+use super::records::Gate;
 use super::reply::Reply;
-use super::storage::{list, NativeEngine};
-use crate::model::{CheckpointDeclaration, CheckpointProgress};
+use super::storage::NativeEngine;
+use crate::model::{Checkpoint, CheckpointProgress};
 use napi_derive::napi;
 
 fn progress(
@@ -24,19 +26,15 @@ fn progress(
 
 #[napi]
 impl NativeEngine {
-    #[napi(ts_return_type = "JsServeGate | Promise<JsServeGate>")]
-    pub fn read_serve_gate(&self, partition: String, running: f64) -> Reply<JsServeGate> {
+    #[napi(ts_return_type = "Gate | Promise<Gate>")]
+    pub fn read_serve_gate(&self, at: At, running: f64) -> Reply<Gate> {
         self.run("readServeGate", |e| {
             let running = int(running, "runningSchemaVersion")?;
-            Ok(e.read_serve_gate(partition, running).map(Into::into))
-        })
-    }
-
-    #[napi(ts_return_type = "JsServeGate | Promise<JsServeGate>")]
-    pub fn tx_read_serve_gate(&self, lease: u32, running: f64) -> Reply<JsServeGate> {
-        self.run("tx.readServeGate", |e| {
-            let running = int(running, "runningSchemaVersion")?;
-            Ok(e.tx_read_serve_gate(lease, running).map(Into::into))
+            let gate = match at {
+                At::Committed(p) => e.read_serve_gate(p, running),
+                At::Tx(lease) => e.tx_read_serve_gate(lease, running),
+            };
+            Ok(gate.map(Gate::from))
         })
     }
 
@@ -47,34 +45,20 @@ impl NativeEngine {
         })
     }
 
-    #[napi(ts_return_type = "JsCheckpoint[] | Promise<JsCheckpoint[]>")]
-    pub fn read_checkpoints(&self, partition: String) -> Reply<Vec<JsCheckpoint>> {
-        self.run("readCheckpoints", |e| {
-            Ok(e.read_checkpoints(partition).map(list))
-        })
-    }
-
-    #[napi(ts_return_type = "JsCheckpoint | Promise<JsCheckpoint>")]
+    #[napi(ts_return_type = "Checkpoint | Promise<Checkpoint>")]
     pub fn declare_checkpoint(
         &self,
         lease: u32,
-        partition: String,
-        name: String,
-        schema_version: f64,
+        declaration: JsDeclaration,
         now_ms: f64,
-    ) -> Reply<JsCheckpoint> {
+    ) -> Reply<Checkpoint> {
         self.run("declareCheckpoint", |e| {
-            let d = CheckpointDeclaration {
-                partition,
-                name,
-                schema_version: int(schema_version, "schemaVersion")?,
-            };
-            Ok(e.declare_checkpoint(lease, d, int(now_ms, "nowMs")?)
-                .map(Into::into))
+            let now = int(now_ms, "nowMs")?;
+            Ok(e.declare_checkpoint(lease, declaration.into_model()?, now))
         })
     }
 
-    #[napi(ts_return_type = "JsCheckpoint | Promise<JsCheckpoint>")]
+    #[napi(ts_return_type = "Checkpoint | Promise<Checkpoint>")]
     pub fn claim_checkpoint(
         &self,
         lease: u32,
@@ -82,21 +66,21 @@ impl NativeEngine {
         name: String,
         schema_version: f64,
         now_ms: f64,
-    ) -> Reply<JsCheckpoint> {
+    ) -> Reply<Checkpoint> {
         self.run("claimCheckpoint", |e| {
             let version = int(schema_version, "schemaVersion")?;
             let now = int(now_ms, "nowMs")?;
-            Ok(e.claim_checkpoint(lease, partition, name, version, now)
-                .map(Into::into))
+            Ok(e.claim_checkpoint(lease, partition, name, version, now))
         })
     }
 
+    /// `partition` absent: the transaction form (`lease` is its lease).
     #[napi(ts_return_type = "boolean | Promise<boolean>")]
     #[allow(clippy::too_many_arguments)]
     pub fn advance_checkpoint(
         &self,
         lease: u32,
-        partition: String,
+        partition: Option<String>,
         name: String,
         owner_epoch: f64,
         watermark: f64,
@@ -105,30 +89,10 @@ impl NativeEngine {
     ) -> Reply<bool> {
         self.run("advanceCheckpoint", |e| {
             let g = progress(owner_epoch, watermark, observed_rows, now_ms)?;
-            Ok(e.advance_checkpoint(lease, partition, name, g))
-        })
-    }
-
-    #[napi(ts_return_type = "boolean | Promise<boolean>")]
-    pub fn tx_advance_checkpoint(
-        &self,
-        lease: u32,
-        name: String,
-        owner_epoch: f64,
-        watermark: f64,
-        observed_rows: f64,
-        now_ms: f64,
-    ) -> Reply<bool> {
-        self.run("tx.advanceCheckpoint", |e| {
-            let g = progress(owner_epoch, watermark, observed_rows, now_ms)?;
-            Ok(e.tx_advance_checkpoint(lease, name, g))
-        })
-    }
-
-    #[napi(ts_return_type = "number | Promise<number>")]
-    pub fn source_coverage_seq(&self, partition: String, tables: Vec<String>) -> Reply<i64> {
-        self.run("sourceCoverageSeq", |e| {
-            Ok(e.source_coverage_seq(partition, tables))
+            Ok(match partition {
+                Some(p) => e.advance_checkpoint(lease, p, name, g),
+                None => e.tx_advance_checkpoint(lease, name, g),
+            })
         })
     }
 

@@ -11,10 +11,11 @@
 //! `table, rowId, op (1 upsert, 2 delete), rowVersion | null, scopes,
 //! payloadOffset, payloadLength`. Prefetched rows: see `prefetched`.
 
+use super::args::js_type;
 use super::bytes::Bytes;
 use crate::engine::Prefetch;
 use crate::model::{ChangeOp, StoredCommit, StoredRow, Tomb};
-use napi::bindgen_prelude::{check_status, ToNapiValue, TypeName, ValueType};
+use napi::bindgen_prelude::{check_status, ToNapiValue};
 use napi::sys;
 use std::fmt::Write;
 use std::ptr;
@@ -25,15 +26,7 @@ pub struct Packed {
     bytes: Vec<u8>,
 }
 
-impl TypeName for Packed {
-    fn type_name() -> &'static str {
-        "[string, Uint8Array]"
-    }
-
-    fn value_type() -> ValueType {
-        ValueType::Object
-    }
-}
+js_type!(Packed, "[string, Uint8Array]", Object);
 
 impl ToNapiValue for Packed {
     unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> napi::Result<sys::napi_value> {

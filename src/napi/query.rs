@@ -2,10 +2,12 @@
 //! (`AuthoritativeQueryValue`), driver-shaped rows out (integers beyond
 //! 2^53 as `bigint`).
 
+use super::args::js_type;
+use super::args::At;
 use super::bytes::Bytes;
 use super::convert::int;
-use super::convert::JsServeGate;
 use super::packed::{self, Packed};
+use super::records::{object, set, Gate, Raw};
 use super::reply::Reply;
 use super::storage::NativeEngine;
 use crate::error::Error;
@@ -19,15 +21,7 @@ use napi_derive::napi;
 /// One `AuthoritativeQueryValue` (or `RowValue`) from JS.
 pub struct QueryValue(pub Value);
 
-impl TypeName for QueryValue {
-    fn type_name() -> &'static str {
-        "AuthoritativeQueryValue"
-    }
-
-    fn value_type() -> ValueType {
-        ValueType::Unknown
-    }
-}
+js_type!(QueryValue, "AuthoritativeQueryValue", Unknown);
 
 impl ValidateNapiValue for QueryValue {}
 
@@ -126,24 +120,7 @@ impl JsQueryRequest {
 /// `{ rows, maxCommitSeq, gate?, error? }` built straight into JS objects.
 pub struct JsQueryResult(pub QueryOutput);
 
-impl TypeName for JsQueryResult {
-    fn type_name() -> &'static str {
-        "AuthoritativeQueryResult"
-    }
-
-    fn value_type() -> ValueType {
-        ValueType::Object
-    }
-}
-
-unsafe fn set(
-    env: sys::napi_env,
-    obj: sys::napi_value,
-    key: sys::napi_value,
-    value: sys::napi_value,
-) -> Result<()> {
-    check_status!(unsafe { sys::napi_set_property(env, obj, key, value) })
-}
+js_type!(JsQueryResult, "AuthoritativeQueryResult", Object);
 
 unsafe fn cell(env: sys::napi_env, v: SqlValue) -> Result<sys::napi_value> {
     unsafe {
@@ -164,8 +141,6 @@ impl ToNapiValue for JsQueryResult {
     unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
         let out = val.0;
         unsafe {
-            let mut result = std::ptr::null_mut();
-            check_status!(sys::napi_create_object(env, &mut result))?;
             let keys = out
                 .columns
                 .into_iter()
@@ -178,41 +153,17 @@ impl ToNapiValue for JsQueryResult {
                 &mut rows
             ))?;
             for (i, row) in out.rows.into_iter().enumerate() {
-                let mut obj = std::ptr::null_mut();
-                check_status!(sys::napi_create_object(env, &mut obj))?;
+                let obj = object(env)?;
                 for (key, v) in keys.iter().zip(row) {
-                    set(env, obj, *key, cell(env, v)?)?;
+                    check_status!(sys::napi_set_property(env, obj, *key, cell(env, v)?))?;
                 }
                 check_status!(sys::napi_set_element(env, rows, i as u32, obj))?;
             }
-            set(
-                env,
-                result,
-                String::to_napi_value(env, "rows".into())?,
-                rows,
-            )?;
-            set(
-                env,
-                result,
-                String::to_napi_value(env, "maxCommitSeq".into())?,
-                f64::to_napi_value(env, out.max_commit_seq as f64)?,
-            )?;
-            if let Some(gate) = out.gate {
-                set(
-                    env,
-                    result,
-                    String::to_napi_value(env, "gate".into())?,
-                    JsServeGate::to_napi_value(env, gate.into())?,
-                )?;
-            }
-            if let Some(e) = out.error {
-                set(
-                    env,
-                    result,
-                    String::to_napi_value(env, "error".into())?,
-                    String::to_napi_value(env, e.to_wire())?,
-                )?;
-            }
+            let result = object(env)?;
+            set(env, result, c"rows", Raw(rows))?;
+            set(env, result, c"maxCommitSeq", out.max_commit_seq as f64)?;
+            set(env, result, c"gate", out.gate.map(Gate::from))?;
+            set(env, result, c"error", out.error.map(|e| e.to_wire()))?;
             Ok(result)
         }
     }
@@ -220,47 +171,31 @@ impl ToNapiValue for JsQueryResult {
 
 #[napi]
 impl NativeEngine {
-    /// Storage-level `queryAuthoritative`. With `gate_running`, the serve
-    /// gate at that version is read in the same snapshot and returned as
-    /// `gate`.
-    #[napi(
-        ts_return_type = "Promise<{ rows: Record<string, unknown>[]; maxCommitSeq: number; gate?: JsServeGate; error?: string }>"
-    )]
+    /// `queryAuthoritative`, on committed state or inside a transaction
+    /// (its connection, its staged writes). With `gate_running` (committed
+    /// state only), the serve gate at that version is read in the query's
+    /// snapshot and returned as `gate`.
+    #[napi(ts_return_type = "QueryResult | Promise<QueryResult>")]
     pub fn query_authoritative(
         &self,
-        partition: String,
+        at: At,
         request: JsQueryRequest,
         params: Vec<QueryValue>,
         gate_running: Option<f64>,
     ) -> Reply<JsQueryResult> {
         self.run("queryAuthoritative", |e| {
             let (request, tables) = request.into_parts();
-            let running = gate_running
-                .map(|v| int(v, "runningSchemaVersion"))
-                .transpose()?;
-            Ok(
-                e.query_authoritative(partition, request, values(params), tables, running)
-                    .map(JsQueryResult),
-            )
-        })
-    }
-
-    /// `tx.queryAuthoritative` on the transaction's own connection.
-    #[napi(
-        ts_return_type = "{ rows: Record<string, unknown>[]; maxCommitSeq: number } | Promise<{ rows: Record<string, unknown>[]; maxCommitSeq: number }>"
-    )]
-    pub fn tx_query_authoritative(
-        &self,
-        lease: u32,
-        request: JsQueryRequest,
-        params: Vec<QueryValue>,
-    ) -> Reply<JsQueryResult> {
-        self.run("tx.queryAuthoritative", |e| {
-            let (request, tables) = request.into_parts();
-            Ok(
-                e.tx_query_authoritative(lease, request, values(params), tables)
-                    .map(JsQueryResult),
-            )
+            let params = values(params);
+            let out = match at {
+                At::Committed(p) => {
+                    let running = gate_running
+                        .map(|v| int(v, "runningSchemaVersion"))
+                        .transpose()?;
+                    e.query_authoritative(p, request, params, tables, running)
+                }
+                At::Tx(lease) => e.tx_query_authoritative(lease, request, params, tables),
+            };
+            Ok(out.map(JsQueryResult))
         })
     }
 
@@ -268,7 +203,7 @@ impl NativeEngine {
     #[napi(ts_return_type = "Packed | Promise<Packed>")]
     pub fn scan_rows_by_index(
         &self,
-        partition: String,
+        at: At,
         table: String,
         index: String,
         values_in: Option<Vec<QueryValue>>,
@@ -277,29 +212,15 @@ impl NativeEngine {
     ) -> Reply<Packed> {
         self.run("scanRowsByIndex", |e| {
             let vals = values_in.map(values);
-            Ok(
-                e.scan_rows_by_index(partition, table, index, vals, after_row_id, limit)
-                    .map(packed::rows),
-            )
-        })
-    }
-
-    #[napi(ts_return_type = "Packed | Promise<Packed>")]
-    pub fn tx_scan_rows_by_index(
-        &self,
-        lease: u32,
-        table: String,
-        index: String,
-        values_in: Option<Vec<QueryValue>>,
-        after_row_id: String,
-        limit: f64,
-    ) -> Reply<Packed> {
-        self.run("tx.scanRowsByIndex", |e| {
-            let vals = values_in.map(values);
-            Ok(
-                e.tx_scan_rows_by_index(lease, table, index, vals, after_row_id, limit)
-                    .map(packed::rows),
-            )
+            let rows = match at {
+                At::Committed(p) => {
+                    e.scan_rows_by_index(p, table, index, vals, after_row_id, limit)
+                }
+                At::Tx(lease) => {
+                    e.tx_scan_rows_by_index(lease, table, index, vals, after_row_id, limit)
+                }
+            };
+            Ok(rows.map(packed::rows))
         })
     }
 }

@@ -4,7 +4,7 @@
 
 use super::convert::int;
 use super::reply::Reply;
-use super::storage::{list, NativeEngine};
+use super::storage::NativeEngine;
 use crate::error::Error;
 use crate::model::reactions::{
     ClaimQuery, FailureUpdate, NewReaction, PruneQuery, PrunedCounts, StoredReaction,
@@ -44,65 +44,15 @@ impl JsNewReaction {
     }
 }
 
-#[napi(object, object_from_js = false)]
-pub struct JsReaction {
-    pub idempotency_key: String,
-    #[napi(js_name = "type")]
+/// See `update_reaction`.
+#[napi(object, object_to_js = false)]
+pub struct JsReactionUpdate {
     pub kind: String,
-    pub version: i64,
-    /// JSON text.
-    pub payload: String,
-    pub source_client_id: String,
-    pub source_client_commit_id: String,
-    pub source_commit_seq: i64,
-    pub created_at_ms: i64,
-    pub max_attempts: i64,
-    pub status: String,
-    pub attempts: i64,
-    pub available_at_ms: i64,
     pub lease_owner: Option<String>,
-    pub lease_expires_at_ms: Option<i64>,
-    pub completed_at_ms: Option<i64>,
-    /// JSON text.
-    pub last_failure: Option<String>,
-}
-
-impl From<StoredReaction> for JsReaction {
-    fn from(r: StoredReaction) -> Self {
-        JsReaction {
-            idempotency_key: r.idempotency_key,
-            kind: r.kind,
-            version: r.version,
-            payload: r.payload_json,
-            source_client_id: r.source_client_id,
-            source_client_commit_id: r.source_client_commit_id,
-            source_commit_seq: r.source_commit_seq,
-            created_at_ms: r.created_at_ms,
-            max_attempts: r.max_attempts,
-            status: r.status,
-            attempts: r.attempts,
-            available_at_ms: r.available_at_ms,
-            lease_owner: r.lease_owner,
-            lease_expires_at_ms: r.lease_expires_at_ms,
-            completed_at_ms: r.completed_at_ms,
-            last_failure: r.last_failure_json,
-        }
-    }
-}
-
-#[napi(object, object_from_js = false)]
-pub struct JsPrunedReactions {
-    pub completed: i64,
-    pub dead_letter: i64,
-}
-
-impl From<PrunedCounts> for JsPrunedReactions {
-    fn from(c: PrunedCounts) -> Self {
-        JsPrunedReactions {
-            completed: c.completed,
-            dead_letter: c.dead_letter,
-        }
-    }
+    pub at_ms: f64,
+    /// `{code, atMs, details?}` as JSON text.
+    pub failure: Option<String>,
+    pub retry_at_ms: Option<f64>,
 }
 
 /// `min(2^53 − 1, now + duration)` as the in-tree storage computes it in
@@ -140,7 +90,7 @@ impl NativeEngine {
         now_ms: f64,
         lease_duration_ms: f64,
         limit: f64,
-    ) -> Reply<Vec<JsReaction>> {
+    ) -> Reply<Vec<StoredReaction>> {
         self.run("claimReactions", |e| {
             let now = int(now_ms, "nowMs")?;
             let q = ClaimQuery {
@@ -150,86 +100,52 @@ impl NativeEngine {
                 lease_expires_at_ms: lease_expiry(now, lease_duration_ms)?,
                 limit: int(limit, "limit")?,
             };
-            Ok(e.claim_reactions(lease, partition, q).map(list))
+            Ok(e.claim_reactions(lease, partition, q))
         })
     }
 
+    /// The lease holder's updates of one reaction: `kind` is `complete`,
+    /// `extend` (the lease, to `atMs`), `fail` (with `failure` JSON and,
+    /// to retry, `retryAtMs`) or `retry` (a dead letter, now).
     #[napi(ts_return_type = "boolean | Promise<boolean>")]
-    pub fn complete_reaction(
+    pub fn update_reaction(
         &self,
         lease: u32,
         partition: String,
         idempotency_key: String,
-        lease_owner: String,
-        completed_at_ms: f64,
+        update: JsReactionUpdate,
     ) -> Reply<bool> {
-        self.run("completeReaction", |e| {
-            let at = int(completed_at_ms, "completedAtMs")?;
-            Ok(e.complete_reaction(lease, partition, idempotency_key, lease_owner, at))
-        })
-    }
-
-    #[napi(ts_return_type = "boolean | Promise<boolean>")]
-    pub fn extend_reaction_lease(
-        &self,
-        lease: u32,
-        partition: String,
-        idempotency_key: String,
-        lease_owner: String,
-        lease_expires_at_ms: f64,
-    ) -> Reply<bool> {
-        self.run("extendReactionLease", |e| {
-            let at = int(lease_expires_at_ms, "leaseExpiresAtMs")?;
-            Ok(e.extend_reaction_lease(lease, partition, idempotency_key, lease_owner, at))
-        })
-    }
-
-    #[napi(ts_return_type = "boolean | Promise<boolean>")]
-    #[allow(clippy::too_many_arguments)]
-    pub fn fail_reaction(
-        &self,
-        lease: u32,
-        partition: String,
-        idempotency_key: String,
-        lease_owner: String,
-        failure_json: String,
-        failure_at_ms: f64,
-        retry_at_ms: Option<f64>,
-    ) -> Reply<bool> {
-        self.run("failReaction", |e| {
-            let u = FailureUpdate {
-                lease_owner,
-                failure_json,
-                failure_at_ms: int(failure_at_ms, "failure.atMs")?,
-                retry_at_ms: retry_at_ms.map(|v| int(v, "retryAtMs")).transpose()?,
+        let member = match update.kind.as_str() {
+            "complete" => "completeReaction",
+            "extend" => "extendReactionLease",
+            "fail" => "failReaction",
+            _ => "retryReaction",
+        };
+        self.run(member, |e| {
+            let at = int(update.at_ms, "atMs")?;
+            let owner = || {
+                let owner = update.lease_owner.clone();
+                owner.ok_or_else(|| Error::invalid("leaseOwner must be a string"))
             };
-            Ok(e.fail_reaction(lease, partition, idempotency_key, u))
-        })
-    }
-
-    #[napi(ts_return_type = "boolean | Promise<boolean>")]
-    pub fn retry_reaction(
-        &self,
-        lease: u32,
-        partition: String,
-        idempotency_key: String,
-        now_ms: f64,
-    ) -> Reply<bool> {
-        self.run("retryReaction", |e| {
-            let now = int(now_ms, "nowMs")?;
-            Ok(e.retry_reaction(lease, partition, idempotency_key, now))
-        })
-    }
-
-    #[napi(ts_return_type = "JsReaction | null | Promise<JsReaction | null>")]
-    pub fn get_reaction(
-        &self,
-        partition: String,
-        idempotency_key: String,
-    ) -> Reply<Option<JsReaction>> {
-        self.run("getReaction", |e| {
-            Ok(e.get_reaction(partition, idempotency_key)
-                .map(|r| r.map(Into::into)))
+            let key = idempotency_key;
+            Ok(match update.kind.as_str() {
+                "complete" => e.complete_reaction(lease, partition, key, owner()?, at),
+                "extend" => e.extend_reaction_lease(lease, partition, key, owner()?, at),
+                "retry" => e.retry_reaction(lease, partition, key, at),
+                "fail" => {
+                    let u = FailureUpdate {
+                        lease_owner: owner()?,
+                        failure_json: update.failure.unwrap_or_default(),
+                        failure_at_ms: at,
+                        retry_at_ms: update
+                            .retry_at_ms
+                            .map(|v| int(v, "retryAtMs"))
+                            .transpose()?,
+                    };
+                    e.fail_reaction(lease, partition, key, u)
+                }
+                other => return Err(Error::invalid(format!("unknown reaction update {other:?}"))),
+            })
         })
     }
 
@@ -240,12 +156,11 @@ impl NativeEngine {
         statuses: Option<Vec<String>>,
         types: Option<Vec<String>>,
         limit: f64,
-    ) -> Reply<Vec<JsReaction>> {
+    ) -> Reply<Vec<StoredReaction>> {
         self.run("listReactions", |e| {
             let limit = int(limit, "limit")?;
             let (statuses, types) = (statuses.unwrap_or_default(), types.unwrap_or_default());
-            Ok(e.list_reactions(partition, statuses, types, limit)
-                .map(list))
+            Ok(e.list_reactions(partition, statuses, types, limit))
         })
     }
 
@@ -257,14 +172,14 @@ impl NativeEngine {
         completed_before_ms: f64,
         dead_letter_before_ms: f64,
         limit: f64,
-    ) -> Reply<JsPrunedReactions> {
+    ) -> Reply<PrunedCounts> {
         self.run("pruneReactions", |e| {
             let q = PruneQuery {
                 completed_before_ms: int(completed_before_ms, "completedBeforeMs")?,
                 dead_letter_before_ms: int(dead_letter_before_ms, "deadLetterBeforeMs")?,
                 limit: int(limit, "limit")?,
             };
-            Ok(e.prune_reactions(lease, partition, q).map(Into::into))
+            Ok(e.prune_reactions(lease, partition, q))
         })
     }
 }

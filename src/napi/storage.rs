@@ -5,7 +5,7 @@
 //! `begin` (see `crate::engine`). Checkpoints, reactions, admin reads and
 //! registered queries are in the sibling files, as further `impl` blocks.
 
-use super::args::{Buf, Str};
+use super::args::{At, Buf, Str};
 use super::convert::*;
 use super::lifecycle;
 use super::packed::{self, Packed};
@@ -13,7 +13,7 @@ use super::reply::{panicked, Reply};
 use super::rowpack::{unpack_changes, RowTuple};
 use crate::engine::{Call, Engine, Options};
 use crate::error::Error;
-use crate::model::{ClientRecord, CursorAdvance, NewCommit, StoredRow};
+use crate::model::{ClientRecord, CursorAdvance, NewCommit, PruneResult, RegistryEntry, StoredRow};
 use crate::schema::Schema;
 use crate::scope::ScopeFilter;
 use crate::window::Window;
@@ -65,10 +65,6 @@ impl Drop for NativeEngine {
             lifecycle::dispose(engine);
         }
     }
-}
-
-pub(super) fn list<T, U: From<T>>(v: Vec<T>) -> Vec<U> {
-    v.into_iter().map(Into::into).collect()
 }
 
 fn filter(json: &str) -> crate::Result<ScopeFilter> {
@@ -174,63 +170,34 @@ impl NativeEngine {
         self.engine().schema_version()
     }
 
-    #[napi(ts_return_type = "JsRegistryEntry | Promise<JsRegistryEntry>")]
+    /// Records an authentication of `partition` at `at_ms`. With `rotate`,
+    /// `epoch` replaces the partition's log epoch (`rotatePartitionLogEpoch`);
+    /// without, it is only the epoch of a partition seen for the first time.
+    #[napi(ts_return_type = "RegistryEntry | Promise<RegistryEntry>")]
     pub fn touch_partition(
         &self,
         lease: u32,
         partition: String,
-        at_ms: f64,
-        epoch: String,
-    ) -> Reply<JsRegistryEntry> {
-        self.run("touchPartition", |e| {
-            let at = int(at_ms, "authenticatedAtMs")?;
-            Ok(e.touch_partition(lease, partition, at, epoch)
-                .map(Into::into))
-        })
-    }
-
-    #[napi(ts_return_type = "JsRegistryEntry | Promise<JsRegistryEntry>")]
-    pub fn rotate_partition_log_epoch(
-        &self,
-        lease: u32,
-        partition: String,
         epoch: String,
         at_ms: f64,
-    ) -> Reply<JsRegistryEntry> {
-        self.run("rotatePartitionLogEpoch", |e| {
+        rotate: bool,
+    ) -> Reply<RegistryEntry> {
+        let member = if rotate {
+            "rotatePartitionLogEpoch"
+        } else {
+            "touchPartition"
+        };
+        self.run(member, |e| {
             let at = int(at_ms, "authenticatedAtMs")?;
-            Ok(e.rotate_partition_log_epoch(lease, partition, epoch, at)
-                .map(Into::into))
-        })
-    }
-
-    #[napi(ts_return_type = "JsRegistryEntry[] | Promise<JsRegistryEntry[]>")]
-    pub fn list_partition_registry(&self) -> Reply<Vec<JsRegistryEntry>> {
-        self.run("listPartitionRegistry", |e| {
-            Ok(e.list_partition_registry().map(list))
-        })
-    }
-
-    #[napi(ts_return_type = "string | null | Promise<string | null>")]
-    pub fn get_partition_log_epoch(&self, partition: String) -> Reply<Option<String>> {
-        self.run("getPartitionLogEpoch", |e| {
-            Ok(e.get_partition_log_epoch(partition))
+            Ok(if rotate {
+                e.rotate_partition_log_epoch(lease, partition, epoch, at)
+            } else {
+                e.touch_partition(lease, partition, at, epoch)
+            })
         })
     }
 
     // ---- the log ------------------------------------------------------------------
-
-    #[napi(ts_return_type = "number | Promise<number>")]
-    pub fn get_max_commit_seq(&self, partition: Str) -> Reply<i64> {
-        self.run("getMaxCommitSeq", |e| {
-            Ok(e.get_max_commit_seq(partition.into_string()))
-        })
-    }
-
-    #[napi(ts_return_type = "number | Promise<number>")]
-    pub fn get_horizon_seq(&self, partition: String) -> Reply<i64> {
-        self.run("getHorizonSeq", |e| Ok(e.get_horizon_seq(partition)))
-    }
 
     #[napi(ts_return_type = "void | Promise<void>")]
     pub fn set_horizon_seq(&self, lease: u32, partition: String, seq: f64) -> Reply<()> {
@@ -247,7 +214,7 @@ impl NativeEngine {
         partition: String,
         through_seq: f64,
         log_epoch: Option<String>,
-    ) -> Reply<JsPruneResult> {
+    ) -> Reply<PruneResult> {
         self.run("pruneCommitsThrough", |e| {
             let target = prune_target(through_seq, log_epoch)?;
             Ok(e.prune_commits_through(lease, partition, target)
@@ -265,27 +232,25 @@ impl NativeEngine {
     // ---- reads --------------------------------------------------------------------
 
     #[napi(ts_return_type = "RowTuple | null | Promise<RowTuple | null>")]
-    pub fn get_row(&self, partition: Str, table: Str, row_id: Str) -> Reply<Option<RowTuple>> {
+    pub fn get_row(&self, at: At, table: Str, row_id: Str) -> Reply<Option<RowTuple>> {
         self.run("getRow", |e| {
-            let (p, t, r) = (
-                partition.into_string(),
-                table.into_string(),
-                row_id.into_string(),
-            );
-            Ok(e.get_row(p, t, r).map(|row| row.map(RowTuple)))
+            let (t, r) = (table.into_string(), row_id.into_string());
+            let row = match at {
+                At::Committed(p) => e.get_row(p, t, r),
+                At::Tx(lease) => e.tx_get_row(lease, t, r),
+            };
+            Ok(row.map(|row| row.map(RowTuple)))
         })
     }
 
     #[napi(ts_return_type = "string | null | Promise<string | null>")]
-    pub fn get_push_result(
-        &self,
-        partition: Str,
-        client_id: Str,
-        commit_id: Str,
-    ) -> Reply<Option<String>> {
+    pub fn get_push_result(&self, at: At, client_id: Str, commit_id: Str) -> Reply<Option<String>> {
         self.run("getPushResult", |e| {
             let (c, k) = (client_id.into_string(), commit_id.into_string());
-            Ok(e.get_push_result(partition.into_string(), c, k))
+            Ok(match at {
+                At::Committed(p) => e.get_push_result(p, c, k),
+                At::Tx(lease) => e.tx_get_push_result(lease, c, k),
+            })
         })
     }
 
@@ -326,41 +291,32 @@ impl NativeEngine {
     #[napi(ts_return_type = "Packed | Promise<Packed>")]
     pub fn scan_rows(
         &self,
-        partition: String,
+        at: At,
         table: String,
         filter_json: String,
         after_row_id: String,
         limit: f64,
     ) -> Reply<Packed> {
         self.run("scanRows", |e| {
-            let filter = filter(&filter_json)?;
-            if filter.is_empty() {
-                return Err(Error::query("sync.storage.scan_requires_scope"));
-            }
-            let limit = int(limit, "limit")?;
-            Ok(e.scan_rows(partition, table, filter, after_row_id, limit)
-                .map(packed::rows))
+            let (filter, limit) = (filter(&filter_json)?, int(limit, "limit")?);
+            let rows = match at {
+                At::Committed(_) if filter.is_empty() => {
+                    return Err(Error::query("sync.storage.scan_requires_scope"))
+                }
+                At::Committed(p) => e.scan_rows(p, table, filter, after_row_id, limit),
+                At::Tx(lease) => e.tx_scan_rows(lease, table, filter, after_row_id, limit),
+            };
+            Ok(rows.map(packed::rows))
         })
     }
 
     // ---- clients ------------------------------------------------------------------
 
     #[napi(ts_return_type = "JsClientRecord | null | Promise<JsClientRecord | null>")]
-    pub fn get_client_record(
-        &self,
-        partition: Str,
-        client_id: Str,
-    ) -> Reply<Option<JsClientRecord>> {
+    pub fn get_client_record(&self, partition: Str, client_id: Str) -> Reply<Option<ClientRecord>> {
         self.run("getClientRecord", |e| {
             let (p, c) = (partition.into_string(), client_id.into_string());
             Ok(e.get_client_record(p, c).map(|r| r.map(Into::into)))
-        })
-    }
-
-    #[napi(ts_return_type = "JsClientRecord[] | Promise<JsClientRecord[]>")]
-    pub fn list_client_records(&self, partition: String) -> Reply<Vec<JsClientRecord>> {
-        self.run("listClientRecords", |e| {
-            Ok(e.list_client_records(partition).map(list))
         })
     }
 
@@ -387,13 +343,6 @@ impl NativeEngine {
                 subscriptions_json,
             };
             Ok(e.put_client_record(lease, partition, record))
-        })
-    }
-
-    #[napi(ts_return_type = "JsClientCursor[] | Promise<JsClientCursor[]>")]
-    pub fn list_client_cursors(&self, partition: String) -> Reply<Vec<JsClientCursor>> {
-        self.run("listClientCursors", |e| {
-            Ok(e.list_client_cursors(partition).map(list))
         })
     }
 
@@ -435,76 +384,6 @@ impl NativeEngine {
 
     // ---- the transaction ------------------------------------------------------------
 
-    #[napi(ts_return_type = "RowTuple | null | Promise<RowTuple | null>")]
-    pub fn tx_get_row(&self, lease: u32, table: Str, row_id: Str) -> Reply<Option<RowTuple>> {
-        self.run("tx.getRow", |e| {
-            let (t, r) = (table.into_string(), row_id.into_string());
-            Ok(e.tx_get_row(lease, t, r).map(|row| row.map(RowTuple)))
-        })
-    }
-
-    #[napi(ts_return_type = "number | null | Promise<number | null>")]
-    pub fn tx_get_tombstone_seq(&self, lease: u32, table: Str, row_id: Str) -> Reply<Option<i64>> {
-        self.run("tx.getTombstoneSeq", |e| {
-            Ok(e.tx_get_tombstone_seq(lease, table.into_string(), row_id.into_string()))
-        })
-    }
-
-    #[napi(ts_return_type = "void | Promise<void>")]
-    pub fn tx_clear_tombstone(&self, lease: u32, table: Str, row_id: Str) -> Reply<()> {
-        self.run("tx.clearTombstone", |e| {
-            Ok(e.tx_clear_tombstone(lease, table.into_string(), row_id.into_string()))
-        })
-    }
-
-    #[napi(ts_return_type = "string | null | Promise<string | null>")]
-    pub fn tx_get_push_result(
-        &self,
-        lease: u32,
-        client_id: Str,
-        commit_id: Str,
-    ) -> Reply<Option<String>> {
-        self.run("tx.getPushResult", |e| {
-            Ok(e.tx_get_push_result(lease, client_id.into_string(), commit_id.into_string()))
-        })
-    }
-
-    #[napi(ts_return_type = "Packed | Promise<Packed>")]
-    pub fn tx_scan_rows(
-        &self,
-        lease: u32,
-        table: String,
-        filter_json: String,
-        after_row_id: String,
-        limit: f64,
-    ) -> Reply<Packed> {
-        self.run("tx.scanRows", |e| {
-            let (filter, limit) = (filter(&filter_json)?, int(limit, "limit")?);
-            Ok(e.tx_scan_rows(lease, table, filter, after_row_id, limit)
-                .map(packed::rows))
-        })
-    }
-
-    #[napi(ts_return_type = "void | Promise<void>")]
-    pub fn tx_lock_partition_for_push(&self, lease: u32) -> Reply<()> {
-        self.run("tx.lockPartitionForPush", |e| {
-            Ok(e.tx_lock_partition_for_push(lease))
-        })
-    }
-
-    #[napi(ts_return_type = "void | Promise<void>")]
-    pub fn tx_commit_rejected_push_result(
-        &self,
-        lease: u32,
-        client_id: String,
-        commit_id: String,
-        result_json: String,
-    ) -> Reply<()> {
-        self.run("tx.commitRejectedPushResult", |e| {
-            Ok(e.tx_commit_rejected_push_result(lease, client_id, commit_id, result_json))
-        })
-    }
-
     #[napi(ts_return_type = "void | Promise<void>")]
     #[allow(clippy::too_many_arguments)]
     pub fn tx_upsert_row(
@@ -531,13 +410,6 @@ impl NativeEngine {
                 column_versions: column_versions.map(|c| c.to_vec()),
             };
             Ok(e.tx_upsert_row(lease, table.into_string(), row, op_index))
-        })
-    }
-
-    #[napi(ts_return_type = "void | Promise<void>")]
-    pub fn tx_delete_row(&self, lease: u32, table: Str, row_id: Str) -> Reply<()> {
-        self.run("tx.deleteRow", |e| {
-            Ok(e.tx_delete_row(lease, table.into_string(), row_id.into_string()))
         })
     }
 
@@ -577,19 +449,6 @@ impl NativeEngine {
         self.run("tx.putPushResult", |e| {
             let (c, k) = (client_id.into_string(), commit_id.into_string());
             Ok(e.tx_put_push_result(lease, c, k, result_json))
-        })
-    }
-
-    #[napi(ts_return_type = "void | Promise<void>")]
-    pub fn tx_set_blob_refs(
-        &self,
-        lease: u32,
-        table: String,
-        row_id: String,
-        blob_ids: Vec<String>,
-    ) -> Reply<()> {
-        self.run("tx.setBlobRefs", |e| {
-            Ok(e.tx_set_blob_refs(lease, table, row_id, blob_ids))
         })
     }
 
