@@ -49,12 +49,3 @@ pub fn guard<T>(f: impl FnOnce() -> crate::Result<T>) -> napi::Result<T> {
         ))),
     }
 }
-
-/// Benchmark floor: the push sequence issued from Rust with no N-API
-/// crossing (see `bench/run.mjs`). Returns µs per commit.
-// Test builds leave out napi's registration, which is its only caller.
-#[cfg_attr(test, allow(dead_code))]
-#[napi_derive::napi(js_name = "benchDirectPush")]
-pub fn bench_direct_push(path: String, commits: u32, ops: u32) -> napi::Result<f64> {
-    guard(|| crate::bench::direct_push(&path, commits, ops))
-}
