@@ -8,7 +8,6 @@
 //! - `postgres`: the PostgreSQL engine on sqlx (same areas, same shared logic);
 //! - `napi`: the thin N-API binding; the only module that knows JS exists.
 
-pub mod bench;
 pub mod checkpoint;
 pub mod codec;
 pub mod engine;
