@@ -95,25 +95,13 @@ pub trait Engine: Send + Sync + 'static {
 
     // ---- schema and partitions
     fn ensure_schema(
-        &self,
-        lease: u32,
-        schema: Schema,
-        declarations: Vec<CheckpointDeclaration>,
-        now_ms: i64,
+        &self, lease: u32, schema: Schema, declarations: Vec<CheckpointDeclaration>, now_ms: i64,
     ) -> Call<bool>;
     fn touch_partition(
-        &self,
-        lease: u32,
-        partition: String,
-        at_ms: i64,
-        epoch: String,
+        &self, lease: u32, partition: String, at_ms: i64, epoch: String,
     ) -> Call<RegistryEntry>;
     fn rotate_partition_log_epoch(
-        &self,
-        lease: u32,
-        partition: String,
-        epoch: String,
-        at_ms: i64,
+        &self, lease: u32, partition: String, epoch: String, at_ms: i64,
     ) -> Call<RegistryEntry>;
     fn list_partition_registry(&self) -> Call<Vec<RegistryEntry>>;
     fn get_partition_log_epoch(&self, partition: String) -> Call<Option<String>>;
@@ -123,51 +111,29 @@ pub trait Engine: Send + Sync + 'static {
     fn get_horizon_seq(&self, partition: String) -> Call<i64>;
     fn set_horizon_seq(&self, lease: u32, partition: String, seq: i64) -> Call<()>;
     fn prune_commits_through(
-        &self,
-        lease: u32,
-        partition: String,
-        target: PruneTarget,
+        &self, lease: u32, partition: String, target: PruneTarget,
     ) -> Call<PruneResult>;
     fn get_commit_seq_before(&self, partition: String, before_ms: i64) -> Call<i64>;
 
     // ---- reads of committed state
     fn get_row(&self, partition: String, table: String, row_id: String) -> Call<Option<StoredRow>>;
     fn get_push_result(
-        &self,
-        partition: String,
-        client_id: String,
-        commit_id: String,
+        &self, partition: String, client_id: String, commit_id: String,
     ) -> Call<Option<String>>;
     fn read_commit_window(&self, partition: String, window: Window) -> Call<Vec<StoredCommit>>;
     fn latest_scoped_change_seq(
-        &self,
-        partition: String,
-        table: String,
-        filter: ScopeFilter,
+        &self, partition: String, table: String, filter: ScopeFilter,
     ) -> Call<i64>;
     fn scan_rows(
-        &self,
-        partition: String,
-        table: String,
-        filter: ScopeFilter,
-        after_row_id: String,
+        &self, partition: String, table: String, filter: ScopeFilter, after_row_id: String,
         limit: i64,
     ) -> Call<Vec<StoredRow>>;
     fn scan_rows_by_index(
-        &self,
-        partition: String,
-        table: String,
-        index: String,
-        values: Option<Vec<Value>>,
-        after_row_id: String,
-        limit: f64,
+        &self, partition: String, table: String, index: String, values: Option<Vec<Value>>,
+        after_row_id: String, limit: f64,
     ) -> Call<Vec<StoredRow>>;
     fn query_authoritative(
-        &self,
-        partition: String,
-        request: Request,
-        params: Vec<Value>,
-        declared: Vec<String>,
+        &self, partition: String, request: Request, params: Vec<Value>, declared: Vec<String>,
         gate_running: Option<i64>,
     ) -> Call<QueryAnswer>;
 
@@ -176,42 +142,21 @@ pub trait Engine: Send + Sync + 'static {
     fn read_checkpoints(&self, partition: String) -> Call<Vec<Checkpoint>>;
     fn writer_fence_allows(&self, partition: String, version: i64) -> Call<bool>;
     fn declare_checkpoint(
-        &self,
-        lease: u32,
-        declaration: CheckpointDeclaration,
-        now_ms: i64,
+        &self, lease: u32, declaration: CheckpointDeclaration, now_ms: i64,
     ) -> Call<Checkpoint>;
     fn claim_checkpoint(
-        &self,
-        lease: u32,
-        partition: String,
-        name: String,
-        schema_version: i64,
-        now_ms: i64,
+        &self, lease: u32, partition: String, name: String, schema_version: i64, now_ms: i64,
     ) -> Call<Checkpoint>;
     fn advance_checkpoint(
-        &self,
-        lease: u32,
-        partition: String,
-        name: String,
-        progress: CheckpointProgress,
+        &self, lease: u32, partition: String, name: String, progress: CheckpointProgress,
     ) -> Call<bool>;
     fn source_coverage_seq(&self, partition: String, tables: Vec<String>) -> Call<i64>;
     fn has_source_changes_above(
-        &self,
-        partition: String,
-        tables: Vec<String>,
-        seq: i64,
+        &self, partition: String, tables: Vec<String>, seq: i64,
     ) -> Call<SourceState>;
     fn activate_checkpoint(
-        &self,
-        lease: u32,
-        partition: String,
-        name: String,
-        owner_epoch: i64,
-        watermark: i64,
-        sources: Vec<String>,
-        now_ms: i64,
+        &self, lease: u32, partition: String, name: String, owner_epoch: i64, watermark: i64,
+        sources: Vec<String>, now_ms: i64,
     ) -> Call<Activation>;
 
     // ---- clients
@@ -221,89 +166,47 @@ pub trait Engine: Send + Sync + 'static {
     fn put_client_record(&self, lease: u32, partition: String, record: ClientRecord) -> Call<()>;
     fn list_client_cursors(&self, partition: String) -> Call<Vec<ClientCursor>>;
     fn advance_client_cursor(
-        &self,
-        lease: u32,
-        partition: String,
-        advance: CursorAdvance,
+        &self, lease: u32, partition: String, advance: CursorAdvance,
     ) -> Call<()>;
     fn get_active_client_cursor_floor(
-        &self,
-        partition: String,
-        cutoff_ms: i64,
+        &self, partition: String, cutoff_ms: i64,
     ) -> Call<Option<i64>>;
 
     // ---- reactions
     fn claim_reactions(
-        &self,
-        lease: u32,
-        partition: String,
-        query: ClaimQuery,
+        &self, lease: u32, partition: String, query: ClaimQuery,
     ) -> Call<Vec<StoredReaction>>;
     fn complete_reaction(
-        &self,
-        lease: u32,
-        partition: String,
-        key: String,
-        owner: String,
-        completed_at_ms: i64,
+        &self, lease: u32, partition: String, key: String, owner: String, completed_at_ms: i64,
     ) -> Call<bool>;
     fn extend_reaction_lease(
-        &self,
-        lease: u32,
-        partition: String,
-        key: String,
-        owner: String,
-        expires_at_ms: i64,
+        &self, lease: u32, partition: String, key: String, owner: String, expires_at_ms: i64,
     ) -> Call<bool>;
     fn fail_reaction(
-        &self,
-        lease: u32,
-        partition: String,
-        key: String,
-        update: FailureUpdate,
+        &self, lease: u32, partition: String, key: String, update: FailureUpdate,
     ) -> Call<bool>;
     fn retry_reaction(&self, lease: u32, partition: String, key: String, now_ms: i64)
         -> Call<bool>;
     fn get_reaction(&self, partition: String, key: String) -> Call<Option<StoredReaction>>;
     fn list_reactions(
-        &self,
-        partition: String,
-        statuses: Vec<String>,
-        types: Vec<String>,
-        limit: i64,
+        &self, partition: String, statuses: Vec<String>, types: Vec<String>, limit: i64,
     ) -> Call<Vec<StoredReaction>>;
     fn prune_reactions(
-        &self,
-        lease: u32,
-        partition: String,
-        query: PruneQuery,
+        &self, lease: u32, partition: String, query: PruneQuery,
     ) -> Call<PrunedCounts>;
 
     // ---- admin and blob reads
     fn list_commit_metadata(
-        &self,
-        partition: String,
-        after_seq: i64,
-        limit: i64,
-        table: Option<String>,
+        &self, partition: String, after_seq: i64, limit: i64, table: Option<String>,
     ) -> Call<Vec<CommitMetadata>>;
     fn scope_activity(
-        &self,
-        partition: String,
-        variable: String,
-        value: String,
-        limit: i64,
+        &self, partition: String, variable: String, value: String, limit: i64,
     ) -> Call<Vec<ScopeActivity>>;
     fn get_row_scopes(
-        &self,
-        partition: String,
-        table: String,
-        row_id: String,
+        &self, partition: String, table: String, row_id: String,
     ) -> Call<Option<(i64, String)>>;
     fn list_rows_referencing_blob(
-        &self,
-        partition: String,
-        blob_id: String,
+        &self, partition: String, blob_id: String,
     ) -> Call<Vec<BlobReferencingRow>>;
     fn list_referenced_blob_ids(&self, partition: String) -> Call<Vec<String>>;
 
@@ -312,72 +215,36 @@ pub trait Engine: Send + Sync + 'static {
     fn tx_get_tombstone_seq(&self, lease: u32, table: String, row_id: String) -> Call<Option<i64>>;
     fn tx_clear_tombstone(&self, lease: u32, table: String, row_id: String) -> Call<()>;
     fn tx_get_push_result(
-        &self,
-        lease: u32,
-        client_id: String,
-        commit_id: String,
+        &self, lease: u32, client_id: String, commit_id: String,
     ) -> Call<Option<String>>;
     fn tx_scan_rows(
-        &self,
-        lease: u32,
-        table: String,
-        filter: ScopeFilter,
-        after_row_id: String,
-        limit: i64,
+        &self, lease: u32, table: String, filter: ScopeFilter, after_row_id: String, limit: i64,
     ) -> Call<Vec<StoredRow>>;
     fn tx_scan_rows_by_index(
-        &self,
-        lease: u32,
-        table: String,
-        index: String,
-        values: Option<Vec<Value>>,
-        after_row_id: String,
-        limit: f64,
+        &self, lease: u32, table: String, index: String, values: Option<Vec<Value>>,
+        after_row_id: String, limit: f64,
     ) -> Call<Vec<StoredRow>>;
     fn tx_query_authoritative(
-        &self,
-        lease: u32,
-        request: Request,
-        params: Vec<Value>,
-        declared: Vec<String>,
+        &self, lease: u32, request: Request, params: Vec<Value>, declared: Vec<String>,
     ) -> Call<QueryAnswer>;
     fn tx_lock_partition_for_push(&self, lease: u32) -> Call<()>;
     fn tx_commit_rejected_push_result(
-        &self,
-        lease: u32,
-        client_id: String,
-        commit_id: String,
-        result_json: String,
+        &self, lease: u32, client_id: String, commit_id: String, result_json: String,
     ) -> Call<()>;
     fn tx_upsert_row(
-        &self,
-        lease: u32,
-        table: String,
-        row: StoredRow,
-        op_index: Option<u32>,
+        &self, lease: u32, table: String, row: StoredRow, op_index: Option<u32>,
     ) -> Call<()>;
     fn tx_delete_row(&self, lease: u32, table: String, row_id: String) -> Call<()>;
     fn tx_append_commit(&self, lease: u32, commit: NewCommit) -> Call<i64>;
     fn tx_put_push_result(
-        &self,
-        lease: u32,
-        client_id: String,
-        commit_id: String,
-        result_json: String,
+        &self, lease: u32, client_id: String, commit_id: String, result_json: String,
     ) -> Call<()>;
     fn tx_set_blob_refs(
-        &self,
-        lease: u32,
-        table: String,
-        row_id: String,
-        blob_ids: Vec<String>,
+        &self, lease: u32, table: String, row_id: String, blob_ids: Vec<String>,
     ) -> Call<()>;
     fn tx_read_serve_gate(&self, lease: u32, running: i64) -> Call<ServeGate>;
     fn tx_advance_checkpoint(
-        &self,
-        lease: u32,
-        name: String,
-        progress: CheckpointProgress,
+        &self, lease: u32, name: String, progress: CheckpointProgress,
     ) -> Call<bool>;
     fn tx_enqueue_reactions(&self, lease: u32, reactions: Vec<NewReaction>) -> Call<()>;
     fn tx_prefetch_rows(&self, lease: u32, table: String, row_ids: Vec<String>) -> Call<Prefetch>;

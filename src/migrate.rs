@@ -12,8 +12,7 @@ use crate::schema::{parse_layouts, quote_ident, LayoutColumn, Schema, Table};
 /// Refuses when an incomplete checkpoint at the running version is not
 /// redeclared by this call.
 pub fn refuse_incomplete(
-    pending: Vec<(String, String)>,
-    declared: &[CheckpointDeclaration],
+    pending: Vec<(String, String)>, declared: &[CheckpointDeclaration],
 ) -> Result<()> {
     for (partition, name) in pending {
         if !declared
@@ -122,9 +121,7 @@ pub struct PhysicalColumn {
 /// `(name, declared type, not null, pk position)` and the app columns of a
 /// materialized table.
 pub fn check_physical(
-    t: &Table,
-    cols: &[PhysicalColumn],
-    meta_columns: &[(&str, &str, bool, i64)],
+    t: &Table, cols: &[PhysicalColumn], meta_columns: &[(&str, &str, bool, i64)],
 ) -> Result<()> {
     if cols.is_empty() {
         return Err(physical_mismatch(&t.name, "missing_table", &[]));

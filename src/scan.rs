@@ -63,9 +63,7 @@ impl<'f> ScanFold<'f> {
 /// and returns the index and its values, one per index column, and the
 /// limit. `values` is `None` when the caller's `values` is not an array.
 pub fn check_index_lookup<'t, 'v>(
-    table: &'t crate::schema::Table,
-    index: &str,
-    values: Option<&'v [crate::query::Value]>,
+    table: &'t crate::schema::Table, index: &str, values: Option<&'v [crate::query::Value]>,
     limit: f64,
 ) -> crate::Result<(&'t crate::schema::Index, &'v [crate::query::Value], i64)> {
     use crate::error::Error;

@@ -5,8 +5,6 @@ pub fn call_started() -> Option<std::time::Instant> {
 }
 
 pub fn call_finished(
-    _start: Option<std::time::Instant>,
-    _member: &'static str,
-    _engine: &'static str,
+    _start: Option<std::time::Instant>, _member: &'static str, _engine: &'static str,
 ) {
 }

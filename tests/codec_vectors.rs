@@ -291,10 +291,7 @@ fn assert_value_matches(ctx: &str, column: &ColumnDef, value: &Value<'_>, render
 /// Decodes, compares with the rendering, re-encodes byte for byte, and
 /// checks the migration helper on the row.
 fn check_row(
-    ctx: &str,
-    columns: &[(impl AsRef<str>, ColumnDef)],
-    payload: &[u8],
-    rendering: &Json,
+    ctx: &str, columns: &[(impl AsRef<str>, ColumnDef)], payload: &[u8], rendering: &Json,
 ) {
     let defs = defs(columns);
     let values = decode_row(&defs, payload).unwrap_or_else(|e| panic!("{ctx}: decode failed: {e}"));

@@ -87,8 +87,7 @@ fn in_safe_range(v: i64) -> bool {
 /// Borrowed values point into `bytes`. Never panics; every malformed input
 /// is a [`DecodeError`].
 pub fn decode_row<'a>(
-    columns: &[ColumnDef],
-    bytes: &'a [u8],
+    columns: &[ColumnDef], bytes: &'a [u8],
 ) -> Result<Vec<Value<'a>>, DecodeError> {
     let n = columns.len();
     let mut reader = Reader { rest: bytes };
@@ -182,10 +181,7 @@ pub fn decode_row<'a>(
 }
 
 fn put_prefixed(
-    out: &mut Vec<u8>,
-    index: usize,
-    column: &ColumnDef,
-    data: &[u8],
+    out: &mut Vec<u8>, index: usize, column: &ColumnDef, data: &[u8],
 ) -> Result<(), DecodeError> {
     let len = u32::try_from(data.len())
         .map_err(|_| column_error(index, column, "value longer than 2^32-1 bytes"))?;
@@ -285,9 +281,7 @@ fn value_kind(value: &Value<'_>) -> &'static str {
 /// Defined as `encode_row(new, decode_row(old, bytes) ++ NULLs)`, so it also
 /// normalizes exactly like the host does (a text's leading BOM is dropped).
 pub fn reencode_with_added_nulls(
-    old: &[ColumnDef],
-    new: &[ColumnDef],
-    bytes: &[u8],
+    old: &[ColumnDef], new: &[ColumnDef], bytes: &[u8],
 ) -> Result<Vec<u8>, DecodeError> {
     if old.len() > new.len() || new[..old.len()] != *old {
         return Err(DecodeError::new(

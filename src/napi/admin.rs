@@ -12,11 +12,7 @@ use napi_derive::napi;
 impl NativeEngine {
     #[napi(ts_return_type = "JsCommitMetadata[] | Promise<JsCommitMetadata[]>")]
     pub fn list_commit_metadata(
-        &self,
-        partition: String,
-        after_seq: f64,
-        limit: f64,
-        table: Option<String>,
+        &self, partition: String, after_seq: f64, limit: f64, table: Option<String>,
     ) -> Reply<Vec<CommitMetadata>> {
         self.run("listCommitMetadata", |e| {
             let (after, limit) = (int(after_seq, "afterSeq")?, int(limit, "limit")?);
@@ -26,11 +22,7 @@ impl NativeEngine {
 
     #[napi(ts_return_type = "JsScopeActivity[] | Promise<JsScopeActivity[]>")]
     pub fn scope_activity(
-        &self,
-        partition: String,
-        variable: String,
-        value: String,
-        limit: f64,
+        &self, partition: String, variable: String, value: String, limit: f64,
     ) -> Reply<Vec<ScopeActivity>> {
         self.run("scopeActivity", |e| {
             let limit = int(limit, "limit")?;
@@ -40,10 +32,7 @@ impl NativeEngine {
 
     #[napi(ts_return_type = "JsRowScopes | null | Promise<JsRowScopes | null>")]
     pub fn get_row_scopes(
-        &self,
-        partition: String,
-        table: String,
-        row_id: String,
+        &self, partition: String, table: String, row_id: String,
     ) -> Reply<Option<RowScopes>> {
         self.run("getRowScopes", |e| {
             Ok(e.get_row_scopes(partition, table, row_id).map(|found| {

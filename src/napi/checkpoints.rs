@@ -11,10 +11,7 @@ use crate::model::{Checkpoint, CheckpointProgress};
 use napi_derive::napi;
 
 fn progress(
-    owner_epoch: f64,
-    watermark: f64,
-    observed_rows: f64,
-    now_ms: f64,
+    owner_epoch: f64, watermark: f64, observed_rows: f64, now_ms: f64,
 ) -> crate::Result<CheckpointProgress> {
     Ok(CheckpointProgress {
         owner_epoch: int(owner_epoch, "ownerEpoch")?,
@@ -47,10 +44,7 @@ impl NativeEngine {
 
     #[napi(ts_return_type = "Checkpoint | Promise<Checkpoint>")]
     pub fn declare_checkpoint(
-        &self,
-        lease: u32,
-        declaration: JsDeclaration,
-        now_ms: f64,
+        &self, lease: u32, declaration: JsDeclaration, now_ms: f64,
     ) -> Reply<Checkpoint> {
         self.run("declareCheckpoint", |e| {
             let now = int(now_ms, "nowMs")?;
@@ -60,12 +54,7 @@ impl NativeEngine {
 
     #[napi(ts_return_type = "Checkpoint | Promise<Checkpoint>")]
     pub fn claim_checkpoint(
-        &self,
-        lease: u32,
-        partition: String,
-        name: String,
-        schema_version: f64,
-        now_ms: f64,
+        &self, lease: u32, partition: String, name: String, schema_version: f64, now_ms: f64,
     ) -> Reply<Checkpoint> {
         self.run("claimCheckpoint", |e| {
             let version = int(schema_version, "schemaVersion")?;
@@ -78,14 +67,8 @@ impl NativeEngine {
     #[napi(ts_return_type = "boolean | Promise<boolean>")]
     #[allow(clippy::too_many_arguments)]
     pub fn advance_checkpoint(
-        &self,
-        lease: u32,
-        partition: Option<String>,
-        name: String,
-        owner_epoch: f64,
-        watermark: f64,
-        observed_rows: f64,
-        now_ms: f64,
+        &self, lease: u32, partition: Option<String>, name: String, owner_epoch: f64,
+        watermark: f64, observed_rows: f64, now_ms: f64,
     ) -> Reply<bool> {
         self.run("advanceCheckpoint", |e| {
             let g = progress(owner_epoch, watermark, observed_rows, now_ms)?;
@@ -98,10 +81,7 @@ impl NativeEngine {
 
     #[napi(ts_return_type = "SourceState | Promise<SourceState>")]
     pub fn has_source_changes_above(
-        &self,
-        partition: String,
-        tables: Vec<String>,
-        seq: f64,
+        &self, partition: String, tables: Vec<String>, seq: f64,
     ) -> Reply<String> {
         self.run("hasSourceChangesAbove", |e| {
             let seq = int(seq, "seq")?;
@@ -113,14 +93,8 @@ impl NativeEngine {
     #[napi(ts_return_type = "Activation | Promise<Activation>")]
     #[allow(clippy::too_many_arguments)]
     pub fn activate_checkpoint(
-        &self,
-        lease: u32,
-        partition: String,
-        name: String,
-        owner_epoch: f64,
-        watermark: f64,
-        sources: Vec<String>,
-        now_ms: f64,
+        &self, lease: u32, partition: String, name: String, owner_epoch: f64, watermark: f64,
+        sources: Vec<String>, now_ms: f64,
     ) -> Reply<String> {
         self.run("activateCheckpoint", |e| {
             let (epoch, mark) = (

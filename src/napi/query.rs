@@ -177,11 +177,7 @@ impl NativeEngine {
     /// snapshot and returned as `gate`.
     #[napi(ts_return_type = "QueryResult | Promise<QueryResult>")]
     pub fn query_authoritative(
-        &self,
-        at: At,
-        request: JsQueryRequest,
-        params: Vec<QueryValue>,
-        gate_running: Option<f64>,
+        &self, at: At, request: JsQueryRequest, params: Vec<QueryValue>, gate_running: Option<f64>,
     ) -> Reply<JsQueryResult> {
         self.run("queryAuthoritative", |e| {
             let (request, tables) = request.into_parts();
@@ -202,13 +198,8 @@ impl NativeEngine {
     /// `values_in` absent: the caller's `values` was not an array.
     #[napi(ts_return_type = "Packed | Promise<Packed>")]
     pub fn scan_rows_by_index(
-        &self,
-        at: At,
-        table: String,
-        index: String,
-        values_in: Option<Vec<QueryValue>>,
-        after_row_id: String,
-        limit: f64,
+        &self, at: At, table: String, index: String, values_in: Option<Vec<QueryValue>>,
+        after_row_id: String, limit: f64,
     ) -> Reply<Packed> {
         self.run("scanRowsByIndex", |e| {
             let vals = values_in.map(values);

@@ -82,14 +82,8 @@ impl NativeEngine {
     #[napi(ts_return_type = "JsReaction[] | Promise<JsReaction[]>")]
     #[allow(clippy::too_many_arguments)]
     pub fn claim_reactions(
-        &self,
-        lease: u32,
-        partition: String,
-        lease_owner: String,
-        types: Vec<String>,
-        now_ms: f64,
-        lease_duration_ms: f64,
-        limit: f64,
+        &self, lease: u32, partition: String, lease_owner: String, types: Vec<String>, now_ms: f64,
+        lease_duration_ms: f64, limit: f64,
     ) -> Reply<Vec<StoredReaction>> {
         self.run("claimReactions", |e| {
             let now = int(now_ms, "nowMs")?;
@@ -109,11 +103,7 @@ impl NativeEngine {
     /// to retry, `retryAtMs`) or `retry` (a dead letter, now).
     #[napi(ts_return_type = "boolean | Promise<boolean>")]
     pub fn update_reaction(
-        &self,
-        lease: u32,
-        partition: String,
-        idempotency_key: String,
-        update: JsReactionUpdate,
+        &self, lease: u32, partition: String, idempotency_key: String, update: JsReactionUpdate,
     ) -> Reply<bool> {
         let member = match update.kind.as_str() {
             "complete" => "completeReaction",
@@ -151,10 +141,7 @@ impl NativeEngine {
 
     #[napi(ts_return_type = "JsReaction[] | Promise<JsReaction[]>")]
     pub fn list_reactions(
-        &self,
-        partition: String,
-        statuses: Option<Vec<String>>,
-        types: Option<Vec<String>>,
+        &self, partition: String, statuses: Option<Vec<String>>, types: Option<Vec<String>>,
         limit: f64,
     ) -> Reply<Vec<StoredReaction>> {
         self.run("listReactions", |e| {
@@ -166,11 +153,7 @@ impl NativeEngine {
 
     #[napi(ts_return_type = "JsPrunedReactions | Promise<JsPrunedReactions>")]
     pub fn prune_reactions(
-        &self,
-        lease: u32,
-        partition: String,
-        completed_before_ms: f64,
-        dead_letter_before_ms: f64,
+        &self, lease: u32, partition: String, completed_before_ms: f64, dead_letter_before_ms: f64,
         limit: f64,
     ) -> Reply<PrunedCounts> {
         self.run("pruneReactions", |e| {

@@ -55,10 +55,7 @@ pub unsafe fn object(env: sys::napi_env) -> napi::Result<sys::napi_value> {
 }
 
 pub unsafe fn set(
-    env: sys::napi_env,
-    obj: sys::napi_value,
-    key: &CStr,
-    v: impl Field,
+    env: sys::napi_env, obj: sys::napi_value, key: &CStr, v: impl Field,
 ) -> napi::Result<()> {
     if let Some(value) = unsafe { v.js(env) }? {
         check_status!(unsafe { sys::napi_set_named_property(env, obj, key.as_ptr(), value) })?;

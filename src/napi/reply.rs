@@ -29,10 +29,7 @@ pub struct Reply<T> {
 
 impl<T> Reply<T> {
     pub fn new(
-        call: Call<T>,
-        member: &'static str,
-        engine: &'static str,
-        started: Option<Instant>,
+        call: Call<T>, member: &'static str, engine: &'static str, started: Option<Instant>,
     ) -> Self {
         Reply {
             call,

@@ -79,9 +79,7 @@ impl NativeEngine {
     /// Runs one member: `f` converts the arguments and calls the engine.
     /// A panic on the way becomes an error, never an unwind into Node.
     pub(super) fn run<T: Send + 'static>(
-        &self,
-        member: &'static str,
-        f: impl FnOnce(&dyn Engine) -> crate::Result<Call<T>>,
+        &self, member: &'static str, f: impl FnOnce(&dyn Engine) -> crate::Result<Call<T>>,
     ) -> Reply<T> {
         let started = crate::telemetry::call_started();
         let engine = self.engine();
@@ -149,11 +147,7 @@ impl NativeEngine {
 
     #[napi(ts_return_type = "boolean | Promise<boolean>")]
     pub fn ensure_schema(
-        &self,
-        lease: u32,
-        schema_json: String,
-        declarations: Vec<JsDeclaration>,
-        now_ms: f64,
+        &self, lease: u32, schema_json: String, declarations: Vec<JsDeclaration>, now_ms: f64,
     ) -> Reply<bool> {
         self.run("ensureSchema", |e| {
             let schema = Schema::parse(&schema_json)?;
@@ -175,12 +169,7 @@ impl NativeEngine {
     /// without, it is only the epoch of a partition seen for the first time.
     #[napi(ts_return_type = "RegistryEntry | Promise<RegistryEntry>")]
     pub fn touch_partition(
-        &self,
-        lease: u32,
-        partition: String,
-        epoch: String,
-        at_ms: f64,
-        rotate: bool,
+        &self, lease: u32, partition: String, epoch: String, at_ms: f64, rotate: bool,
     ) -> Reply<RegistryEntry> {
         let member = if rotate {
             "rotatePartitionLogEpoch"
@@ -209,11 +198,7 @@ impl NativeEngine {
     /// `log_epoch` absent selects the legacy 0.15.x form.
     #[napi(ts_return_type = "JsPruneResult | Promise<JsPruneResult>")]
     pub fn prune_commits_through(
-        &self,
-        lease: u32,
-        partition: String,
-        through_seq: f64,
-        log_epoch: Option<String>,
+        &self, lease: u32, partition: String, through_seq: f64, log_epoch: Option<String>,
     ) -> Reply<PruneResult> {
         self.run("pruneCommitsThrough", |e| {
             let target = prune_target(through_seq, log_epoch)?;
@@ -256,13 +241,8 @@ impl NativeEngine {
 
     #[napi(ts_return_type = "Packed | Promise<Packed>")]
     pub fn read_commit_window(
-        &self,
-        partition: String,
-        table: String,
-        filter_json: String,
-        after_seq: f64,
-        through_seq: f64,
-        limit_changes: f64,
+        &self, partition: String, table: String, filter_json: String, after_seq: f64,
+        through_seq: f64, limit_changes: f64,
     ) -> Reply<Packed> {
         self.run("readCommitWindow", |e| {
             let window = Window {
@@ -278,10 +258,7 @@ impl NativeEngine {
 
     #[napi(ts_return_type = "number | Promise<number>")]
     pub fn latest_scoped_change_seq(
-        &self,
-        partition: String,
-        table: String,
-        filter_json: String,
+        &self, partition: String, table: String, filter_json: String,
     ) -> Reply<i64> {
         self.run("latestScopedChangeSeq", |e| {
             Ok(e.latest_scoped_change_seq(partition, table, filter(&filter_json)?))
@@ -290,12 +267,7 @@ impl NativeEngine {
 
     #[napi(ts_return_type = "Packed | Promise<Packed>")]
     pub fn scan_rows(
-        &self,
-        at: At,
-        table: String,
-        filter_json: String,
-        after_row_id: String,
-        limit: f64,
+        &self, at: At, table: String, filter_json: String, after_row_id: String, limit: f64,
     ) -> Reply<Packed> {
         self.run("scanRows", |e| {
             let (filter, limit) = (filter(&filter_json)?, int(limit, "limit")?);
@@ -323,15 +295,8 @@ impl NativeEngine {
     #[napi(ts_return_type = "void | Promise<void>")]
     #[allow(clippy::too_many_arguments)]
     pub fn put_client_record(
-        &self,
-        lease: u32,
-        partition: String,
-        client_id: String,
-        actor_id: String,
-        wire_version: f64,
-        cursor: f64,
-        updated_at_ms: f64,
-        subscriptions_json: String,
+        &self, lease: u32, partition: String, client_id: String, actor_id: String,
+        wire_version: f64, cursor: f64, updated_at_ms: f64, subscriptions_json: String,
     ) -> Reply<()> {
         self.run("putClientRecord", |e| {
             let record = ClientRecord {
@@ -351,14 +316,8 @@ impl NativeEngine {
     #[napi(ts_return_type = "void | Promise<void>")]
     #[allow(clippy::too_many_arguments)]
     pub fn advance_client_cursor(
-        &self,
-        lease: u32,
-        partition: String,
-        client_id: String,
-        actor_id: Option<String>,
-        log_epoch: Option<String>,
-        cursor: f64,
-        updated_at_ms: f64,
+        &self, lease: u32, partition: String, client_id: String, actor_id: Option<String>,
+        log_epoch: Option<String>, cursor: f64, updated_at_ms: f64,
     ) -> Reply<()> {
         self.run("advanceClientCursor", |e| {
             let advance = CursorAdvance {
@@ -373,9 +332,7 @@ impl NativeEngine {
 
     #[napi(ts_return_type = "number | null | Promise<number | null>")]
     pub fn get_active_client_cursor_floor(
-        &self,
-        partition: String,
-        cutoff_ms: f64,
+        &self, partition: String, cutoff_ms: f64,
     ) -> Reply<Option<i64>> {
         self.run("getActiveClientCursorFloor", |e| {
             Ok(e.get_active_client_cursor_floor(partition, int(cutoff_ms, "cutoffMs")?))
@@ -387,15 +344,8 @@ impl NativeEngine {
     #[napi(ts_return_type = "void | Promise<void>")]
     #[allow(clippy::too_many_arguments)]
     pub fn tx_upsert_row(
-        &self,
-        lease: u32,
-        table: Str,
-        row_id: Str,
-        server_version: f64,
-        scopes_json: Str,
-        payload: Buf,
-        column_versions: Option<Buf>,
-        op_index: Option<f64>,
+        &self, lease: u32, table: Str, row_id: Str, server_version: f64, scopes_json: Str,
+        payload: Buf, column_versions: Option<Buf>, op_index: Option<f64>,
     ) -> Reply<()> {
         self.run("tx.upsertRow", |e| {
             let op_index = op_index
@@ -417,14 +367,8 @@ impl NativeEngine {
     #[napi(ts_return_type = "number | Promise<number>")]
     #[allow(clippy::too_many_arguments)]
     pub fn tx_append_commit(
-        &self,
-        lease: u32,
-        client_id: Str,
-        client_commit_id: Str,
-        actor_id: Str,
-        created_at_ms: f64,
-        changes: String,
-        payloads: Buf,
+        &self, lease: u32, client_id: Str, client_commit_id: Str, actor_id: Str,
+        created_at_ms: f64, changes: String, payloads: Buf,
     ) -> Reply<i64> {
         self.run("tx.appendCommit", |e| {
             let commit = NewCommit {
@@ -440,11 +384,7 @@ impl NativeEngine {
 
     #[napi(ts_return_type = "void | Promise<void>")]
     pub fn tx_put_push_result(
-        &self,
-        lease: u32,
-        client_id: Str,
-        commit_id: Str,
-        result_json: String,
+        &self, lease: u32, client_id: Str, commit_id: Str, result_json: String,
     ) -> Reply<()> {
         self.run("tx.putPushResult", |e| {
             let (c, k) = (client_id.into_string(), commit_id.into_string());
@@ -456,10 +396,7 @@ impl NativeEngine {
     /// for the caller's cache.
     #[napi(ts_return_type = "Packed | Promise<Packed>")]
     pub fn tx_prefetch_rows(
-        &self,
-        lease: u32,
-        table: String,
-        row_ids: Vec<String>,
+        &self, lease: u32, table: String, row_ids: Vec<String>,
     ) -> Reply<Packed> {
         self.run("tx.prefetchRows", |e| {
             Ok(e.tx_prefetch_rows(lease, table, row_ids)

@@ -26,11 +26,7 @@ fn limit_of(limit: i64) -> Option<i64> {
 }
 
 pub async fn list_commit_metadata(
-    c: &mut PgConnection,
-    partition: &str,
-    after_seq: i64,
-    limit: i64,
-    table: Option<&str>,
+    c: &mut PgConnection, partition: &str, after_seq: i64, limit: i64, table: Option<&str>,
 ) -> Result<Vec<CommitMetadata>> {
     let touching = if table.is_some() {
         " AND EXISTS (SELECT 1 FROM sync_changes ch WHERE ch.partition = c.partition \
@@ -87,11 +83,7 @@ ORDER BY c.commit_seq DESC LIMIT $3"
 }
 
 pub async fn scope_activity(
-    c: &mut PgConnection,
-    partition: &str,
-    variable: &str,
-    value: &str,
-    limit: i64,
+    c: &mut PgConnection, partition: &str, variable: &str, value: &str, limit: i64,
 ) -> Result<Vec<ScopeActivity>> {
     let rows = sqlx::query(SCOPE_ACTIVITY)
         .bind(partition)
@@ -116,10 +108,7 @@ pub async fn scope_activity(
 
 /// `(serverVersion, scopes JSON)` without reading the payload.
 pub async fn row_scopes(
-    c: &mut PgConnection,
-    table: &str,
-    partition: &str,
-    row_id: &str,
+    c: &mut PgConnection, table: &str, partition: &str, row_id: &str,
 ) -> Result<Option<(i64, String)>> {
     let r = sqlx::query(AssertSqlSafe(format!(
         r#"SELECT "_sync_server_version", "_sync_scopes"::text FROM {} WHERE "_sync_partition" = $1 AND "_sync_row_id" = $2"#,
@@ -141,11 +130,7 @@ pub async fn row_scopes(
 
 impl PgEngine {
     pub async fn list_commit_metadata(
-        &self,
-        partition: &str,
-        after_seq: i64,
-        limit: i64,
-        table: Option<&str>,
+        &self, partition: &str, after_seq: i64, limit: i64, table: Option<&str>,
     ) -> Result<Vec<CommitMetadata>> {
         snapshot!(self, |c| list_commit_metadata(
             c, partition, after_seq, limit, table
@@ -154,11 +139,7 @@ impl PgEngine {
     }
 
     pub async fn scope_activity(
-        &self,
-        partition: &str,
-        variable: &str,
-        value: &str,
-        limit: i64,
+        &self, partition: &str, variable: &str, value: &str, limit: i64,
     ) -> Result<Vec<ScopeActivity>> {
         read!(self, |c| scope_activity(
             c, partition, variable, value, limit
@@ -168,10 +149,7 @@ impl PgEngine {
 
     /// Unknown tables fail with the unknown-table error.
     pub async fn get_row_scopes(
-        &self,
-        partition: &str,
-        table: &str,
-        row_id: &str,
+        &self, partition: &str, table: &str, row_id: &str,
     ) -> Result<Option<(i64, String)>> {
         let (loaded, i) = self.table(table)?;
         let name = &loaded.schema.tables[i].name;
@@ -181,9 +159,7 @@ impl PgEngine {
     /// Live rows referencing `blob_id`, with their stored scopes; references
     /// to tables outside the loaded schema or to missing rows are skipped.
     pub async fn list_rows_referencing_blob(
-        &self,
-        partition: &str,
-        blob_id: &str,
+        &self, partition: &str, blob_id: &str,
     ) -> Result<Vec<BlobReferencingRow>> {
         let loaded = self.loaded();
         snapshot!(self, |c| {

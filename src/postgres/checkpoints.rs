@@ -60,11 +60,7 @@ fn version_i32(v: i64) -> Result<i32> {
 }
 
 pub async fn claim(
-    c: &mut PgConnection,
-    partition: &str,
-    name: &str,
-    schema_version: i64,
-    now_ms: i64,
+    c: &mut PgConnection, partition: &str, name: &str, schema_version: i64, now_ms: i64,
 ) -> Result<Checkpoint> {
     let r = sqlx::query(CLAIM)
         .bind(partition)
@@ -79,13 +75,8 @@ pub async fn claim(
 }
 
 pub async fn advance(
-    c: &mut PgConnection,
-    partition: &str,
-    name: &str,
-    owner_epoch: i64,
-    watermark: i64,
-    observed_rows: i64,
-    now_ms: i64,
+    c: &mut PgConnection, partition: &str, name: &str, owner_epoch: i64, watermark: i64,
+    observed_rows: i64, now_ms: i64,
 ) -> Result<bool> {
     let rows = sqlx::query(ADVANCE)
         .bind(partition)
@@ -101,9 +92,7 @@ pub async fn advance(
 }
 
 pub async fn source_coverage_seq(
-    c: &mut PgConnection,
-    partition: &str,
-    tables: &[String],
+    c: &mut PgConnection, partition: &str, tables: &[String],
 ) -> Result<i64> {
     if tables.is_empty() {
         return Ok(0);
@@ -118,10 +107,7 @@ pub async fn source_coverage_seq(
 
 /// Horizon first, then the changes (inside the caller's snapshot).
 pub async fn has_source_changes_above(
-    c: &mut PgConnection,
-    partition: &str,
-    tables: &[String],
-    seq: i64,
+    c: &mut PgConnection, partition: &str, tables: &[String], seq: i64,
 ) -> Result<SourceState> {
     let horizon = log::horizon_seq(c, partition).await?;
     if tables.is_empty() {
@@ -141,13 +127,8 @@ pub async fn has_source_changes_above(
 /// first (storage-layout §14.5); nothing is written unless activated.
 #[allow(clippy::too_many_arguments)]
 pub async fn activate(
-    c: &mut PgConnection,
-    partition: &str,
-    name: &str,
-    owner_epoch: i64,
-    watermark: i64,
-    sources: &[String],
-    now_ms: i64,
+    c: &mut PgConnection, partition: &str, name: &str, owner_epoch: i64, watermark: i64,
+    sources: &[String], now_ms: i64,
 ) -> Result<Activation> {
     log::lock_partition(c, partition).await?;
     let r = sqlx::query(FENCE_AND_VERSION)
@@ -179,11 +160,7 @@ pub async fn activate(
 
 impl PgEngine {
     pub async fn claim_checkpoint(
-        &self,
-        partition: &str,
-        name: &str,
-        schema_version: i64,
-        now_ms: i64,
+        &self, partition: &str, name: &str, schema_version: i64, now_ms: i64,
     ) -> Result<Checkpoint> {
         write!(self, |c| claim(c, partition, name, schema_version, now_ms)
             .await)
@@ -191,12 +168,7 @@ impl PgEngine {
 
     #[allow(clippy::too_many_arguments)]
     pub async fn advance_checkpoint(
-        &self,
-        partition: &str,
-        name: &str,
-        owner_epoch: i64,
-        watermark: i64,
-        observed_rows: i64,
+        &self, partition: &str, name: &str, owner_epoch: i64, watermark: i64, observed_rows: i64,
         now_ms: i64,
     ) -> Result<bool> {
         write!(self, |c| advance(
@@ -213,12 +185,7 @@ impl PgEngine {
 
     /// Transaction form: the CAS commits with the transaction's writes.
     pub async fn tx_advance_checkpoint(
-        &self,
-        id: u32,
-        name: &str,
-        owner_epoch: i64,
-        watermark: i64,
-        observed_rows: i64,
+        &self, id: u32, name: &str, owner_epoch: i64, watermark: i64, observed_rows: i64,
         now_ms: i64,
     ) -> Result<bool> {
         with_tx!(self, id, |_st, c, p| advance(
@@ -238,10 +205,7 @@ impl PgEngine {
     }
 
     pub async fn has_source_changes_above(
-        &self,
-        partition: &str,
-        tables: &[String],
-        seq: i64,
+        &self, partition: &str, tables: &[String], seq: i64,
     ) -> Result<SourceState> {
         snapshot!(self, |c| has_source_changes_above(
             c, partition, tables, seq
@@ -251,12 +215,7 @@ impl PgEngine {
 
     #[allow(clippy::too_many_arguments)]
     pub async fn activate_checkpoint(
-        &self,
-        partition: &str,
-        name: &str,
-        owner_epoch: i64,
-        watermark: i64,
-        sources: &[String],
+        &self, partition: &str, name: &str, owner_epoch: i64, watermark: i64, sources: &[String],
         now_ms: i64,
     ) -> Result<Activation> {
         write!(self, |c| activate(

@@ -22,9 +22,7 @@ pub struct Config {
 
 impl Config {
     pub fn parse(
-        url: &str,
-        max_connections: Option<u32>,
-        schema: Option<String>,
+        url: &str, max_connections: Option<u32>, schema: Option<String>,
     ) -> Result<Config> {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             return Err(Error::invalid(format!(

@@ -68,11 +68,7 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn ensure_schema(
-        &self,
-        _lease: u32,
-        schema: Schema,
-        declarations: Vec<CheckpointDeclaration>,
-        now_ms: i64,
+        &self, _lease: u32, schema: Schema, declarations: Vec<CheckpointDeclaration>, now_ms: i64,
     ) -> Call<bool> {
         pg!(self, |e| e
             .ensure_schema(schema, &declarations, now_ms)
@@ -80,21 +76,13 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn touch_partition(
-        &self,
-        _lease: u32,
-        p: String,
-        at_ms: i64,
-        epoch: String,
+        &self, _lease: u32, p: String, at_ms: i64, epoch: String,
     ) -> Call<RegistryEntry> {
         pg!(self, |e| e.touch_partition(&p, at_ms, &epoch).await)
     }
 
     fn rotate_partition_log_epoch(
-        &self,
-        _lease: u32,
-        p: String,
-        epoch: String,
-        at_ms: i64,
+        &self, _lease: u32, p: String, epoch: String, at_ms: i64,
     ) -> Call<RegistryEntry> {
         pg!(self, |e| e
             .rotate_partition_log_epoch(&p, &epoch, at_ms)
@@ -122,10 +110,7 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn prune_commits_through(
-        &self,
-        _lease: u32,
-        p: String,
-        target: PruneTarget,
+        &self, _lease: u32, p: String, target: PruneTarget,
     ) -> Call<PruneResult> {
         pg!(self, |e| e.prune_commits_through(&p, target).await)
     }
@@ -139,10 +124,7 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn get_push_result(
-        &self,
-        p: String,
-        client_id: String,
-        commit_id: String,
+        &self, p: String, client_id: String, commit_id: String,
     ) -> Call<Option<String>> {
         pg!(self, |e| e
             .get_push_result(&p, &client_id, &commit_id)
@@ -160,12 +142,7 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn scan_rows(
-        &self,
-        p: String,
-        table: String,
-        filter: ScopeFilter,
-        after_row_id: String,
-        limit: i64,
+        &self, p: String, table: String, filter: ScopeFilter, after_row_id: String, limit: i64,
     ) -> Call<Vec<StoredRow>> {
         pg!(self, |e| e
             .scan_rows(&p, &table, &filter, &after_row_id, limit)
@@ -173,13 +150,8 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn scan_rows_by_index(
-        &self,
-        p: String,
-        table: String,
-        index: String,
-        values: Option<Vec<Value>>,
-        after_row_id: String,
-        limit: f64,
+        &self, p: String, table: String, index: String, values: Option<Vec<Value>>,
+        after_row_id: String, limit: f64,
     ) -> Call<Vec<StoredRow>> {
         pg!(self, |e| {
             e.scan_rows_by_index(&p, &table, &index, values.as_deref(), &after_row_id, limit)
@@ -188,11 +160,7 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn query_authoritative(
-        &self,
-        p: String,
-        request: Request,
-        params: Vec<Value>,
-        declared: Vec<String>,
+        &self, p: String, request: Request, params: Vec<Value>, declared: Vec<String>,
         gate_running: Option<i64>,
     ) -> Call<QueryAnswer> {
         pg!(self, |e| {
@@ -214,21 +182,13 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn declare_checkpoint(
-        &self,
-        _lease: u32,
-        d: CheckpointDeclaration,
-        now_ms: i64,
+        &self, _lease: u32, d: CheckpointDeclaration, now_ms: i64,
     ) -> Call<Checkpoint> {
         pg!(self, |e| e.declare_checkpoint(&d, now_ms).await)
     }
 
     fn claim_checkpoint(
-        &self,
-        _lease: u32,
-        p: String,
-        name: String,
-        schema_version: i64,
-        now_ms: i64,
+        &self, _lease: u32, p: String, name: String, schema_version: i64, now_ms: i64,
     ) -> Call<Checkpoint> {
         pg!(self, |e| e
             .claim_checkpoint(&p, &name, schema_version, now_ms)
@@ -236,11 +196,7 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn advance_checkpoint(
-        &self,
-        _lease: u32,
-        p: String,
-        name: String,
-        g: CheckpointProgress,
+        &self, _lease: u32, p: String, name: String, g: CheckpointProgress,
     ) -> Call<bool> {
         pg!(self, |e| {
             e.advance_checkpoint(
@@ -260,23 +216,14 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn has_source_changes_above(
-        &self,
-        p: String,
-        tables: Vec<String>,
-        seq: i64,
+        &self, p: String, tables: Vec<String>, seq: i64,
     ) -> Call<SourceState> {
         pg!(self, |e| e.has_source_changes_above(&p, &tables, seq).await)
     }
 
     fn activate_checkpoint(
-        &self,
-        _lease: u32,
-        p: String,
-        name: String,
-        owner_epoch: i64,
-        watermark: i64,
-        sources: Vec<String>,
-        now_ms: i64,
+        &self, _lease: u32, p: String, name: String, owner_epoch: i64, watermark: i64,
+        sources: Vec<String>, now_ms: i64,
     ) -> Call<Activation> {
         pg!(self, |e| {
             e.activate_checkpoint(&p, &name, owner_epoch, watermark, &sources, now_ms)
@@ -322,23 +269,13 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn complete_reaction(
-        &self,
-        _lease: u32,
-        p: String,
-        key: String,
-        owner: String,
-        at_ms: i64,
+        &self, _lease: u32, p: String, key: String, owner: String, at_ms: i64,
     ) -> Call<bool> {
         pg!(self, |e| e.complete_reaction(&p, &key, &owner, at_ms).await)
     }
 
     fn extend_reaction_lease(
-        &self,
-        _lease: u32,
-        p: String,
-        key: String,
-        owner: String,
-        at_ms: i64,
+        &self, _lease: u32, p: String, key: String, owner: String, at_ms: i64,
     ) -> Call<bool> {
         pg!(self, |e| e
             .extend_reaction_lease(&p, &key, &owner, at_ms)
@@ -358,11 +295,7 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn list_reactions(
-        &self,
-        p: String,
-        statuses: Vec<String>,
-        types: Vec<String>,
-        limit: i64,
+        &self, p: String, statuses: Vec<String>, types: Vec<String>, limit: i64,
     ) -> Call<Vec<StoredReaction>> {
         pg!(self, |e| e
             .list_reactions(&p, &statuses, &types, limit)
@@ -374,11 +307,7 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn list_commit_metadata(
-        &self,
-        p: String,
-        after_seq: i64,
-        limit: i64,
-        table: Option<String>,
+        &self, p: String, after_seq: i64, limit: i64, table: Option<String>,
     ) -> Call<Vec<CommitMetadata>> {
         pg!(self, |e| e
             .list_commit_metadata(&p, after_seq, limit, table.as_deref())
@@ -386,11 +315,7 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn scope_activity(
-        &self,
-        p: String,
-        variable: String,
-        value: String,
-        limit: i64,
+        &self, p: String, variable: String, value: String, limit: i64,
     ) -> Call<Vec<ScopeActivity>> {
         pg!(self, |e| e
             .scope_activity(&p, &variable, &value, limit)
@@ -398,18 +323,13 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn get_row_scopes(
-        &self,
-        p: String,
-        table: String,
-        row_id: String,
+        &self, p: String, table: String, row_id: String,
     ) -> Call<Option<(i64, String)>> {
         pg!(self, |e| e.get_row_scopes(&p, &table, &row_id).await)
     }
 
     fn list_rows_referencing_blob(
-        &self,
-        p: String,
-        blob_id: String,
+        &self, p: String, blob_id: String,
     ) -> Call<Vec<BlobReferencingRow>> {
         pg!(self, |e| e.list_rows_referencing_blob(&p, &blob_id).await)
     }
@@ -433,10 +353,7 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn tx_get_push_result(
-        &self,
-        lease: u32,
-        client_id: String,
-        commit_id: String,
+        &self, lease: u32, client_id: String, commit_id: String,
     ) -> Call<Option<String>> {
         pg!(self, |e| e
             .tx_get_push_result(lease, &client_id, &commit_id)
@@ -444,12 +361,7 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn tx_scan_rows(
-        &self,
-        lease: u32,
-        table: String,
-        filter: ScopeFilter,
-        after_row_id: String,
-        limit: i64,
+        &self, lease: u32, table: String, filter: ScopeFilter, after_row_id: String, limit: i64,
     ) -> Call<Vec<StoredRow>> {
         pg!(self, |e| e
             .tx_scan_rows(lease, &table, &filter, &after_row_id, limit)
@@ -457,13 +369,8 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn tx_scan_rows_by_index(
-        &self,
-        lease: u32,
-        table: String,
-        index: String,
-        values: Option<Vec<Value>>,
-        after_row_id: String,
-        limit: f64,
+        &self, lease: u32, table: String, index: String, values: Option<Vec<Value>>,
+        after_row_id: String, limit: f64,
     ) -> Call<Vec<StoredRow>> {
         pg!(self, |e| {
             e.tx_scan_rows_by_index(
@@ -479,11 +386,7 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn tx_query_authoritative(
-        &self,
-        lease: u32,
-        request: Request,
-        params: Vec<Value>,
-        declared: Vec<String>,
+        &self, lease: u32, request: Request, params: Vec<Value>, declared: Vec<String>,
     ) -> Call<QueryAnswer> {
         pg!(self, |e| e
             .tx_query_authoritative(lease, &request, &params, &declared)
@@ -495,11 +398,7 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn tx_commit_rejected_push_result(
-        &self,
-        lease: u32,
-        client_id: String,
-        commit_id: String,
-        result_json: String,
+        &self, lease: u32, client_id: String, commit_id: String, result_json: String,
     ) -> Call<()> {
         pg!(self, |e| {
             e.tx_commit_rejected_push_result(lease, &client_id, &commit_id, &result_json)
@@ -508,11 +407,7 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn tx_upsert_row(
-        &self,
-        lease: u32,
-        table: String,
-        row: StoredRow,
-        op_index: Option<u32>,
+        &self, lease: u32, table: String, row: StoredRow, op_index: Option<u32>,
     ) -> Call<()> {
         pg!(self, |e| e
             .tx_upsert_row(lease, &table, &row, op_index)
@@ -528,11 +423,7 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn tx_put_push_result(
-        &self,
-        lease: u32,
-        client_id: String,
-        commit_id: String,
-        result_json: String,
+        &self, lease: u32, client_id: String, commit_id: String, result_json: String,
     ) -> Call<()> {
         pg!(self, |e| e
             .tx_put_push_result(lease, &client_id, &commit_id, &result_json)
@@ -540,11 +431,7 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn tx_set_blob_refs(
-        &self,
-        lease: u32,
-        table: String,
-        row_id: String,
-        blob_ids: Vec<String>,
+        &self, lease: u32, table: String, row_id: String, blob_ids: Vec<String>,
     ) -> Call<()> {
         pg!(self, |e| e
             .tx_set_blob_refs(lease, &table, &row_id, &blob_ids)

@@ -32,9 +32,7 @@ pub async fn horizon_seq(c: &mut PgConnection, partition: &str) -> Result<i64> {
 }
 
 pub async fn commit_seq_before(
-    c: &mut PgConnection,
-    partition: &str,
-    before_ms: i64,
+    c: &mut PgConnection, partition: &str, before_ms: i64,
 ) -> Result<i64> {
     sqlx::query_scalar(
         "SELECT coalesce(max(commit_seq), 0)::bigint FROM sync_commits WHERE partition = $1 AND created_at_ms < $2",
@@ -85,10 +83,7 @@ pub async fn lock_partition(c: &mut PgConnection, partition: &str) -> Result<()>
 
 /// Appends one commit (storage-layout §8). Returns its commitSeq.
 pub async fn append_commit(
-    c: &mut PgConnection,
-    partition: &str,
-    commit: &NewCommit,
-    writer_version: i64,
+    c: &mut PgConnection, partition: &str, commit: &NewCommit, writer_version: i64,
 ) -> Result<i64> {
     let pairs: Vec<Vec<(String, String)>> = commit
         .changes
@@ -185,9 +180,7 @@ SELECT commit_seq FROM m";
 /// Raises the horizon and removes everything at or below it (§9), under
 /// the partition row lock, then the registry row lock.
 pub async fn prune(
-    c: &mut PgConnection,
-    partition: &str,
-    target: PruneTarget,
+    c: &mut PgConnection, partition: &str, target: PruneTarget,
 ) -> Result<PruneResult> {
     lock_partition(c, partition).await?;
     let through = match target {

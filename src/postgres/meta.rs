@@ -29,10 +29,7 @@ fn empty_epoch(what: &str) -> Error {
 }
 
 pub async fn touch_partition(
-    c: &mut PgConnection,
-    partition: &str,
-    at_ms: i64,
-    initial_epoch: &str,
+    c: &mut PgConnection, partition: &str, at_ms: i64, initial_epoch: &str,
 ) -> Result<RegistryEntry> {
     if initial_epoch.is_empty() {
         return Err(empty_epoch("initial log epoch"));
@@ -54,10 +51,7 @@ pub async fn touch_partition(
 
 /// Under the partition row lock, as the in-tree storage.
 pub async fn rotate_epoch(
-    c: &mut PgConnection,
-    partition: &str,
-    epoch: &str,
-    at_ms: i64,
+    c: &mut PgConnection, partition: &str, epoch: &str, at_ms: i64,
 ) -> Result<RegistryEntry> {
     if epoch.is_empty() {
         return Err(empty_epoch("log epoch"));
@@ -106,10 +100,7 @@ pub async fn log_epoch(c: &mut PgConnection, partition: &str) -> Result<Option<S
 // ---- push results -----------------------------------------------------------
 
 pub async fn get_push_result(
-    c: &mut PgConnection,
-    partition: &str,
-    client_id: &str,
-    commit_id: &str,
+    c: &mut PgConnection, partition: &str, client_id: &str, commit_id: &str,
 ) -> Result<Option<String>> {
     sqlx::query_scalar(
         "SELECT result::text FROM sync_push_results WHERE partition = $1 AND client_id = $2 AND client_commit_id = $3",
@@ -124,11 +115,7 @@ pub async fn get_push_result(
 
 /// First writer wins.
 pub async fn put_push_result(
-    c: &mut PgConnection,
-    partition: &str,
-    client_id: &str,
-    commit_id: &str,
-    json: &str,
+    c: &mut PgConnection, partition: &str, client_id: &str, commit_id: &str, json: &str,
 ) -> Result<()> {
     sqlx::query(
         "INSERT INTO sync_push_results (partition, client_id, client_commit_id, result)
@@ -158,9 +145,7 @@ fn client_from(r: &PgRow) -> Result<ClientRecord> {
 }
 
 pub async fn get_client(
-    c: &mut PgConnection,
-    partition: &str,
-    client_id: &str,
+    c: &mut PgConnection, partition: &str, client_id: &str,
 ) -> Result<Option<ClientRecord>> {
     let r = sqlx::query(
         "SELECT client_id, actor_id, wire_version, cursor, updated_at_ms, subscriptions::text
@@ -229,12 +214,8 @@ pub async fn list_cursors(c: &mut PgConnection, partition: &str) -> Result<Vec<C
 }
 
 pub async fn advance_cursor(
-    c: &mut PgConnection,
-    partition: &str,
-    client_id: &str,
-    guard: Option<(&str, &str)>,
-    cursor: i64,
-    at_ms: i64,
+    c: &mut PgConnection, partition: &str, client_id: &str, guard: Option<(&str, &str)>,
+    cursor: i64, at_ms: i64,
 ) -> Result<()> {
     match guard {
         Some((actor_id, epoch)) => sqlx::query(
@@ -266,9 +247,7 @@ pub async fn advance_cursor(
 }
 
 pub async fn active_cursor_floor(
-    c: &mut PgConnection,
-    partition: &str,
-    cutoff_ms: i64,
+    c: &mut PgConnection, partition: &str, cutoff_ms: i64,
 ) -> Result<Option<i64>> {
     sqlx::query_scalar(
         "SELECT min(cursor) FROM sync_clients WHERE partition = $1 AND updated_at_ms >= $2",
@@ -315,9 +294,7 @@ fn version_i32(v: i64) -> Result<i32> {
 
 /// Inserts a `declared` row when absent and raises the writer fence.
 pub async fn declare_checkpoint(
-    c: &mut PgConnection,
-    d: &CheckpointDeclaration,
-    now_ms: i64,
+    c: &mut PgConnection, d: &CheckpointDeclaration, now_ms: i64,
 ) -> Result<Checkpoint> {
     let v = version_i32(d.schema_version)?;
     sqlx::query(
@@ -355,8 +332,7 @@ pub async fn declare_checkpoint(
 
 /// Every incomplete checkpoint at `version`, across partitions.
 pub async fn pending_checkpoints(
-    c: &mut PgConnection,
-    version: i64,
+    c: &mut PgConnection, version: i64,
 ) -> Result<Vec<(String, String)>> {
     let Ok(v) = i32::try_from(version) else {
         return Ok(Vec::new());
@@ -393,9 +369,7 @@ pub async fn stored_schema_version(c: &mut PgConnection) -> Result<Option<(i64, 
 }
 
 pub async fn read_serve_gate(
-    c: &mut PgConnection,
-    partition: &str,
-    running: i64,
+    c: &mut PgConnection, partition: &str, running: i64,
 ) -> Result<ServeGate> {
     let running = i32::try_from(running).unwrap_or(i32::MAX);
     let rows = sqlx::query(super::sql::SERVE_GATE)
@@ -424,9 +398,7 @@ pub async fn read_serve_gate(
 }
 
 pub async fn writer_fence_allows(
-    c: &mut PgConnection,
-    partition: &str,
-    version: i64,
+    c: &mut PgConnection, partition: &str, version: i64,
 ) -> Result<bool> {
     let required: Option<i32> = sqlx::query_scalar(
         "SELECT required_writer_version FROM sync_writer_fence WHERE partition = $1",

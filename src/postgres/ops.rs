@@ -13,10 +13,7 @@ impl PgEngine {
     // ---- schema -------------------------------------------------------------
 
     pub async fn ensure_schema(
-        &self,
-        schema: Schema,
-        declarations: &[CheckpointDeclaration],
-        now_ms: i64,
+        &self, schema: Schema, declarations: &[CheckpointDeclaration], now_ms: i64,
     ) -> Result<bool> {
         let migrated = write!(self, |c| schema_sync::ensure_schema(
             c,
@@ -32,20 +29,14 @@ impl PgEngine {
     // ---- partitions -----------------------------------------------------------
 
     pub async fn touch_partition(
-        &self,
-        partition: &str,
-        at_ms: i64,
-        epoch: &str,
+        &self, partition: &str, at_ms: i64, epoch: &str,
     ) -> Result<RegistryEntry> {
         write!(self, |c| meta::touch_partition(c, partition, at_ms, epoch)
             .await)
     }
 
     pub async fn rotate_partition_log_epoch(
-        &self,
-        partition: &str,
-        epoch: &str,
-        at_ms: i64,
+        &self, partition: &str, epoch: &str, at_ms: i64,
     ) -> Result<RegistryEntry> {
         write!(self, |c| meta::rotate_epoch(c, partition, epoch, at_ms)
             .await)
@@ -74,9 +65,7 @@ impl PgEngine {
     }
 
     pub async fn prune_commits_through(
-        &self,
-        partition: &str,
-        target: log::PruneTarget,
+        &self, partition: &str, target: log::PruneTarget,
     ) -> Result<PruneResult> {
         write!(self, |c| log::prune(c, partition, target).await)
     }
@@ -89,10 +78,7 @@ impl PgEngine {
     // ---- reads ----------------------------------------------------------------
 
     pub async fn get_row(
-        &self,
-        partition: &str,
-        table: &str,
-        row_id: &str,
+        &self, partition: &str, table: &str, row_id: &str,
     ) -> Result<Option<StoredRow>> {
         let (loaded, i) = self.table(table)?;
         read!(self, |c| rows::get_row(
@@ -105,10 +91,7 @@ impl PgEngine {
     }
 
     pub async fn get_push_result(
-        &self,
-        partition: &str,
-        client_id: &str,
-        commit_id: &str,
+        &self, partition: &str, client_id: &str, commit_id: &str,
     ) -> Result<Option<String>> {
         read!(self, |c| meta::get_push_result(
             c, partition, client_id, commit_id
@@ -120,9 +103,7 @@ impl PgEngine {
     /// second page reads it as the in-tree storage does, from the last
     /// candidate seq (everything at or below `throughSeq` is committed).
     pub async fn read_commit_window(
-        &self,
-        partition: &str,
-        q: &WindowQuery<'_>,
+        &self, partition: &str, q: &WindowQuery<'_>,
     ) -> Result<Vec<StoredCommit>> {
         if q.probe().is_none() {
             return Ok(Vec::new());
@@ -131,10 +112,7 @@ impl PgEngine {
     }
 
     pub async fn latest_scoped_change_seq(
-        &self,
-        partition: &str,
-        table: &str,
-        filter: &ScopeFilter,
+        &self, partition: &str, table: &str, filter: &ScopeFilter,
     ) -> Result<i64> {
         read!(self, |c| window::latest_scoped_change_seq(
             c, partition, table, filter
@@ -143,12 +121,7 @@ impl PgEngine {
     }
 
     pub async fn scan_rows(
-        &self,
-        partition: &str,
-        table: &str,
-        filter: &ScopeFilter,
-        after_row_id: &str,
-        limit: i64,
+        &self, partition: &str, table: &str, filter: &ScopeFilter, after_row_id: &str, limit: i64,
     ) -> Result<Vec<StoredRow>> {
         let (loaded, i) = self.table(table)?;
         let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);
@@ -178,9 +151,7 @@ impl PgEngine {
     }
 
     pub async fn declare_checkpoint(
-        &self,
-        d: &CheckpointDeclaration,
-        now_ms: i64,
+        &self, d: &CheckpointDeclaration, now_ms: i64,
     ) -> Result<Checkpoint> {
         write!(self, |c| meta::declare_checkpoint(c, d, now_ms).await)
     }
@@ -188,9 +159,7 @@ impl PgEngine {
     // ---- clients --------------------------------------------------------------
 
     pub async fn get_client_record(
-        &self,
-        partition: &str,
-        client_id: &str,
+        &self, partition: &str, client_id: &str,
     ) -> Result<Option<ClientRecord>> {
         read!(self, |c| meta::get_client(c, partition, client_id).await)
     }
@@ -208,11 +177,7 @@ impl PgEngine {
     }
 
     pub async fn advance_client_cursor(
-        &self,
-        partition: &str,
-        client_id: &str,
-        guard: Option<(&str, &str)>,
-        cursor: i64,
+        &self, partition: &str, client_id: &str, guard: Option<(&str, &str)>, cursor: i64,
         at_ms: i64,
     ) -> Result<()> {
         write!(self, |c| meta::advance_cursor(
@@ -222,9 +187,7 @@ impl PgEngine {
     }
 
     pub async fn get_active_client_cursor_floor(
-        &self,
-        partition: &str,
-        cutoff_ms: i64,
+        &self, partition: &str, cutoff_ms: i64,
     ) -> Result<Option<i64>> {
         read!(self, |c| meta::active_cursor_floor(c, partition, cutoff_ms)
             .await)
@@ -233,10 +196,7 @@ impl PgEngine {
     // ---- the transaction ------------------------------------------------------
 
     pub async fn tx_get_push_result(
-        &self,
-        id: u32,
-        client_id: &str,
-        commit_id: &str,
+        &self, id: u32, client_id: &str, commit_id: &str,
     ) -> Result<Option<String>> {
         with_tx!(self, id, |_st, c, p| meta::get_push_result(
             c, &p, client_id, commit_id
@@ -245,12 +205,7 @@ impl PgEngine {
     }
 
     pub async fn tx_scan_rows(
-        &self,
-        id: u32,
-        table: &str,
-        filter: &ScopeFilter,
-        after_row_id: &str,
-        limit: i64,
+        &self, id: u32, table: &str, filter: &ScopeFilter, after_row_id: &str, limit: i64,
     ) -> Result<Vec<StoredRow>> {
         let (loaded, i) = self.table(table)?;
         let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);
@@ -270,11 +225,7 @@ impl PgEngine {
     /// writer wins) and commits; the transaction ends either way, except
     /// when it has no savepoint (it stays open and usable, as in-tree).
     pub async fn tx_commit_rejected_push_result(
-        &self,
-        id: u32,
-        client_id: &str,
-        commit_id: &str,
-        json: &str,
+        &self, id: u32, client_id: &str, commit_id: &str, json: &str,
     ) -> Result<()> {
         let staged: Result<()> = with_tx!(self, id, |st, c, p| {
             if !st.savepoint {
@@ -306,11 +257,7 @@ impl PgEngine {
     }
 
     pub async fn tx_upsert_row(
-        &self,
-        id: u32,
-        table: &str,
-        row: &StoredRow,
-        op_index: Option<u32>,
+        &self, id: u32, table: &str, row: &StoredRow, op_index: Option<u32>,
     ) -> Result<()> {
         let (loaded, i) = self.table(table)?;
         let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);
@@ -335,11 +282,7 @@ impl PgEngine {
     }
 
     pub async fn tx_set_blob_refs(
-        &self,
-        id: u32,
-        table: &str,
-        row_id: &str,
-        blob_ids: &[String],
+        &self, id: u32, table: &str, row_id: &str, blob_ids: &[String],
     ) -> Result<()> {
         with_tx!(self, id, |_st, c, p| rows::set_blob_refs(
             c, &p, table, row_id, blob_ids

@@ -60,9 +60,7 @@ fn put_text(partition: &str, put: &PendingPut) -> Option<String> {
 /// insert went out alone (a value could not be a literal); the caller
 /// still has to commit.
 pub async fn put_and_commit(
-    c: &mut PgConnection,
-    partition: &str,
-    put: &PendingPut,
+    c: &mut PgConnection, partition: &str, put: &PendingPut,
 ) -> Result<bool> {
     match put_text(partition, put) {
         Some(text) => {
@@ -172,10 +170,7 @@ impl PgEngine {
     /// answers are stable (no other transaction can change them before
     /// this one commits) once the partition lock is held.
     pub async fn tx_prefetch_rows(
-        &self,
-        id: u32,
-        table: &str,
-        row_ids: &[String],
+        &self, id: u32, table: &str, row_ids: &[String],
     ) -> Result<Prefetch> {
         let (loaded, i) = self.table(table)?;
         let slot = self.tx_slot(id)?;
@@ -224,10 +219,7 @@ impl PgEngine {
     }
 
     pub async fn tx_get_row(
-        &self,
-        id: u32,
-        table: &str,
-        row_id: &str,
+        &self, id: u32, table: &str, row_id: &str,
     ) -> Result<Option<StoredRow>> {
         let (loaded, i) = self.table(table)?;
         let slot = self.tx_slot(id)?;
@@ -239,10 +231,7 @@ impl PgEngine {
     }
 
     pub async fn tx_get_tombstone_seq(
-        &self,
-        id: u32,
-        table: &str,
-        row_id: &str,
+        &self, id: u32, table: &str, row_id: &str,
     ) -> Result<Option<i64>> {
         let slot = self.tx_slot(id)?;
         let mut st = slot.lock().await;
@@ -264,11 +253,7 @@ impl PgEngine {
     /// Deferred: the insert goes out with the next statement of the
     /// transaction or with `COMMIT` (first writer wins either way).
     pub async fn tx_put_push_result(
-        &self,
-        id: u32,
-        client_id: &str,
-        commit_id: &str,
-        json: &str,
+        &self, id: u32, client_id: &str, commit_id: &str, json: &str,
     ) -> Result<()> {
         let slot = self.tx_slot(id)?;
         let mut st = slot.lock().await;

@@ -65,9 +65,7 @@ fn int4(v: i64, what: &str) -> Result<i32> {
 
 /// Plain inserts: a repeated key surfaces as the engine's primary-key error.
 pub async fn enqueue(
-    c: &mut PgConnection,
-    partition: &str,
-    reactions: &[NewReaction],
+    c: &mut PgConnection, partition: &str, reactions: &[NewReaction],
 ) -> Result<()> {
     for r in reactions {
         sqlx::query(INSERT)
@@ -91,9 +89,7 @@ pub async fn enqueue(
 /// Leases up to `limit` due rows; rows locked by another claimer are
 /// skipped. The caller sorts the result (JS `localeCompare`).
 pub async fn claim(
-    c: &mut PgConnection,
-    partition: &str,
-    q: &ClaimQuery,
+    c: &mut PgConnection, partition: &str, q: &ClaimQuery,
 ) -> Result<Vec<StoredReaction>> {
     if q.types.is_empty() || q.limit <= 0 {
         return Ok(Vec::new());
@@ -123,12 +119,7 @@ RETURNING {FIELDS}"
 }
 
 async fn guarded(
-    c: &mut PgConnection,
-    sql: &str,
-    at: i64,
-    partition: &str,
-    key: &str,
-    owner: &str,
+    c: &mut PgConnection, sql: &str, at: i64, partition: &str, key: &str, owner: &str,
 ) -> Result<bool> {
     let done = sqlx::query(AssertSqlSafe(format!("{sql} {LEASE_GUARD}")))
         .bind(at)
@@ -142,10 +133,7 @@ async fn guarded(
 }
 
 pub async fn fail(
-    c: &mut PgConnection,
-    partition: &str,
-    key: &str,
-    u: &FailureUpdate,
+    c: &mut PgConnection, partition: &str, key: &str, u: &FailureUpdate,
 ) -> Result<bool> {
     let (status, available) = match u.retry_at_ms {
         Some(at) => ("pending", at),
@@ -176,9 +164,7 @@ pub async fn retry(c: &mut PgConnection, partition: &str, key: &str, now_ms: i64
 }
 
 pub async fn get(
-    c: &mut PgConnection,
-    partition: &str,
-    key: &str,
+    c: &mut PgConnection, partition: &str, key: &str,
 ) -> Result<Option<StoredReaction>> {
     let r = sqlx::query(AssertSqlSafe(format!(
         "SELECT {FIELDS} FROM sync_reactions r WHERE r.partition = $1 AND r.idempotency_key = $2"
@@ -194,11 +180,7 @@ pub async fn get(
 /// Newest first; an empty filter list means no filter. A negative limit
 /// means no limit, as on SQLite.
 pub async fn list(
-    c: &mut PgConnection,
-    partition: &str,
-    statuses: &[String],
-    types: &[String],
-    limit: i64,
+    c: &mut PgConnection, partition: &str, statuses: &[String], types: &[String], limit: i64,
 ) -> Result<Vec<StoredReaction>> {
     let mut text = format!("SELECT {FIELDS} FROM sync_reactions r WHERE r.partition = $1");
     if !statuses.is_empty() {
@@ -258,19 +240,13 @@ impl PgEngine {
     }
 
     pub async fn claim_reactions(
-        &self,
-        partition: &str,
-        q: &ClaimQuery,
+        &self, partition: &str, q: &ClaimQuery,
     ) -> Result<Vec<StoredReaction>> {
         write!(self, |c| claim(c, partition, q).await)
     }
 
     pub async fn complete_reaction(
-        &self,
-        partition: &str,
-        key: &str,
-        owner: &str,
-        completed_at_ms: i64,
+        &self, partition: &str, key: &str, owner: &str, completed_at_ms: i64,
     ) -> Result<bool> {
         write!(self, |c| guarded(
             c,
@@ -284,11 +260,7 @@ impl PgEngine {
     }
 
     pub async fn extend_reaction_lease(
-        &self,
-        partition: &str,
-        key: &str,
-        owner: &str,
-        expires_at_ms: i64,
+        &self, partition: &str, key: &str, owner: &str, expires_at_ms: i64,
     ) -> Result<bool> {
         write!(self, |c| guarded(
             c,
@@ -302,10 +274,7 @@ impl PgEngine {
     }
 
     pub async fn fail_reaction(
-        &self,
-        partition: &str,
-        key: &str,
-        u: &FailureUpdate,
+        &self, partition: &str, key: &str, u: &FailureUpdate,
     ) -> Result<bool> {
         write!(self, |c| fail(c, partition, key, u).await)
     }
@@ -319,11 +288,7 @@ impl PgEngine {
     }
 
     pub async fn list_reactions(
-        &self,
-        partition: &str,
-        statuses: &[String],
-        types: &[String],
-        limit: i64,
+        &self, partition: &str, statuses: &[String], types: &[String], limit: i64,
     ) -> Result<Vec<StoredReaction>> {
         read!(self, |c| list(c, partition, statuses, types, limit).await)
     }

@@ -120,9 +120,7 @@ ORDER BY c.row_id"#
 /// Binds a decoded payload value as its projection (storage-layout §3.2):
 /// typed by the column, JSON only when it parses.
 pub fn bind_value<'q>(
-    q: Query<'q, Postgres, PgArguments>,
-    ty: ColumnType,
-    v: &Value<'_>,
+    q: Query<'q, Postgres, PgArguments>, ty: ColumnType, v: &Value<'_>,
 ) -> Query<'q, Postgres, PgArguments> {
     match ty {
         ColumnType::String | ColumnType::BlobRef => q.bind(match v {
@@ -177,10 +175,7 @@ pub fn row_from(r: &PgRow, offset: usize) -> Result<StoredRow> {
 }
 
 pub async fn get_row(
-    c: &mut PgConnection,
-    sql: &TableSql,
-    partition: &str,
-    row_id: &str,
+    c: &mut PgConnection, sql: &TableSql, partition: &str, row_id: &str,
 ) -> Result<Option<StoredRow>> {
     let r = sqlx::query(AssertSqlSafe(sql.select_row.clone()))
         .bind(partition)
@@ -194,11 +189,7 @@ pub async fn get_row(
 /// Writes the full stored row, its projection and its row-scope index
 /// entries (re-indexed only when the scope pairs changed).
 pub async fn upsert_row(
-    c: &mut PgConnection,
-    table: &Table,
-    sql: &TableSql,
-    partition: &str,
-    row: &StoredRow,
+    c: &mut PgConnection, table: &Table, sql: &TableSql, partition: &str, row: &StoredRow,
     op_index: Option<u32>,
 ) -> Result<()> {
     let pairs = scope_pairs(&row.scopes_json)?;
@@ -234,11 +225,7 @@ const DELETE_BLOB_REFS: &str =
     "DELETE FROM sync_blob_refs WHERE partition = $1 AND tbl = $2 AND row_id = $3";
 
 async fn delete_row_keyed(
-    c: &mut PgConnection,
-    stmt: &'static str,
-    partition: &str,
-    table: &str,
-    row_id: &str,
+    c: &mut PgConnection, stmt: &'static str, partition: &str, table: &str, row_id: &str,
 ) -> Result<()> {
     sqlx::query(stmt)
         .bind(partition)
@@ -253,11 +240,7 @@ async fn delete_row_keyed(
 /// Removes the row, its scope entries and its blob references, in one
 /// statement.
 pub async fn delete_row(
-    c: &mut PgConnection,
-    table: &Table,
-    sql: &TableSql,
-    partition: &str,
-    row_id: &str,
+    c: &mut PgConnection, table: &Table, sql: &TableSql, partition: &str, row_id: &str,
 ) -> Result<()> {
     sqlx::query(AssertSqlSafe(sql.delete_row.clone()))
         .bind(partition)
@@ -270,10 +253,7 @@ pub async fn delete_row(
 }
 
 pub async fn get_tombstone_seq(
-    c: &mut PgConnection,
-    partition: &str,
-    table: &str,
-    row_id: &str,
+    c: &mut PgConnection, partition: &str, table: &str, row_id: &str,
 ) -> Result<Option<i64>> {
     sqlx::query_scalar(
         "SELECT commit_seq FROM sync_tombstones WHERE partition = $1 AND tbl = $2 AND row_id = $3",
@@ -287,20 +267,13 @@ pub async fn get_tombstone_seq(
 }
 
 pub async fn clear_tombstone(
-    c: &mut PgConnection,
-    partition: &str,
-    table: &str,
-    row_id: &str,
+    c: &mut PgConnection, partition: &str, table: &str, row_id: &str,
 ) -> Result<()> {
     delete_row_keyed(c, DELETE_TOMBSTONE, partition, table, row_id).await
 }
 
 pub async fn set_blob_refs(
-    c: &mut PgConnection,
-    partition: &str,
-    table: &str,
-    row_id: &str,
-    blob_ids: &[String],
+    c: &mut PgConnection, partition: &str, table: &str, row_id: &str, blob_ids: &[String],
 ) -> Result<()> {
     delete_row_keyed(c, DELETE_BLOB_REFS, partition, table, row_id).await?;
     if blob_ids.is_empty() {
@@ -322,13 +295,8 @@ pub async fn set_blob_refs(
 
 /// One page of a scope scan (storage-layout §7.5), paged by `crate::scan`.
 pub async fn scan_rows(
-    c: &mut PgConnection,
-    table: &Table,
-    sql: &TableSql,
-    partition: &str,
-    filter: &ScopeFilter,
-    after_row_id: &str,
-    limit: i64,
+    c: &mut PgConnection, table: &Table, sql: &TableSql, partition: &str, filter: &ScopeFilter,
+    after_row_id: &str, limit: i64,
 ) -> Result<Vec<StoredRow>> {
     let Some((var, values)) = filter.probe() else {
         return Err(Error::query("sync.storage.scan_requires_scope"));

@@ -69,10 +69,7 @@ async fn run(c: &mut PgConnection, sql: String) -> Result<()> {
 }
 
 pub async fn ensure_schema(
-    c: &mut PgConnection,
-    schema: &Schema,
-    declarations: &[CheckpointDeclaration],
-    now_ms: i64,
+    c: &mut PgConnection, schema: &Schema, declarations: &[CheckpointDeclaration], now_ms: i64,
 ) -> Result<bool> {
     migrate::refuse_incomplete(
         meta::pending_checkpoints(c, schema.version).await?,
@@ -121,9 +118,7 @@ pub async fn ensure_schema(
 }
 
 async fn migrate_tables(
-    c: &mut PgConnection,
-    schema: &Schema,
-    old: &[(String, Vec<LayoutColumn>)],
+    c: &mut PgConnection, schema: &Schema, old: &[(String, Vec<LayoutColumn>)],
 ) -> Result<()> {
     let mut retired: Vec<&str> = old
         .iter()
@@ -275,9 +270,7 @@ const REWRITE_BATCH: i64 = 500;
 /// Re-encodes payloads written under a shorter layout and re-derives the
 /// projection, 500 rows at a time.
 async fn rewrite_rows(
-    c: &mut PgConnection,
-    t: &Table,
-    old_defs: Option<&[codec::ColumnDef]>,
+    c: &mut PgConnection, t: &Table, old_defs: Option<&[codec::ColumnDef]>,
 ) -> Result<()> {
     let select = format!(
         "SELECT \"_sync_partition\", \"_sync_row_id\", \"_sync_payload\" FROM {} \

@@ -25,9 +25,7 @@ LEFT JOIN sync_changes ch ON ch.partition = $1 AND ch.commit_seq = c.commit_seq 
 ORDER BY c.commit_seq, ch.idx";
 
 pub async fn read_commit_window(
-    c: &mut PgConnection,
-    partition: &str,
-    q: &WindowQuery<'_>,
+    c: &mut PgConnection, partition: &str, q: &WindowQuery<'_>,
 ) -> Result<Vec<StoredCommit>> {
     let Some((var, values)) = q.probe() else {
         return Ok(Vec::new());
@@ -76,10 +74,7 @@ pub async fn read_commit_window(
 
 /// The index-only upper bound on the probe variable (post-0.24 member).
 pub async fn latest_scoped_change_seq(
-    c: &mut PgConnection,
-    partition: &str,
-    table: &str,
-    filter: &ScopeFilter,
+    c: &mut PgConnection, partition: &str, table: &str, filter: &ScopeFilter,
 ) -> Result<i64> {
     let Some((var, values)) = filter.probe() else {
         return Ok(0);

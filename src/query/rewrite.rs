@@ -69,21 +69,14 @@ pub enum Target {
 /// Prepares a registered query against `schema`; `declared` is the
 /// request's `tables`. Relations become partition-filtered subqueries.
 pub fn prepare(
-    req: &Request,
-    params: &[Value],
-    declared: &[String],
-    schema: &Schema,
+    req: &Request, params: &[Value], declared: &[String], schema: &Schema,
 ) -> Result<Prepared> {
     prepare_for(req, params, declared, schema, Target::Subquery)
 }
 
 /// [`prepare`], with each relation replaced as `target` says.
 pub fn prepare_for(
-    req: &Request,
-    params: &[Value],
-    declared: &[String],
-    schema: &Schema,
-    target: Target,
+    req: &Request, params: &[Value], declared: &[String], schema: &Schema, target: Target,
 ) -> Result<Prepared> {
     match req {
         Request::Malformed => Err(plan_err(MSG_PLAN_REQUIRED)),
@@ -349,10 +342,7 @@ fn schema_table_ci<'a>(schema: &'a Schema, name: &str) -> Option<&'a Table> {
 /// Refusals common to both forms for one relation occurrence; returns the
 /// schema table it names, if any.
 fn screen<'a>(
-    sql: &str,
-    toks: &[Token],
-    o: &Occurrence,
-    schema: &'a Schema,
+    sql: &str, toks: &[Token], o: &Occurrence, schema: &'a Schema,
 ) -> Result<Option<&'a Table>> {
     let name = toks[o.tok].name(sql).unwrap_or_default();
     if o.qualified {
@@ -408,10 +398,7 @@ struct Splice {
 /// the placeholders, which become plain `?` with their binds in textual
 /// order (§13.1 step 6).
 fn flatten(
-    sql: &str,
-    toks: &[Token],
-    mut splices: Vec<Splice>,
-    params: &[Value],
+    sql: &str, toks: &[Token], mut splices: Vec<Splice>, params: &[Value],
 ) -> Result<(String, Vec<Bind>)> {
     splices.sort_by_key(|s| s.start);
     let mut out = String::with_capacity(sql.len() + splices.len() * 64);
@@ -484,11 +471,7 @@ fn flatten(
 // ---- 0.15.x `{ sql }` --------------------------------------------------------------
 
 fn prepare_legacy(
-    sql: &str,
-    params: &[Value],
-    declared: &[String],
-    schema: &Schema,
-    target: Target,
+    sql: &str, params: &[Value], declared: &[String], schema: &Schema, target: Target,
 ) -> Result<Prepared> {
     let toks = tokenize(sql);
     if has_semicolon(sql, &toks) {
@@ -577,11 +560,7 @@ fn unquote_relation(text: &str) -> String {
 }
 
 fn prepare_plan(
-    sql: &str,
-    relations_in: &[Relation],
-    params: &[Value],
-    declared: &[String],
-    schema: &Schema,
+    sql: &str, relations_in: &[Relation], params: &[Value], declared: &[String], schema: &Schema,
     target: Target,
 ) -> Result<Prepared> {
     let offsets = byte_offsets(sql);

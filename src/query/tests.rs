@@ -46,10 +46,7 @@ fn rel(table: &str, start: usize, end: usize, alias: Option<&str>) -> Relation {
 }
 
 fn plan(
-    sql: &str,
-    relations: Vec<Relation>,
-    params: &[Value],
-    tables: &[&str],
+    sql: &str, relations: Vec<Relation>, params: &[Value], tables: &[&str],
 ) -> crate::Result<Prepared> {
     let declared: Vec<String> = tables.iter().map(|t| t.to_string()).collect();
     prepare(

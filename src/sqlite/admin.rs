@@ -40,11 +40,7 @@ const REFERENCED_BLOBS: &str =
     "SELECT DISTINCT blob_id FROM sync_blob_refs WHERE partition = ?1 ORDER BY blob_id";
 
 pub fn list_commit_metadata(
-    conn: &Connection,
-    partition: &str,
-    after_seq: i64,
-    limit: i64,
-    table: Option<&str>,
+    conn: &Connection, partition: &str, after_seq: i64, limit: i64, table: Option<&str>,
 ) -> Result<Vec<CommitMetadata>> {
     let base = |r: &rusqlite::Row<'_>| {
         Ok(CommitMetadata {
@@ -94,11 +90,7 @@ pub fn list_commit_metadata(
 }
 
 pub fn scope_activity(
-    conn: &Connection,
-    partition: &str,
-    variable: &str,
-    value: &str,
-    limit: i64,
+    conn: &Connection, partition: &str, variable: &str, value: &str, limit: i64,
 ) -> Result<Vec<ScopeActivity>> {
     let mut st = conn.prepare_cached(SCOPE_ACTIVITY).map_err(map_err)?;
     let rows = st
@@ -117,10 +109,7 @@ pub fn scope_activity(
 
 /// `(serverVersion, scopes JSON)` without reading the payload.
 pub fn row_scopes(
-    conn: &Connection,
-    table_quoted: &str,
-    partition: &str,
-    row_id: &str,
+    conn: &Connection, table_quoted: &str, partition: &str, row_id: &str,
 ) -> Result<Option<(i64, String)>> {
     conn.prepare_cached(&format!(
         r#"SELECT "_sync_server_version", "_sync_scopes" FROM {table_quoted} WHERE "_sync_partition" = ?1 AND "_sync_row_id" = ?2"#
@@ -133,9 +122,7 @@ pub fn row_scopes(
 }
 
 pub fn blob_refs(
-    conn: &Connection,
-    partition: &str,
-    blob_id: &str,
+    conn: &Connection, partition: &str, blob_id: &str,
 ) -> Result<Vec<(String, String)>> {
     let mut st = conn.prepare_cached(REFS_BY_BLOB).map_err(map_err)?;
     let rows = st
@@ -152,31 +139,20 @@ pub fn referenced_blob_ids(conn: &Connection, partition: &str) -> Result<Vec<Str
 
 impl SqliteEngine {
     pub fn list_commit_metadata(
-        &self,
-        partition: &str,
-        after_seq: i64,
-        limit: i64,
-        table: Option<&str>,
+        &self, partition: &str, after_seq: i64, limit: i64, table: Option<&str>,
     ) -> Result<Vec<CommitMetadata>> {
         self.read_snapshot(|c| list_commit_metadata(c, partition, after_seq, limit, table))
     }
 
     pub fn scope_activity(
-        &self,
-        partition: &str,
-        variable: &str,
-        value: &str,
-        limit: i64,
+        &self, partition: &str, variable: &str, value: &str, limit: i64,
     ) -> Result<Vec<ScopeActivity>> {
         self.read(|c| scope_activity(c, partition, variable, value, limit))
     }
 
     /// Unknown tables fail with the unknown-table error.
     pub fn get_row_scopes(
-        &self,
-        partition: &str,
-        table: &str,
-        row_id: &str,
+        &self, partition: &str, table: &str, row_id: &str,
     ) -> Result<Option<(i64, String)>> {
         self.table_sql(table, |t, _| {
             self.read(|c| row_scopes(c, &t.quoted, partition, row_id))
@@ -186,9 +162,7 @@ impl SqliteEngine {
     /// Live rows referencing `blob_id`, with their stored scopes; references
     /// to tables outside the loaded schema or to missing rows are skipped.
     pub fn list_rows_referencing_blob(
-        &self,
-        partition: &str,
-        blob_id: &str,
+        &self, partition: &str, blob_id: &str,
     ) -> Result<Vec<BlobReferencingRow>> {
         let loaded = self.loaded();
         self.read_snapshot(|c| {

@@ -43,11 +43,7 @@ const TABLE_CHANGED_ABOVE: &str = "SELECT EXISTS (SELECT 1 FROM sync_changes
 /// Owner-epoch increment, `declared` → `backfilling`; absent or activated
 /// rows → `sync.storage.checkpoint_not_declared`.
 pub fn claim(
-    conn: &Connection,
-    partition: &str,
-    name: &str,
-    schema_version: i64,
-    now_ms: i64,
+    conn: &Connection, partition: &str, name: &str, schema_version: i64, now_ms: i64,
 ) -> Result<Checkpoint> {
     conn.prepare_cached(CLAIM)
         .and_then(|mut st| {
@@ -72,13 +68,8 @@ pub fn claim(
 /// Compare-and-set on the owner epoch; `true` iff exactly one row changed.
 /// No state filter (storage-layout §14.4).
 pub fn advance(
-    conn: &Connection,
-    partition: &str,
-    name: &str,
-    owner_epoch: i64,
-    watermark: i64,
-    observed_rows: i64,
-    now_ms: i64,
+    conn: &Connection, partition: &str, name: &str, owner_epoch: i64, watermark: i64,
+    observed_rows: i64, now_ms: i64,
 ) -> Result<bool> {
     let changed = conn
         .prepare_cached(ADVANCE)
@@ -113,10 +104,7 @@ pub fn source_coverage_seq(conn: &Connection, partition: &str, tables: &[String]
 /// Reads the horizon first, then the changes: a window the horizon has
 /// passed is never reported clean.
 pub fn has_source_changes_above(
-    conn: &Connection,
-    partition: &str,
-    tables: &[String],
-    seq: i64,
+    conn: &Connection, partition: &str, tables: &[String], seq: i64,
 ) -> Result<SourceState> {
     let horizon = log::horizon_seq(conn, partition)?;
     if tables.is_empty() {
@@ -137,13 +125,8 @@ pub fn has_source_changes_above(
 /// Activation under the write lock the caller holds (storage-layout §14.5).
 /// Nothing is written unless the result is `Activated`.
 pub fn activate(
-    conn: &Connection,
-    partition: &str,
-    name: &str,
-    owner_epoch: i64,
-    watermark: i64,
-    sources: &[String],
-    now_ms: i64,
+    conn: &Connection, partition: &str, name: &str, owner_epoch: i64, watermark: i64,
+    sources: &[String], now_ms: i64,
 ) -> Result<Activation> {
     let (required, version): (Option<i64>, Option<i64>) = conn
         .prepare_cached(FENCE_AND_VERSION)
@@ -165,12 +148,7 @@ pub fn activate(
 
 impl SqliteEngine {
     pub fn claim_checkpoint(
-        &self,
-        id: u32,
-        partition: &str,
-        name: &str,
-        schema_version: i64,
-        now_ms: i64,
+        &self, id: u32, partition: &str, name: &str, schema_version: i64, now_ms: i64,
     ) -> Result<Checkpoint> {
         self.with_lease(id, |h| {
             claim(h.conn, partition, name, schema_version, now_ms)
@@ -180,14 +158,8 @@ impl SqliteEngine {
     /// Storage-level form, under a storage-level write lease.
     #[allow(clippy::too_many_arguments)]
     pub fn advance_checkpoint(
-        &self,
-        id: u32,
-        partition: &str,
-        name: &str,
-        owner_epoch: i64,
-        watermark: i64,
-        observed_rows: i64,
-        now_ms: i64,
+        &self, id: u32, partition: &str, name: &str, owner_epoch: i64, watermark: i64,
+        observed_rows: i64, now_ms: i64,
     ) -> Result<bool> {
         self.with_lease(id, |h| {
             advance(
@@ -204,12 +176,7 @@ impl SqliteEngine {
 
     /// Transaction form: the CAS commits with the transaction's writes.
     pub fn tx_advance_checkpoint(
-        &self,
-        id: u32,
-        name: &str,
-        owner_epoch: i64,
-        watermark: i64,
-        observed_rows: i64,
+        &self, id: u32, name: &str, owner_epoch: i64, watermark: i64, observed_rows: i64,
         now_ms: i64,
     ) -> Result<bool> {
         self.with_tx(id, |h, p| {
@@ -230,24 +197,15 @@ impl SqliteEngine {
     }
 
     pub fn has_source_changes_above(
-        &self,
-        partition: &str,
-        tables: &[String],
-        seq: i64,
+        &self, partition: &str, tables: &[String], seq: i64,
     ) -> Result<SourceState> {
         self.read_snapshot(|c| has_source_changes_above(c, partition, tables, seq))
     }
 
     #[allow(clippy::too_many_arguments)]
     pub fn activate_checkpoint(
-        &self,
-        id: u32,
-        partition: &str,
-        name: &str,
-        owner_epoch: i64,
-        watermark: i64,
-        sources: &[String],
-        now_ms: i64,
+        &self, id: u32, partition: &str, name: &str, owner_epoch: i64, watermark: i64,
+        sources: &[String], now_ms: i64,
     ) -> Result<Activation> {
         self.with_lease(id, |h| {
             activate(

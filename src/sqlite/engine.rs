@@ -73,31 +73,19 @@ impl Engine for Arc<SqliteEngine> {
     }
 
     fn ensure_schema(
-        &self,
-        lease: u32,
-        schema: Schema,
-        declarations: Vec<CheckpointDeclaration>,
-        now_ms: i64,
+        &self, lease: u32, schema: Schema, declarations: Vec<CheckpointDeclaration>, now_ms: i64,
     ) -> Call<bool> {
         SqliteEngine::ensure_schema(self, lease, schema, &declarations, now_ms).into()
     }
 
     fn touch_partition(
-        &self,
-        lease: u32,
-        p: String,
-        at_ms: i64,
-        epoch: String,
+        &self, lease: u32, p: String, at_ms: i64, epoch: String,
     ) -> Call<RegistryEntry> {
         SqliteEngine::touch_partition(self, lease, &p, at_ms, &epoch).into()
     }
 
     fn rotate_partition_log_epoch(
-        &self,
-        lease: u32,
-        p: String,
-        epoch: String,
-        at_ms: i64,
+        &self, lease: u32, p: String, epoch: String, at_ms: i64,
     ) -> Call<RegistryEntry> {
         SqliteEngine::rotate_partition_log_epoch(self, lease, &p, &epoch, at_ms).into()
     }
@@ -123,10 +111,7 @@ impl Engine for Arc<SqliteEngine> {
     }
 
     fn prune_commits_through(
-        &self,
-        lease: u32,
-        p: String,
-        target: PruneTarget,
+        &self, lease: u32, p: String, target: PruneTarget,
     ) -> Call<PruneResult> {
         SqliteEngine::prune_commits_through(self, lease, &p, target).into()
     }
@@ -140,10 +125,7 @@ impl Engine for Arc<SqliteEngine> {
     }
 
     fn get_push_result(
-        &self,
-        p: String,
-        client_id: String,
-        commit_id: String,
+        &self, p: String, client_id: String, commit_id: String,
     ) -> Call<Option<String>> {
         SqliteEngine::get_push_result(self, &p, &client_id, &commit_id).into()
     }
@@ -158,12 +140,7 @@ impl Engine for Arc<SqliteEngine> {
     }
 
     fn scan_rows(
-        &self,
-        p: String,
-        table: String,
-        filter: ScopeFilter,
-        after_row_id: String,
-        limit: i64,
+        &self, p: String, table: String, filter: ScopeFilter, after_row_id: String, limit: i64,
     ) -> Call<Vec<StoredRow>> {
         // An unknown table fails before any work is queued.
         if let Err(err) = self.loaded().schema.table(&table) {
@@ -174,13 +151,8 @@ impl Engine for Arc<SqliteEngine> {
     }
 
     fn scan_rows_by_index(
-        &self,
-        p: String,
-        table: String,
-        index: String,
-        values: Option<Vec<Value>>,
-        after_row_id: String,
-        limit: f64,
+        &self, p: String, table: String, index: String, values: Option<Vec<Value>>,
+        after_row_id: String, limit: f64,
     ) -> Call<Vec<StoredRow>> {
         SqliteEngine::scan_rows_by_index(
             self,
@@ -195,11 +167,7 @@ impl Engine for Arc<SqliteEngine> {
     }
 
     fn query_authoritative(
-        &self,
-        p: String,
-        request: Request,
-        params: Vec<Value>,
-        declared: Vec<String>,
+        &self, p: String, request: Request, params: Vec<Value>, declared: Vec<String>,
         gate_running: Option<i64>,
     ) -> Call<QueryAnswer> {
         let e = self.clone();
@@ -221,31 +189,19 @@ impl Engine for Arc<SqliteEngine> {
     }
 
     fn declare_checkpoint(
-        &self,
-        lease: u32,
-        d: CheckpointDeclaration,
-        now_ms: i64,
+        &self, lease: u32, d: CheckpointDeclaration, now_ms: i64,
     ) -> Call<Checkpoint> {
         SqliteEngine::declare_checkpoint(self, lease, &d, now_ms).into()
     }
 
     fn claim_checkpoint(
-        &self,
-        lease: u32,
-        p: String,
-        name: String,
-        schema_version: i64,
-        now_ms: i64,
+        &self, lease: u32, p: String, name: String, schema_version: i64, now_ms: i64,
     ) -> Call<Checkpoint> {
         SqliteEngine::claim_checkpoint(self, lease, &p, &name, schema_version, now_ms).into()
     }
 
     fn advance_checkpoint(
-        &self,
-        lease: u32,
-        p: String,
-        name: String,
-        g: CheckpointProgress,
+        &self, lease: u32, p: String, name: String, g: CheckpointProgress,
     ) -> Call<bool> {
         SqliteEngine::advance_checkpoint(
             self,
@@ -265,23 +221,14 @@ impl Engine for Arc<SqliteEngine> {
     }
 
     fn has_source_changes_above(
-        &self,
-        p: String,
-        tables: Vec<String>,
-        seq: i64,
+        &self, p: String, tables: Vec<String>, seq: i64,
     ) -> Call<SourceState> {
         SqliteEngine::has_source_changes_above(self, &p, &tables, seq).into()
     }
 
     fn activate_checkpoint(
-        &self,
-        lease: u32,
-        p: String,
-        name: String,
-        owner_epoch: i64,
-        watermark: i64,
-        sources: Vec<String>,
-        now_ms: i64,
+        &self, lease: u32, p: String, name: String, owner_epoch: i64, watermark: i64,
+        sources: Vec<String>, now_ms: i64,
     ) -> Call<Activation> {
         SqliteEngine::activate_checkpoint(
             self,
@@ -330,23 +277,13 @@ impl Engine for Arc<SqliteEngine> {
     }
 
     fn complete_reaction(
-        &self,
-        lease: u32,
-        p: String,
-        key: String,
-        owner: String,
-        at_ms: i64,
+        &self, lease: u32, p: String, key: String, owner: String, at_ms: i64,
     ) -> Call<bool> {
         SqliteEngine::complete_reaction(self, lease, &p, &key, &owner, at_ms).into()
     }
 
     fn extend_reaction_lease(
-        &self,
-        lease: u32,
-        p: String,
-        key: String,
-        owner: String,
-        at_ms: i64,
+        &self, lease: u32, p: String, key: String, owner: String, at_ms: i64,
     ) -> Call<bool> {
         SqliteEngine::extend_reaction_lease(self, lease, &p, &key, &owner, at_ms).into()
     }
@@ -364,11 +301,7 @@ impl Engine for Arc<SqliteEngine> {
     }
 
     fn list_reactions(
-        &self,
-        p: String,
-        statuses: Vec<String>,
-        types: Vec<String>,
-        limit: i64,
+        &self, p: String, statuses: Vec<String>, types: Vec<String>, limit: i64,
     ) -> Call<Vec<StoredReaction>> {
         SqliteEngine::list_reactions(self, &p, &statuses, &types, limit).into()
     }
@@ -378,38 +311,25 @@ impl Engine for Arc<SqliteEngine> {
     }
 
     fn list_commit_metadata(
-        &self,
-        p: String,
-        after_seq: i64,
-        limit: i64,
-        table: Option<String>,
+        &self, p: String, after_seq: i64, limit: i64, table: Option<String>,
     ) -> Call<Vec<CommitMetadata>> {
         SqliteEngine::list_commit_metadata(self, &p, after_seq, limit, table.as_deref()).into()
     }
 
     fn scope_activity(
-        &self,
-        p: String,
-        variable: String,
-        value: String,
-        limit: i64,
+        &self, p: String, variable: String, value: String, limit: i64,
     ) -> Call<Vec<ScopeActivity>> {
         SqliteEngine::scope_activity(self, &p, &variable, &value, limit).into()
     }
 
     fn get_row_scopes(
-        &self,
-        p: String,
-        table: String,
-        row_id: String,
+        &self, p: String, table: String, row_id: String,
     ) -> Call<Option<(i64, String)>> {
         SqliteEngine::get_row_scopes(self, &p, &table, &row_id).into()
     }
 
     fn list_rows_referencing_blob(
-        &self,
-        p: String,
-        blob_id: String,
+        &self, p: String, blob_id: String,
     ) -> Call<Vec<BlobReferencingRow>> {
         SqliteEngine::list_rows_referencing_blob(self, &p, &blob_id).into()
     }
@@ -431,33 +351,20 @@ impl Engine for Arc<SqliteEngine> {
     }
 
     fn tx_get_push_result(
-        &self,
-        lease: u32,
-        client_id: String,
-        commit_id: String,
+        &self, lease: u32, client_id: String, commit_id: String,
     ) -> Call<Option<String>> {
         SqliteEngine::tx_get_push_result(self, lease, &client_id, &commit_id).into()
     }
 
     fn tx_scan_rows(
-        &self,
-        lease: u32,
-        table: String,
-        filter: ScopeFilter,
-        after_row_id: String,
-        limit: i64,
+        &self, lease: u32, table: String, filter: ScopeFilter, after_row_id: String, limit: i64,
     ) -> Call<Vec<StoredRow>> {
         SqliteEngine::tx_scan_rows(self, lease, &table, &filter, &after_row_id, limit).into()
     }
 
     fn tx_scan_rows_by_index(
-        &self,
-        lease: u32,
-        table: String,
-        index: String,
-        values: Option<Vec<Value>>,
-        after_row_id: String,
-        limit: f64,
+        &self, lease: u32, table: String, index: String, values: Option<Vec<Value>>,
+        after_row_id: String, limit: f64,
     ) -> Call<Vec<StoredRow>> {
         SqliteEngine::tx_scan_rows_by_index(
             self,
@@ -472,11 +379,7 @@ impl Engine for Arc<SqliteEngine> {
     }
 
     fn tx_query_authoritative(
-        &self,
-        lease: u32,
-        request: Request,
-        params: Vec<Value>,
-        declared: Vec<String>,
+        &self, lease: u32, request: Request, params: Vec<Value>, declared: Vec<String>,
     ) -> Call<QueryAnswer> {
         SqliteEngine::tx_query_authoritative(self, lease, &request, &params, &declared).into()
     }
@@ -486,11 +389,7 @@ impl Engine for Arc<SqliteEngine> {
     }
 
     fn tx_commit_rejected_push_result(
-        &self,
-        lease: u32,
-        client_id: String,
-        commit_id: String,
-        result_json: String,
+        &self, lease: u32, client_id: String, commit_id: String, result_json: String,
     ) -> Call<()> {
         SqliteEngine::tx_commit_rejected_push_result(
             self,
@@ -503,11 +402,7 @@ impl Engine for Arc<SqliteEngine> {
     }
 
     fn tx_upsert_row(
-        &self,
-        lease: u32,
-        table: String,
-        row: StoredRow,
-        op_index: Option<u32>,
+        &self, lease: u32, table: String, row: StoredRow, op_index: Option<u32>,
     ) -> Call<()> {
         SqliteEngine::tx_upsert_row(self, lease, &table, &row, op_index).into()
     }
@@ -521,21 +416,13 @@ impl Engine for Arc<SqliteEngine> {
     }
 
     fn tx_put_push_result(
-        &self,
-        lease: u32,
-        client_id: String,
-        commit_id: String,
-        result_json: String,
+        &self, lease: u32, client_id: String, commit_id: String, result_json: String,
     ) -> Call<()> {
         SqliteEngine::tx_put_push_result(self, lease, &client_id, &commit_id, &result_json).into()
     }
 
     fn tx_set_blob_refs(
-        &self,
-        lease: u32,
-        table: String,
-        row_id: String,
-        blob_ids: Vec<String>,
+        &self, lease: u32, table: String, row_id: String, blob_ids: Vec<String>,
     ) -> Call<()> {
         SqliteEngine::tx_set_blob_refs(self, lease, &table, &row_id, &blob_ids).into()
     }

@@ -228,10 +228,7 @@ pub struct Bounded<'c> {
 /// missing, binds `partition` for them, and installs the authorizer and the
 /// time limit.
 pub fn bound<'c>(
-    conn: &'c Connection,
-    partition: &str,
-    tables: &[&Table],
-    limit: Duration,
+    conn: &'c Connection, partition: &str, tables: &[&Table], limit: Duration,
     closed: &Arc<AtomicBool>,
 ) -> Result<Bounded<'c>> {
     let named: Vec<(&Table, String)> = tables.iter().map(|t| (*t, query::view_name(t))).collect();

@@ -58,10 +58,7 @@ pub fn atomically<T>(conn: &Connection, f: impl FnOnce() -> Result<T>) -> Result
 
 /// Appends one commit (storage-layout §8). Returns its commitSeq.
 pub fn append_commit(
-    conn: &Connection,
-    partition: &str,
-    commit: &NewCommit,
-    writer_version: i64,
+    conn: &Connection, partition: &str, commit: &NewCommit, writer_version: i64,
 ) -> Result<i64> {
     // Parse every scope map before writing anything.
     let pairs: Vec<Vec<(String, String)>> = commit

@@ -22,10 +22,7 @@ fn registry_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<RegistryEntry> {
 const REGISTRY_FIELDS: &str = "partition, log_epoch, epoch_required, last_authenticated_at_ms";
 
 pub fn touch_partition(
-    conn: &Connection,
-    partition: &str,
-    at_ms: i64,
-    initial_epoch: &str,
+    conn: &Connection, partition: &str, at_ms: i64, initial_epoch: &str,
 ) -> Result<RegistryEntry> {
     if initial_epoch.is_empty() {
         return Err(Error::plain(
@@ -44,10 +41,7 @@ pub fn touch_partition(
 }
 
 pub fn rotate_epoch(
-    conn: &Connection,
-    partition: &str,
-    epoch: &str,
-    at_ms: i64,
+    conn: &Connection, partition: &str, epoch: &str, at_ms: i64,
 ) -> Result<RegistryEntry> {
     if epoch.is_empty() {
         return Err(Error::plain(
@@ -89,10 +83,7 @@ pub fn log_epoch(conn: &Connection, partition: &str) -> Result<Option<String>> {
 // ---- push results -----------------------------------------------------------
 
 pub fn get_push_result(
-    conn: &Connection,
-    partition: &str,
-    client_id: &str,
-    commit_id: &str,
+    conn: &Connection, partition: &str, client_id: &str, commit_id: &str,
 ) -> Result<Option<String>> {
     conn.prepare_cached(
         "SELECT result FROM sync_push_results WHERE partition = ?1 AND client_id = ?2 AND client_commit_id = ?3",
@@ -103,11 +94,7 @@ pub fn get_push_result(
 
 /// First writer wins.
 pub fn put_push_result(
-    conn: &Connection,
-    partition: &str,
-    client_id: &str,
-    commit_id: &str,
-    json: &str,
+    conn: &Connection, partition: &str, client_id: &str, commit_id: &str, json: &str,
 ) -> Result<()> {
     conn.prepare_cached(
         "INSERT OR IGNORE INTO sync_push_results (partition, client_id, client_commit_id, result) VALUES (?1, ?2, ?3, ?4)",
@@ -134,9 +121,7 @@ fn client_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<ClientRecord> {
 }
 
 pub fn get_client(
-    conn: &Connection,
-    partition: &str,
-    client_id: &str,
+    conn: &Connection, partition: &str, client_id: &str,
 ) -> Result<Option<ClientRecord>> {
     conn.prepare_cached(&format!(
         "SELECT {CLIENT_FIELDS} FROM sync_clients WHERE partition = ?1 AND client_id = ?2"
@@ -194,11 +179,7 @@ pub fn list_cursors(conn: &Connection, partition: &str) -> Result<Vec<ClientCurs
 /// Monotonic cursor advance; with `guard`, only for the matching actor under
 /// the partition's current epoch. A missing record stays missing.
 pub fn advance_cursor(
-    conn: &Connection,
-    partition: &str,
-    client_id: &str,
-    guard: Option<(&str, &str)>,
-    cursor: i64,
+    conn: &Connection, partition: &str, client_id: &str, guard: Option<(&str, &str)>, cursor: i64,
     at_ms: i64,
 ) -> Result<()> {
     match guard {
@@ -221,9 +202,7 @@ pub fn advance_cursor(
 }
 
 pub fn active_cursor_floor(
-    conn: &Connection,
-    partition: &str,
-    cutoff_ms: i64,
+    conn: &Connection, partition: &str, cutoff_ms: i64,
 ) -> Result<Option<i64>> {
     conn.prepare_cached(
         "SELECT min(cursor) FROM sync_clients WHERE partition = ?1 AND updated_at_ms >= ?2",
@@ -264,9 +243,7 @@ pub fn read_checkpoints(conn: &Connection, partition: &str) -> Result<Vec<Checkp
 
 /// Inserts a `declared` row when absent and raises the writer fence.
 pub fn declare_checkpoint(
-    conn: &Connection,
-    d: &CheckpointDeclaration,
-    now_ms: i64,
+    conn: &Connection, d: &CheckpointDeclaration, now_ms: i64,
 ) -> Result<Checkpoint> {
     conn.prepare_cached(
         "INSERT INTO sync_backfill_checkpoints (partition, name, schema_version, state, watermark, owner_epoch, observed_rows, updated_at_ms)

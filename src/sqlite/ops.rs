@@ -9,9 +9,7 @@ use crate::scope::ScopeFilter;
 
 impl SqliteEngine {
     pub(super) fn table_sql<T>(
-        &self,
-        table: &str,
-        f: impl FnOnce(&crate::schema::Table, &rows::TableSql) -> Result<T>,
+        &self, table: &str, f: impl FnOnce(&crate::schema::Table, &rows::TableSql) -> Result<T>,
     ) -> Result<T> {
         let loaded = self.loaded();
         let i = loaded.schema.index_of(table)?;
@@ -22,11 +20,7 @@ impl SqliteEngine {
 
     /// Runs under lease `id`; the caller commits the lease on success.
     pub fn ensure_schema(
-        &self,
-        id: u32,
-        schema: Schema,
-        declarations: &[CheckpointDeclaration],
-        now_ms: i64,
+        &self, id: u32, schema: Schema, declarations: &[CheckpointDeclaration], now_ms: i64,
     ) -> Result<bool> {
         let outcome = self.with_lease(id, |h| {
             schema_sync::ensure_schema(h.conn, &schema, declarations, now_ms)
@@ -38,11 +32,7 @@ impl SqliteEngine {
     // ---- partitions -----------------------------------------------------------
 
     pub fn touch_partition(
-        &self,
-        id: u32,
-        partition: &str,
-        at_ms: i64,
-        epoch: &str,
+        &self, id: u32, partition: &str, at_ms: i64, epoch: &str,
     ) -> Result<RegistryEntry> {
         self.with_lease(id, |h| {
             meta::touch_partition(h.conn, partition, at_ms, epoch)
@@ -50,11 +40,7 @@ impl SqliteEngine {
     }
 
     pub fn rotate_partition_log_epoch(
-        &self,
-        id: u32,
-        partition: &str,
-        epoch: &str,
-        at_ms: i64,
+        &self, id: u32, partition: &str, epoch: &str, at_ms: i64,
     ) -> Result<RegistryEntry> {
         self.with_lease(id, |h| meta::rotate_epoch(h.conn, partition, epoch, at_ms))
     }
@@ -82,10 +68,7 @@ impl SqliteEngine {
     }
 
     pub fn prune_commits_through(
-        &self,
-        id: u32,
-        partition: &str,
-        target: crate::model::PruneTarget,
+        &self, id: u32, partition: &str, target: crate::model::PruneTarget,
     ) -> Result<PruneResult> {
         self.with_lease(id, |h| log::prune(h.conn, partition, target))
     }
@@ -103,38 +86,25 @@ impl SqliteEngine {
     }
 
     pub fn get_push_result(
-        &self,
-        partition: &str,
-        client_id: &str,
-        commit_id: &str,
+        &self, partition: &str, client_id: &str, commit_id: &str,
     ) -> Result<Option<String>> {
         self.read(|c| meta::get_push_result(c, partition, client_id, commit_id))
     }
 
     pub fn read_commit_window(
-        &self,
-        partition: &str,
-        q: &window::WindowQuery<'_>,
+        &self, partition: &str, q: &window::WindowQuery<'_>,
     ) -> Result<Vec<StoredCommit>> {
         self.read_snapshot(|c| window::read_commit_window(c, partition, q))
     }
 
     pub fn latest_scoped_change_seq(
-        &self,
-        partition: &str,
-        table: &str,
-        filter: &ScopeFilter,
+        &self, partition: &str, table: &str, filter: &ScopeFilter,
     ) -> Result<i64> {
         self.read(|c| window::latest_scoped_change_seq(c, partition, table, filter))
     }
 
     pub fn scan_rows(
-        &self,
-        partition: &str,
-        table: &str,
-        filter: &ScopeFilter,
-        after_row_id: &str,
-        limit: i64,
+        &self, partition: &str, table: &str, filter: &ScopeFilter, after_row_id: &str, limit: i64,
     ) -> Result<Vec<StoredRow>> {
         self.table_sql(table, |t, sql| {
             self.read_snapshot(|c| {
@@ -156,10 +126,7 @@ impl SqliteEngine {
     }
 
     pub fn declare_checkpoint(
-        &self,
-        id: u32,
-        d: &CheckpointDeclaration,
-        now_ms: i64,
+        &self, id: u32, d: &CheckpointDeclaration, now_ms: i64,
     ) -> Result<Checkpoint> {
         self.with_lease(id, |h| meta::declare_checkpoint(h.conn, d, now_ms))
     }
@@ -167,9 +134,7 @@ impl SqliteEngine {
     // ---- clients --------------------------------------------------------------
 
     pub fn get_client_record(
-        &self,
-        partition: &str,
-        client_id: &str,
+        &self, partition: &str, client_id: &str,
     ) -> Result<Option<ClientRecord>> {
         self.read(|c| meta::get_client(c, partition, client_id))
     }
@@ -187,12 +152,7 @@ impl SqliteEngine {
     }
 
     pub fn advance_client_cursor(
-        &self,
-        id: u32,
-        partition: &str,
-        client_id: &str,
-        guard: Option<(&str, &str)>,
-        cursor: i64,
+        &self, id: u32, partition: &str, client_id: &str, guard: Option<(&str, &str)>, cursor: i64,
         at_ms: i64,
     ) -> Result<()> {
         self.with_lease(id, |h| {
@@ -201,9 +161,7 @@ impl SqliteEngine {
     }
 
     pub fn get_active_client_cursor_floor(
-        &self,
-        partition: &str,
-        cutoff_ms: i64,
+        &self, partition: &str, cutoff_ms: i64,
     ) -> Result<Option<i64>> {
         self.read(|c| meta::active_cursor_floor(c, partition, cutoff_ms))
     }
@@ -211,9 +169,7 @@ impl SqliteEngine {
     // ---- the transaction ------------------------------------------------------
 
     pub(super) fn with_tx<T>(
-        &self,
-        id: u32,
-        f: impl FnOnce(Held<'_>, &str) -> Result<T>,
+        &self, id: u32, f: impl FnOnce(Held<'_>, &str) -> Result<T>,
     ) -> Result<T> {
         self.with_lease(id, |h| {
             let partition = h.partition()?.to_owned();
@@ -236,10 +192,7 @@ impl SqliteEngine {
     }
 
     pub fn tx_get_push_result(
-        &self,
-        id: u32,
-        client_id: &str,
-        commit_id: &str,
+        &self, id: u32, client_id: &str, commit_id: &str,
     ) -> Result<Option<String>> {
         self.with_tx(id, |h, p| {
             meta::get_push_result(h.conn, p, client_id, commit_id)
@@ -247,12 +200,7 @@ impl SqliteEngine {
     }
 
     pub fn tx_scan_rows(
-        &self,
-        id: u32,
-        table: &str,
-        filter: &ScopeFilter,
-        after_row_id: &str,
-        limit: i64,
+        &self, id: u32, table: &str, filter: &ScopeFilter, after_row_id: &str, limit: i64,
     ) -> Result<Vec<StoredRow>> {
         self.table_sql(table, |t, sql| {
             self.with_tx(id, |h, p| {
@@ -268,11 +216,7 @@ impl SqliteEngine {
     /// Discards staged candidate writes, records the rejection (first
     /// writer wins) and commits; the lease ends either way.
     pub fn tx_commit_rejected_push_result(
-        &self,
-        id: u32,
-        client_id: &str,
-        commit_id: &str,
-        json: &str,
+        &self, id: u32, client_id: &str, commit_id: &str, json: &str,
     ) -> Result<()> {
         let staged = self.with_tx(id, |mut h, p| {
             h.rollback_savepoint()?;
@@ -298,11 +242,7 @@ impl SqliteEngine {
     }
 
     pub fn tx_upsert_row(
-        &self,
-        id: u32,
-        table: &str,
-        row: &StoredRow,
-        op_index: Option<u32>,
+        &self, id: u32, table: &str, row: &StoredRow, op_index: Option<u32>,
     ) -> Result<()> {
         self.table_sql(table, |t, sql| {
             self.with_tx(id, |h, p| {
@@ -323,11 +263,7 @@ impl SqliteEngine {
     }
 
     pub fn tx_put_push_result(
-        &self,
-        id: u32,
-        client_id: &str,
-        commit_id: &str,
-        json: &str,
+        &self, id: u32, client_id: &str, commit_id: &str, json: &str,
     ) -> Result<()> {
         self.with_tx(id, |h, p| {
             meta::put_push_result(h.conn, p, client_id, commit_id, json)
@@ -335,11 +271,7 @@ impl SqliteEngine {
     }
 
     pub fn tx_set_blob_refs(
-        &self,
-        id: u32,
-        table: &str,
-        row_id: &str,
-        blob_ids: &[String],
+        &self, id: u32, table: &str, row_id: &str, blob_ids: &[String],
     ) -> Result<()> {
         self.with_tx(id, |h, p| {
             rows::set_blob_refs(h.conn, p, table, row_id, blob_ids)
@@ -355,10 +287,7 @@ impl SqliteEngine {
     /// without crossing into native code once per row. The write lease
     /// keeps every answer current until this transaction writes.
     pub fn tx_prefetch_rows(
-        &self,
-        id: u32,
-        table: &str,
-        row_ids: &[&str],
+        &self, id: u32, table: &str, row_ids: &[&str],
     ) -> Result<Vec<Prefetched>> {
         self.table_sql(table, |_, sql| {
             self.with_tx(id, |h, p| {

@@ -60,10 +60,7 @@ impl<'a> Bounds<'a> {
     /// The tables the query declares (the rewrite has checked that they
     /// exist and are materialized): only their views are made and readable.
     pub fn new(
-        loaded: &'a Loaded,
-        prepared: &Prepared,
-        limit: Duration,
-        closed: &'a Arc<AtomicBool>,
+        loaded: &'a Loaded, prepared: &Prepared, limit: Duration, closed: &'a Arc<AtomicBool>,
     ) -> Bounds<'a> {
         Bounds {
             tables: loaded
@@ -80,11 +77,7 @@ impl<'a> Bounds<'a> {
 
 /// Runs a prepared query on `conn` within `bounds` and collects its rows.
 fn execute(
-    conn: &Connection,
-    bounds: &Bounds<'_>,
-    prepared: &Prepared,
-    params: &[Value],
-    partition: &str,
+    conn: &Connection, bounds: &Bounds<'_>, prepared: &Prepared, params: &[Value], partition: &str,
 ) -> Result<(Vec<String>, Vec<Vec<SqlValue>>)> {
     let bounded = isolation::bound(conn, partition, &bounds.tables, bounds.limit, bounds.closed)?;
     let err = |e| bounded.err(e, bounds.limit, bounds.closed);
@@ -128,13 +121,8 @@ const INDEX_ROW_FIELDS: &str = r#""_sync_row_id", "_sync_server_version", "_sync
 /// `values` is `None` when the caller's `values` is not an array.
 #[allow(clippy::too_many_arguments)]
 pub fn scan_rows_by_index(
-    conn: &Connection,
-    table: &Table,
-    partition: &str,
-    index: &str,
-    values: Option<&[Value]>,
-    after_row_id: &str,
-    limit: f64,
+    conn: &Connection, table: &Table, partition: &str, index: &str, values: Option<&[Value]>,
+    after_row_id: &str, limit: f64,
 ) -> Result<Vec<StoredRow>> {
     let (ix, values, limit) = crate::scan::check_index_lookup(table, index, values, limit)?;
     let mut text = format!(
@@ -173,10 +161,7 @@ impl SqliteEngine {
     }
 
     fn prepare_query(
-        &self,
-        req: &Request,
-        params: &[Value],
-        declared: &[String],
+        &self, req: &Request, params: &[Value], declared: &[String],
     ) -> Result<(Arc<Loaded>, Prepared)> {
         let loaded = self.registered_schema()?;
         let prepared = query::prepare_for(req, params, declared, &loaded.schema, Target::View)?;
@@ -187,11 +172,7 @@ impl SqliteEngine {
     /// serve gate (when `gate_running` is given), the rows, and
     /// `max_commit_seq`.
     pub fn query_authoritative(
-        &self,
-        partition: &str,
-        req: &Request,
-        params: &[Value],
-        declared: &[String],
+        &self, partition: &str, req: &Request, params: &[Value], declared: &[String],
         gate_running: Option<i64>,
     ) -> Result<QueryOutput> {
         let (loaded, prepared) = self.prepare_query(req, params, declared)?;
@@ -219,11 +200,7 @@ impl SqliteEngine {
     /// `tx.queryAuthoritative`: on the transaction's connection, staged
     /// writes visible, no gate.
     pub fn tx_query_authoritative(
-        &self,
-        id: u32,
-        req: &Request,
-        params: &[Value],
-        declared: &[String],
+        &self, id: u32, req: &Request, params: &[Value], declared: &[String],
     ) -> Result<QueryOutput> {
         let (loaded, prepared) = self.prepare_query(req, params, declared)?;
         let bounds = Bounds::new(&loaded, &prepared, self.cfg.query_timeout, &self.closed);
@@ -240,13 +217,8 @@ impl SqliteEngine {
     }
 
     pub fn scan_rows_by_index(
-        &self,
-        partition: &str,
-        table: &str,
-        index: &str,
-        values: Option<&[Value]>,
-        after_row_id: &str,
-        limit: f64,
+        &self, partition: &str, table: &str, index: &str, values: Option<&[Value]>,
+        after_row_id: &str, limit: f64,
     ) -> Result<Vec<StoredRow>> {
         self.table_sql(table, |t, _| {
             self.read(|c| scan_rows_by_index(c, t, partition, index, values, after_row_id, limit))
@@ -254,12 +226,7 @@ impl SqliteEngine {
     }
 
     pub fn tx_scan_rows_by_index(
-        &self,
-        id: u32,
-        table: &str,
-        index: &str,
-        values: Option<&[Value]>,
-        after_row_id: &str,
+        &self, id: u32, table: &str, index: &str, values: Option<&[Value]>, after_row_id: &str,
         limit: f64,
     ) -> Result<Vec<StoredRow>> {
         self.table_sql(table, |t, _| {
@@ -303,10 +270,7 @@ mod tests {
     /// Runs SQL as the engine would after a rewrite, including SQL the
     /// rewrite would never produce (as if it had a hole).
     fn raw_as(
-        conn: &Connection,
-        loaded: &Loaded,
-        sql: &str,
-        partition: &str,
+        conn: &Connection, loaded: &Loaded, sql: &str, partition: &str,
     ) -> Result<Vec<Vec<SqlValue>>> {
         let prepared = Prepared {
             sql: sql.into(),

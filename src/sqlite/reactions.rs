@@ -118,11 +118,7 @@ fn changed_one(n: usize) -> bool {
 }
 
 pub fn complete(
-    conn: &Connection,
-    partition: &str,
-    key: &str,
-    owner: &str,
-    completed_at_ms: i64,
+    conn: &Connection, partition: &str, key: &str, owner: &str, completed_at_ms: i64,
 ) -> Result<bool> {
     conn.prepare_cached(&format!("{COMPLETE} {LEASE_GUARD}"))
         .and_then(|mut st| st.execute(params![completed_at_ms, partition, key, owner]))
@@ -131,11 +127,7 @@ pub fn complete(
 }
 
 pub fn extend(
-    conn: &Connection,
-    partition: &str,
-    key: &str,
-    owner: &str,
-    expires_at_ms: i64,
+    conn: &Connection, partition: &str, key: &str, owner: &str, expires_at_ms: i64,
 ) -> Result<bool> {
     conn.prepare_cached(&format!("{EXTEND} {LEASE_GUARD}"))
         .and_then(|mut st| st.execute(params![expires_at_ms, partition, key, owner]))
@@ -183,11 +175,7 @@ pub fn get(conn: &Connection, partition: &str, key: &str) -> Result<Option<Store
 /// Newest first. An empty filter list means no filter; `limit` is bound as
 /// given (in-tree parity: SQLite reads a negative LIMIT as no limit).
 pub fn list(
-    conn: &Connection,
-    partition: &str,
-    statuses: &[String],
-    types: &[String],
-    limit: i64,
+    conn: &Connection, partition: &str, statuses: &[String], types: &[String], limit: i64,
 ) -> Result<Vec<StoredReaction>> {
     let mut text = format!("SELECT {FIELDS} FROM sync_reactions WHERE partition = ?");
     let mut args: Vec<&dyn ToSql> = vec![&partition];
@@ -250,21 +238,13 @@ impl SqliteEngine {
     }
 
     pub fn claim_reactions(
-        &self,
-        id: u32,
-        partition: &str,
-        q: &ClaimQuery,
+        &self, id: u32, partition: &str, q: &ClaimQuery,
     ) -> Result<Vec<StoredReaction>> {
         self.with_lease(id, |h| claim(h.conn, partition, q))
     }
 
     pub fn complete_reaction(
-        &self,
-        id: u32,
-        partition: &str,
-        key: &str,
-        owner: &str,
-        completed_at_ms: i64,
+        &self, id: u32, partition: &str, key: &str, owner: &str, completed_at_ms: i64,
     ) -> Result<bool> {
         self.with_lease(id, |h| {
             complete(h.conn, partition, key, owner, completed_at_ms)
@@ -272,22 +252,13 @@ impl SqliteEngine {
     }
 
     pub fn extend_reaction_lease(
-        &self,
-        id: u32,
-        partition: &str,
-        key: &str,
-        owner: &str,
-        expires_at_ms: i64,
+        &self, id: u32, partition: &str, key: &str, owner: &str, expires_at_ms: i64,
     ) -> Result<bool> {
         self.with_lease(id, |h| extend(h.conn, partition, key, owner, expires_at_ms))
     }
 
     pub fn fail_reaction(
-        &self,
-        id: u32,
-        partition: &str,
-        key: &str,
-        u: &FailureUpdate,
+        &self, id: u32, partition: &str, key: &str, u: &FailureUpdate,
     ) -> Result<bool> {
         self.with_lease(id, |h| fail(h.conn, partition, key, u))
     }
@@ -301,20 +272,13 @@ impl SqliteEngine {
     }
 
     pub fn list_reactions(
-        &self,
-        partition: &str,
-        statuses: &[String],
-        types: &[String],
-        limit: i64,
+        &self, partition: &str, statuses: &[String], types: &[String], limit: i64,
     ) -> Result<Vec<StoredReaction>> {
         self.read(|c| list(c, partition, statuses, types, limit))
     }
 
     pub fn prune_reactions(
-        &self,
-        id: u32,
-        partition: &str,
-        q: &PruneQuery,
+        &self, id: u32, partition: &str, q: &PruneQuery,
     ) -> Result<PrunedCounts> {
         self.with_lease(id, |h| prune(h.conn, partition, q))
     }

@@ -98,10 +98,7 @@ pub fn row_from(r: &rusqlite::Row<'_>, offset: usize) -> rusqlite::Result<Stored
 }
 
 pub fn get_row(
-    conn: &Connection,
-    sql: &TableSql,
-    partition: &str,
-    row_id: &str,
+    conn: &Connection, sql: &TableSql, partition: &str, row_id: &str,
 ) -> Result<Option<StoredRow>> {
     let mut st = conn.prepare_cached(&sql.select_row).map_err(map_err)?;
     st.query_row(params![partition, row_id], |r| row_from(r, 0))
@@ -110,10 +107,7 @@ pub fn get_row(
 }
 
 pub fn get_row_scopes(
-    conn: &Connection,
-    sql: &TableSql,
-    partition: &str,
-    row_id: &str,
+    conn: &Connection, sql: &TableSql, partition: &str, row_id: &str,
 ) -> Result<Option<String>> {
     let mut st = conn.prepare_cached(&sql.select_scopes).map_err(map_err)?;
     st.query_row(params![partition, row_id], |r| r.get(0))
@@ -124,11 +118,7 @@ pub fn get_row_scopes(
 /// Writes the full stored row, its projection and its row-scope index
 /// entries. A failing projection insert writes nothing.
 pub fn upsert_row(
-    conn: &Connection,
-    table: &Table,
-    sql: &TableSql,
-    partition: &str,
-    row: &StoredRow,
+    conn: &Connection, table: &Table, sql: &TableSql, partition: &str, row: &StoredRow,
     op_index: Option<u32>,
 ) -> Result<()> {
     let new_pairs = scope_pairs(&row.scopes_json)?;
@@ -173,11 +163,7 @@ pub fn upsert_row(
 /// Deletes one row's entries from a meta table keyed by
 /// (partition, tbl, row_id): row scopes, tombstones, blob references.
 fn delete_row_keyed(
-    conn: &Connection,
-    meta_table: &str,
-    partition: &str,
-    table: &str,
-    row_id: &str,
+    conn: &Connection, meta_table: &str, partition: &str, table: &str, row_id: &str,
 ) -> Result<()> {
     conn.prepare_cached(&format!(
         "DELETE FROM {meta_table} WHERE partition = ?1 AND tbl = ?2 AND row_id = ?3"
@@ -188,11 +174,7 @@ fn delete_row_keyed(
 }
 
 fn insert_row_scope_entries(
-    conn: &Connection,
-    partition: &str,
-    table: &str,
-    row_id: &str,
-    pairs: &[(String, String)],
+    conn: &Connection, partition: &str, table: &str, row_id: &str, pairs: &[(String, String)],
 ) -> Result<()> {
     if pairs.is_empty() {
         return Ok(());
@@ -212,11 +194,7 @@ fn insert_row_scope_entries(
 /// Removes the row, its scope entries and its blob references; the
 /// tombstone comes from `appendCommit`.
 pub fn delete_row(
-    conn: &Connection,
-    table: &Table,
-    sql: &TableSql,
-    partition: &str,
-    row_id: &str,
+    conn: &Connection, table: &Table, sql: &TableSql, partition: &str, row_id: &str,
 ) -> Result<()> {
     delete_row_keyed(conn, "sync_row_scopes", partition, &table.name, row_id)?;
     let mut st = conn.prepare_cached(&sql.delete_row).map_err(map_err)?;
@@ -234,10 +212,7 @@ pub fn delete_row(
 }
 
 pub fn get_tombstone_seq(
-    conn: &Connection,
-    partition: &str,
-    table: &str,
-    row_id: &str,
+    conn: &Connection, partition: &str, table: &str, row_id: &str,
 ) -> Result<Option<i64>> {
     conn.prepare_cached(
         "SELECT commit_seq FROM sync_tombstones WHERE partition = ?1 AND tbl = ?2 AND row_id = ?3",
@@ -250,20 +225,13 @@ pub fn get_tombstone_seq(
 }
 
 pub fn clear_tombstone(
-    conn: &Connection,
-    partition: &str,
-    table: &str,
-    row_id: &str,
+    conn: &Connection, partition: &str, table: &str, row_id: &str,
 ) -> Result<()> {
     delete_row_keyed(conn, "sync_tombstones", partition, table, row_id)
 }
 
 pub fn set_blob_refs(
-    conn: &Connection,
-    partition: &str,
-    table: &str,
-    row_id: &str,
-    blob_ids: &[String],
+    conn: &Connection, partition: &str, table: &str, row_id: &str, blob_ids: &[String],
 ) -> Result<()> {
     delete_row_keyed(conn, "sync_blob_refs", partition, table, row_id)?;
     let mut st = conn
@@ -280,13 +248,8 @@ pub fn set_blob_refs(
 /// row-scope index on the first filter variable, verified against the
 /// whole filter, ordered by the database's TEXT order of `row_id`.
 pub fn scan_rows(
-    conn: &Connection,
-    table: &Table,
-    sql: &TableSql,
-    partition: &str,
-    filter: &ScopeFilter,
-    after_row_id: &str,
-    limit: i64,
+    conn: &Connection, table: &Table, sql: &TableSql, partition: &str, filter: &ScopeFilter,
+    after_row_id: &str, limit: i64,
 ) -> Result<Vec<StoredRow>> {
     let Some((var, values)) = filter.probe() else {
         return Err(Error::query("sync.storage.scan_requires_scope"));

@@ -57,9 +57,7 @@ fn table_exists(conn: &Connection, table: &str) -> Result<bool> {
 }
 
 pub fn check_incomplete_checkpoints(
-    conn: &Connection,
-    version: i64,
-    declared: &[CheckpointDeclaration],
+    conn: &Connection, version: i64, declared: &[CheckpointDeclaration],
 ) -> Result<()> {
     migrate::refuse_incomplete(meta::pending_checkpoints(conn, version)?, declared)
 }
@@ -72,10 +70,7 @@ pub enum Outcome {
 }
 
 pub fn ensure_schema(
-    conn: &Connection,
-    schema: &Schema,
-    declarations: &[CheckpointDeclaration],
-    now_ms: i64,
+    conn: &Connection, schema: &Schema, declarations: &[CheckpointDeclaration], now_ms: i64,
 ) -> Result<Outcome> {
     check_incomplete_checkpoints(conn, schema.version, declarations)?;
     conn.execute_batch(sql::SCHEMA_META_DDL).map_err(map_err)?;

@@ -14,9 +14,7 @@ use rusqlite::{Connection, ToSql};
 pub use crate::window::WindowQuery;
 
 pub fn read_commit_window(
-    conn: &Connection,
-    partition: &str,
-    q: &WindowQuery<'_>,
+    conn: &Connection, partition: &str, q: &WindowQuery<'_>,
 ) -> Result<Vec<StoredCommit>> {
     let Some((var, values)) = q.probe() else {
         return Ok(Vec::new());
@@ -102,10 +100,7 @@ struct PageRow {
 /// Upper bound of what a window read on this filter would deliver: the
 /// index-only maximum on the probe variable (post-0.24 member).
 pub fn latest_scoped_change_seq(
-    conn: &Connection,
-    partition: &str,
-    table: &str,
-    filter: &ScopeFilter,
+    conn: &Connection, partition: &str, table: &str, filter: &ScopeFilter,
 ) -> Result<i64> {
     let Some((var, values)) = filter.probe() else {
         return Ok(0);

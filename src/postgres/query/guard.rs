@@ -1264,18 +1264,14 @@ impl Cache {
     }
 
     pub fn get(
-        &mut self,
-        owner: &std::sync::Arc<dyn std::any::Any + Send + Sync>,
-        key: &str,
+        &mut self, owner: &std::sync::Arc<dyn std::any::Any + Send + Sync>, key: &str,
     ) -> Option<std::sync::Arc<Guarded>> {
         self.owned_by(owner);
         self.map.get(key).cloned()
     }
 
     pub fn insert(
-        &mut self,
-        owner: &std::sync::Arc<dyn std::any::Any + Send + Sync>,
-        key: String,
+        &mut self, owner: &std::sync::Arc<dyn std::any::Any + Send + Sync>, key: String,
         g: std::sync::Arc<Guarded>,
     ) {
         self.owned_by(owner);
@@ -1288,11 +1284,8 @@ impl Cache {
 
 /// The guard through `cache`, whose lock is not held while guarding.
 pub fn cached(
-    cache: &std::sync::Mutex<Cache>,
-    owner: std::sync::Arc<dyn std::any::Any + Send + Sync>,
-    sql: &str,
-    binds: &[Bind],
-    scope: &Scope,
+    cache: &std::sync::Mutex<Cache>, owner: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+    sql: &str, binds: &[Bind], scope: &Scope,
 ) -> Result<std::sync::Arc<Guarded>> {
     let lock = || cache.lock().unwrap_or_else(|p| p.into_inner());
     let key = cache_key(sql, binds);

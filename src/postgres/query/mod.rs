@@ -47,16 +47,14 @@ impl sqlx::Type<Postgres> for UntypedNull {
 
 impl Encode<'_, Postgres> for UntypedNull {
     fn encode_by_ref(
-        &self,
-        _buf: &mut PgArgumentBuffer,
+        &self, _buf: &mut PgArgumentBuffer,
     ) -> std::result::Result<IsNull, BoxDynError> {
         Ok(IsNull::Yes)
     }
 }
 
 fn bind_value<'q>(
-    q: Query<'q, Postgres, PgArguments>,
-    v: &Value,
+    q: Query<'q, Postgres, PgArguments>, v: &Value,
 ) -> Query<'q, Postgres, PgArguments> {
     match v {
         Value::Null | Value::Undefined => q.bind(UntypedNull),
@@ -217,11 +215,7 @@ fn run_err(e: sqlx::Error, timeout: Duration) -> Error {
 /// row. The text carries the bound types, so the statement sqlx prepares
 /// and caches for it is never reused with values of other types.
 async fn run(
-    c: &mut PgConnection,
-    g: &guard::Guarded,
-    binds: &[Bind],
-    params: &[Value],
-    partition: &str,
+    c: &mut PgConnection, g: &guard::Guarded, binds: &[Bind], params: &[Value], partition: &str,
     timeout: Duration,
 ) -> Result<(Vec<String>, Vec<Vec<Cell>>)> {
     let partition_value = Value::Text(partition.to_owned());
@@ -288,10 +282,7 @@ async fn run(
 /// works under the confined `search_path`), then the control statements
 /// `tail`, in one round trip. When the read fails, `tail` has not run.
 async fn max_commit_seq_then(
-    c: &mut PgConnection,
-    w: &Where,
-    partition: &str,
-    tail: &str,
+    c: &mut PgConnection, w: &Where, partition: &str, tail: &str,
 ) -> Result<i64> {
     let Some(p) = super::prefetch::lit(partition) else {
         let v: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
@@ -352,13 +343,8 @@ const INDEX_ROW_FIELDS: &str = r#""_sync_row_id", "_sync_server_version", "_sync
 
 #[allow(clippy::too_many_arguments)]
 pub async fn scan_rows_by_index(
-    c: &mut PgConnection,
-    table: &Table,
-    partition: &str,
-    index: &str,
-    values: Option<&[Value]>,
-    after_row_id: &str,
-    limit: f64,
+    c: &mut PgConnection, table: &Table, partition: &str, index: &str, values: Option<&[Value]>,
+    after_row_id: &str, limit: f64,
 ) -> Result<Vec<StoredRow>> {
     let (ix, values, limit) = crate::scan::check_index_lookup(table, index, values, limit)?;
     let mut text = format!(
@@ -439,11 +425,7 @@ impl PgEngine {
 
     /// The rewrite, then the guard (cached per SQL text).
     fn prepare_query(
-        &self,
-        req: &Request,
-        params: &[Value],
-        declared: &[String],
-        w: &Where,
+        &self, req: &Request, params: &[Value], declared: &[String], w: &Where,
     ) -> Result<(Prepared, Arc<guard::Guarded>)> {
         let loaded = self.registered_schema()?;
         let prepared = query::prepare(req, params, declared, &loaded.schema)?;
@@ -464,11 +446,7 @@ impl PgEngine {
     /// snapshot holding the serve gate (when `gate_running` is given), the
     /// rows and `max_commit_seq`; always rolled back.
     pub async fn query_authoritative(
-        &self,
-        partition: &str,
-        req: &Request,
-        params: &[Value],
-        declared: &[String],
+        &self, partition: &str, req: &Request, params: &[Value], declared: &[String],
         gate_running: Option<i64>,
     ) -> Result<QueryOutput> {
         self.registered_schema()?;
@@ -547,11 +525,7 @@ impl PgEngine {
     /// the query leaves neither writes nor settings behind, and a failing
     /// query does not abort the transaction.
     pub async fn tx_query_authoritative(
-        &self,
-        id: u32,
-        req: &Request,
-        params: &[Value],
-        declared: &[String],
+        &self, id: u32, req: &Request, params: &[Value], declared: &[String],
     ) -> Result<QueryOutput> {
         self.registered_schema()?;
         let timeout = self.cfg.query_timeout;
@@ -591,13 +565,8 @@ impl PgEngine {
     }
 
     pub async fn scan_rows_by_index(
-        &self,
-        partition: &str,
-        table: &str,
-        index: &str,
-        values: Option<&[Value]>,
-        after_row_id: &str,
-        limit: f64,
+        &self, partition: &str, table: &str, index: &str, values: Option<&[Value]>,
+        after_row_id: &str, limit: f64,
     ) -> Result<Vec<StoredRow>> {
         let (loaded, i) = self.table(table)?;
         let t = &loaded.schema.tables[i];
@@ -614,12 +583,7 @@ impl PgEngine {
     }
 
     pub async fn tx_scan_rows_by_index(
-        &self,
-        id: u32,
-        table: &str,
-        index: &str,
-        values: Option<&[Value]>,
-        after_row_id: &str,
+        &self, id: u32, table: &str, index: &str, values: Option<&[Value]>, after_row_id: &str,
         limit: f64,
     ) -> Result<Vec<StoredRow>> {
         let (loaded, i) = self.table(table)?;
