@@ -10,7 +10,9 @@
 //   --runs N          repetitions per figure (default 5; median, min, max)
 //   --quick           smaller sizes, for a smoke run
 //   --only a,b        workloads: push,concurrent,reads,queries,memory,floor
-import { createRequire } from 'node:module';
+//                     (floor runs beside push and needs cargo: it is the
+//                     bench target benches/floor.rs, built once per run)
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -67,8 +69,6 @@ for (const path of args.modules) {
 
 const nativeIndex = storages.findIndex((s) => s.label.startsWith('native'));
 const floors = { 1: [], 10: [] };
-let nativeModule;
-const native = () => (nativeModule ??= createRequire(import.meta.url)('../lib/native.js'));
 const dir = mkdtempSync(join(tmpdir(), 'syncular-bench-'));
 let fileNo = 0;
 async function fresh(storage) {
@@ -91,8 +91,51 @@ function record(name, i, value, better, unit) {
   figures.get(name)[i].push(value);
 }
 
+// The N-API floor is the bench target benches/floor.rs (no part of the
+// addon): built once here, before anything is timed, and run per
+// measurement. Without cargo, or if the build fails, the floor is skipped
+// and the reason printed.
+let floorExe;
+let floorSkipped;
+function buildFloor() {
+  console.error('bench: building the floor (cargo bench --bench floor --no-run)');
+  const r = spawnSync('cargo', ['bench', '--bench', 'floor', '--no-run', '--message-format=json'], {
+    cwd: join(here, '..'),
+    encoding: 'utf8',
+    maxBuffer: 256 * 1024 * 1024,
+  });
+  if (r.error) {
+    return { skip: r.error.code === 'ENOENT' ? 'cargo not found on PATH' : `cargo did not run: ${r.error.message}` };
+  }
+  if (r.status !== 0) {
+    const tail = r.stderr.trim().split('\n').slice(-10).join('\n');
+    return { skip: `cargo bench --bench floor --no-run failed (exit ${r.status}):\n${tail}` };
+  }
+  for (const line of r.stdout.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    const m = JSON.parse(line);
+    if (m.reason === 'compiler-artifact' && m.target?.name === 'floor' && m.target.kind.includes('bench') && m.executable) {
+      return { exe: m.executable };
+    }
+  }
+  return { skip: 'cargo built no floor bench executable' };
+}
+function directPush(path, commits, ops) {
+  const r = spawnSync(floorExe, [path, String(commits), String(ops)], { encoding: 'utf8' });
+  if (r.error) throw r.error;
+  if (r.status !== 0) throw new Error(`floor bench exited ${r.status}: ${r.stderr.trim()}`);
+  return JSON.parse(r.stdout).usPerCommit;
+}
+
 const runtime = typeof Bun !== 'undefined' ? `bun ${Bun.version}` : `node ${process.version}`;
 console.error(`bench: ${runtime}; ${storages.map((s) => s.label).join(' vs ')}; ${args.runs} runs${args.quick ? ' (quick)' : ''}`);
+
+if (nativeIndex >= 0 && wants('push') && wants('floor')) {
+  const built = buildFloor();
+  floorExe = built.exe;
+  floorSkipped = built.skip;
+  if (floorSkipped) console.error(`bench: floor skipped: ${floorSkipped}`);
+}
 
 try {
   // One untimed pass per storage first, so the figures measure steady
@@ -116,10 +159,11 @@ try {
           record(`push ${ops} op/commit: commits/s`, i, r.commitsPerSec, 'higher', '/s');
           record(`push ${ops} op/commit: p50 latency`, i, r.p50Us, 'lower', 'µs');
           record(`push ${ops} op/commit: p99 latency`, i, r.p99Us, 'lower', 'µs');
-          // The N-API floor: the same SQL sequence issued from Rust in this
-          // process, right after the package's run so drift hits both alike.
-          if (i === nativeIndex && ops <= 10 && wants('floor')) {
-            floors[ops].push(native().benchDirectPush(join(dir, `direct-${fileNo++}.sqlite`), size.push[ops], ops));
+          // The N-API floor: the same SQL sequence issued from Rust (the
+          // floor bench binary, timed inside it), right after the package's
+          // run so drift hits both alike.
+          if (i === nativeIndex && ops <= 10 && floorExe) {
+            floors[ops].push(directPush(join(dir, `direct-${fileNo++}.sqlite`), size.push[ops], ops));
           }
         }
       }
@@ -199,6 +243,7 @@ console.log(`median (min–max) of ${args.runs} runs; ${runtime}; ratio = how ma
 console.log(lines.join('\n'));
 
 const floorRows = [...meta.entries()].filter(([k]) => k.startsWith('floor '));
+if (floorSkipped) console.log(`\nN-API overhead: skipped; ${floorSkipped}`);
 if (floorRows.length > 0) {
   console.log('\nN-API overhead: mean µs per push commit, package vs the same SQL sequence issued from Rust');
   console.log('(each run measures both back to back; ratio = median of the per-run ratios)');

@@ -1,22 +1,25 @@
 'use strict';
-// What a SQLite transaction's prefetchRows learned, so the push that
-// follows asks for each row and tombstone without a native call. The
-// transaction holds the database's only write lock, so an answer stays
-// current until this transaction writes; every write below forgets what it
-// may change. A row answer is handed out once (the host owns the object it
-// gets); tombstone answers are numbers and stay.
+// What a transaction's prefetchRows learned, so the push that follows
+// asks for each row and tombstone without a native call. An answer stays
+// current until this transaction writes (the engine holds the write lock
+// or the partition lock, or else marks the answers not `stable`); every
+// write below forgets what it may change and bumps `version`, so answers
+// still in flight when a write was submitted are dropped. A row answer is
+// handed out once (the host owns the object it gets); tombstone answers
+// are numbers and stay. Skipping a tombstone delete needs a stable answer.
 
 const MISS = Symbol('miss');
 
 class RowCache {
-  #tables = new Map(); // table → Map(rowId → { row, rowKnown, tomb, tombKnown })
+  #tables = new Map(); // table → Map(rowId → { row, rowKnown, tomb, tombKnown, stable })
+  version = 0;
 
   /** Records `V.unpackPrefetched` entries of `table`. */
-  fill(table, entries) {
+  fill(table, entries, stable) {
     let rows = this.#tables.get(table);
     if (rows === undefined) this.#tables.set(table, (rows = new Map()));
     for (const e of entries) {
-      rows.set(e.rowId, { row: e.row, rowKnown: true, tomb: e.tomb, tombKnown: e.tombKnown });
+      rows.set(e.rowId, { row: e.row, rowKnown: true, tomb: e.tomb, tombKnown: e.tombKnown, stable });
     }
   }
 
@@ -43,10 +46,11 @@ class RowCache {
   /** True when the row is known to have no tombstone. */
   knownNoTomb(table, rowId) {
     const e = this.#entry(table, rowId);
-    return e !== undefined && e.tombKnown && e.tomb === undefined;
+    return e !== undefined && e.stable && e.tombKnown && e.tomb === undefined;
   }
 
   tombCleared(table, rowId) {
+    this.version++;
     const e = this.#entry(table, rowId);
     if (e !== undefined) {
       e.tomb = undefined;
@@ -55,6 +59,7 @@ class RowCache {
   }
 
   forgetRow(table, rowId) {
+    this.version++;
     const e = this.#entry(table, rowId);
     if (e !== undefined) {
       e.rowKnown = false;
@@ -63,6 +68,7 @@ class RowCache {
   }
 
   clear() {
+    this.version++;
     if (this.#tables.size !== 0) this.#tables.clear();
   }
 }

@@ -6,15 +6,14 @@
 // committed state, after any write submitted before them.
 
 const { resolveErrorClasses, translate, invalidArgument, WIRE_PREFIX } = require('./errors');
-const { SqliteDriver } = require('./drivers/sqlite');
-const { PostgresDriver } = require('./drivers/postgres');
+const { Engine } = require('./engine');
 const { NativeTransaction } = require('./transaction');
 const { guarded, settled, code, checkText } = require('./guard');
 const V = require('./values');
 const Q = require('./query');
 const R = require('./reactions');
-const { installLogger } = require('./logging'); // logging hook
-const native = require('./native'); // logging hook
+const { installLogger } = require('./logging');
+const native = require('./native');
 
 const METHODS = [
   'ensureSchema',
@@ -79,7 +78,7 @@ function sqliteUrl(options) {
 }
 
 class NativeStorage {
-  #driver;
+  #engine;
   #errors;
   #ensuredVersion;
   #host;
@@ -87,15 +86,12 @@ class NativeStorage {
   constructor(options = {}) {
     if (options === null || typeof options !== 'object') throw invalidArgument('NativeStorage: options must be an object');
     checkText(options.url, options.schema);
-    installLogger(native, options.logger, options.logFilter); // logging hook
+    installLogger(native, options.logger, options.logFilter);
     const url = sqliteUrl(options);
     this.#errors = resolveErrorClasses(options.errors);
     this.#host = options.errors;
     try {
-      this.#driver =
-        url !== undefined && /^postgres(ql)?:/i.test(url)
-          ? new PostgresDriver(url, options)
-          : new SqliteDriver(url, options);
+      this.#engine = new Engine(url, options);
     } catch (err) {
       // Bad options (synchronous, busyTimeoutMs, url): a coded error, not the wire text.
       throw this._translate(err);
@@ -121,7 +117,7 @@ class NativeStorage {
     return parsed;
   }
 
-  /** The driver's result: a value (SQLite) or a promise (PostgreSQL), translated. */
+  /** The engine's answer, a value or a promise, with errors translated. */
   #settle(run) {
     try {
       const out = run();
@@ -133,13 +129,13 @@ class NativeStorage {
 
   /** A read, ordered after writes submitted before it. */
   #read(fn) {
-    return this.#settle(() => this.#driver.read(fn));
+    return this.#settle(() => this.#engine.read(fn));
   }
 
   /** A read settled as a promise of `out(result)`. */
   #readThen(fn, out) {
     try {
-      const v = this.#settle(() => this.#driver.read(fn));
+      const v = this.#settle(() => this.#engine.read(fn));
       return v instanceof Promise ? v.then(out).catch((err) => Promise.reject(code(err))) : Promise.resolve(out(v));
     } catch (err) {
       return Promise.reject(code(err));
@@ -147,12 +143,12 @@ class NativeStorage {
   }
 
   async #readAsync(fn) {
-    return this.#settle(() => this.#driver.read(fn));
+    return this.#settle(() => this.#engine.read(fn));
   }
 
-  /** A storage-level write (SQLite: under the write lease). */
+  /** A storage-level write, in submission order (see write-queue.js). */
   #write(fn) {
-    return this.#settle(() => this.#driver.write(fn));
+    return this.#settle(() => this.#engine.write(fn));
   }
 
   // ---- schema ----------------------------------------------------------------
@@ -168,11 +164,11 @@ class NativeStorage {
   // ---- partitions --------------------------------------------------------------
 
   async touchPartition(partition, authenticatedAtMs, initialLogEpoch) {
-    return this.#write((n, id) => n.touchPartition(id, partition, authenticatedAtMs, initialLogEpoch));
+    return this.#write((n, id) => n.touchPartition(id, partition, initialLogEpoch, authenticatedAtMs, false));
   }
 
   async rotatePartitionLogEpoch(partition, logEpoch, authenticatedAtMs) {
-    return this.#write((n, id) => n.rotatePartitionLogEpoch(id, partition, logEpoch, authenticatedAtMs));
+    return this.#write((n, id) => n.touchPartition(id, partition, logEpoch, authenticatedAtMs, true));
   }
 
   async listPartitionRegistry() {
@@ -193,11 +189,11 @@ class NativeStorage {
     if (typeof partition !== 'string') throw invalidArgument('begin: partition must be a string');
     let lease;
     try {
-      lease = await this.#driver.begin(partition);
+      lease = await this.#engine.begin(partition);
     } catch (err) {
       throw this._translate(err);
     }
-    return new NativeTransaction(this, this.#driver, lease);
+    return new NativeTransaction(this, this.#engine, lease);
   }
 
   // ---- the log --------------------------------------------------------------------
@@ -310,7 +306,7 @@ class NativeStorage {
   // ---- RFC 0007 checkpoints (storage-layout §14.2–§14.5) ---------------------
 
   async declareCheckpoint(partition, name, schemaVersion, nowMs) {
-    return this.#write((n, id) => n.declareCheckpoint(id, partition, name, schemaVersion, nowMs));
+    return this.#write((n, id) => n.declareCheckpoint(id, { partition, name, schemaVersion }, nowMs));
   }
 
   async claimCheckpoint(partition, name, schemaVersion, nowMs) {
@@ -398,11 +394,11 @@ class NativeStorage {
   }
 
   async completeReaction(partition, idempotencyKey, leaseOwner, completedAtMs) {
-    return this.#write((n, id) => n.completeReaction(id, partition, idempotencyKey, leaseOwner, completedAtMs));
+    return this.#write((n, id) => n.updateReaction(id, partition, idempotencyKey, { kind: 'complete', leaseOwner, atMs: completedAtMs }));
   }
 
   async extendReactionLease(partition, idempotencyKey, leaseOwner, leaseExpiresAtMs) {
-    return this.#write((n, id) => n.extendReactionLease(id, partition, idempotencyKey, leaseOwner, leaseExpiresAtMs));
+    return this.#write((n, id) => n.updateReaction(id, partition, idempotencyKey, { kind: 'extend', leaseOwner, atMs: leaseExpiresAtMs }));
   }
 
   async failReaction(partition, idempotencyKey, update) {
@@ -411,11 +407,18 @@ class NativeStorage {
     const atMs = update.failure.atMs;
     // As in-tree: a present retryAtMs (even null) means retry, at retryAtMs ?? failure.atMs.
     const retryAt = update.retryAtMs === undefined ? undefined : (update.retryAtMs ?? atMs);
-    return this.#write((n, id) => n.failReaction(id, partition, idempotencyKey, update.leaseOwner, json, atMs, retryAt));
+    return this.#write((n, id) => n.updateReaction(id, partition, idempotencyKey, {
+        kind: 'fail',
+        leaseOwner: update.leaseOwner,
+        atMs,
+        failure: json,
+        retryAtMs: retryAt,
+      }),
+    );
   }
 
   async retryReaction(partition, idempotencyKey, nowMs) {
-    return this.#write((n, id) => n.retryReaction(id, partition, idempotencyKey, nowMs));
+    return this.#write((n, id) => n.updateReaction(id, partition, idempotencyKey, { kind: 'retry', atMs: nowMs }));
   }
 
   async getReaction(partition, idempotencyKey) {
@@ -472,7 +475,7 @@ class NativeStorage {
   }
 
   async close() {
-    await this.#driver.close();
+    await this.#engine.close();
   }
 }
 

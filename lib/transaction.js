@@ -1,10 +1,11 @@
 'use strict';
-// StorageTransaction over a held write lease (SQLite) or a pinned pool
-// connection (PostgreSQL). On SQLite every member runs its native call
-// synchronously and returns a settled promise; on PostgreSQL the calls of
-// one transaction are chained in submission order. Members are plain
-// functions returning promises (not async functions): a push makes dozens
-// of these calls and each async layer costs a promise and a tick.
+// StorageTransaction over a lease from `begin` (SQLite: the write lease;
+// PostgreSQL: a pinned pool connection). A native call that answers at
+// once settles the member's promise at once; one that answers later makes
+// the transaction's next calls wait for it, so they run in submission
+// order. Members are plain functions returning promises (not async
+// functions): a push makes dozens of these calls and each async layer
+// costs a promise and a tick.
 
 const { invalidArgument, withCode } = require('./errors');
 const { settled, code } = require('./guard');
@@ -22,7 +23,7 @@ const abandoned = new FinalizationRegistry(({ native, id, release }) => {
   } catch {
     // The storage was closed meanwhile; nothing is held any more.
   }
-  // An async native (PostgreSQL) rolls back in the background.
+  // An engine that answers later rolls back in the background.
   if (out instanceof Promise) out.then(release, release);
   else release();
 });
@@ -59,20 +60,19 @@ class NativeTransaction {
   #release;
   #storage;
   #finished = false;
-  #ordered;
+  /** Native calls still running; later calls wait for `#tail`. */
+  #pending = 0;
   #tail = Promise.resolve();
-  /** SQLite only: prefetchRows' answers (PostgreSQL keeps its cache natively). */
-  #cache;
+  /** prefetchRows' answers. */
+  #cache = new RowCache();
 
-  /** `driver.native` runs the calls; unordered (async) natives are chained per transaction. */
-  constructor(storage, driver, lease) {
-    const native = driver.native;
+  /** `engine.native` runs the calls under `lease`. */
+  constructor(storage, engine, lease) {
+    const native = engine.native;
     this.#storage = storage;
     this.#native = native;
-    this.#ordered = driver.ordered;
     this.#id = lease.id;
     this.#release = lease.release;
-    if (this.#ordered) this.#cache = new RowCache();
     abandoned.register(this, { native, id: lease.id, release: lease.release }, this);
     // Own, writable methods: hosts and tests wrap or replace them.
     for (const name of METHODS) this[name] = settled(NativeTransaction.prototype[name], this);
@@ -97,13 +97,14 @@ class NativeTransaction {
     if (this.#finished) {
       return Promise.reject(withCode(new Error('transaction already finished'), 'ERR_SYNCULAR_TX_FINISHED'));
     }
-    if (this.#ordered) {
+    if (this.#pending === 0) {
       let v;
       try {
         v = fn(this.#native, this.#id);
       } catch (err) {
         return Promise.reject(this.#fail(err));
       }
+      if (v instanceof Promise) return this.#later(v, out);
       if (out === undefined) return Promise.resolve(v);
       try {
         return Promise.resolve(out(v));
@@ -111,22 +112,34 @@ class NativeTransaction {
         return Promise.reject(code(err));
       }
     }
-    const run = this.#tail.then(() => fn(this.#native, this.#id));
-    this.#tail = run.then(noop, noop);
+    return this.#later(
+      this.#tail.then(() => fn(this.#native, this.#id)),
+      out,
+    );
+  }
+
+  /** A call answering later: the next calls wait until it settles. */
+  #later(run, out) {
+    this.#pending++;
+    const settled = run.then(noop, noop);
+    this.#tail = settled;
+    settled.then(() => {
+      this.#pending--;
+    });
     const translated = run.catch((err) => Promise.reject(this.#fail(err)));
     return out === undefined ? translated : translated.then(out).catch((err) => Promise.reject(code(err)));
   }
 
   getRow(table, rowId) {
-    if (this.#cache !== undefined && !this.#finished) {
+    if (!this.#finished) {
       const hit = this.#cache.takeRow(table, rowId);
       if (hit !== MISS) return Promise.resolve(hit);
     }
-    return this.#call((n, id) => n.txGetRow(id, table, rowId), V.rowOut);
+    return this.#call((n, id) => n.getRow(id, table, rowId), V.rowOut);
   }
 
   getTombstoneSeq(table, rowId) {
-    if (this.#cache !== undefined && !this.#finished) {
+    if (!this.#finished) {
       const hit = this.#cache.tomb(table, rowId);
       if (hit !== MISS) return Promise.resolve(hit);
     }
@@ -136,17 +149,17 @@ class NativeTransaction {
   clearTombstone(table, rowId) {
     const cache = this.#cache;
     // Deleting a tombstone known not to exist changes nothing.
-    if (cache !== undefined && !this.#finished && cache.knownNoTomb(table, rowId)) return Promise.resolve();
-    if (cache === undefined) return this.#call((n, id) => n.txClearTombstone(id, table, rowId));
+    if (!this.#finished && cache.knownNoTomb(table, rowId)) return Promise.resolve();
     return this.#call((n, id) => {
-      n.txClearTombstone(id, table, rowId);
+      const out = n.txClearTombstone(id, table, rowId);
       cache.tombCleared(table, rowId);
+      return out;
     });
   }
 
   getPushResult(clientId, clientCommitId) {
     return this.#call(
-      (n, id) => n.txGetPushResult(id, clientId, clientCommitId),
+      (n, id) => n.getPushResult(id, clientId, clientCommitId),
       (text) => this.#storage._pushResultOut(text),
     );
   }
@@ -155,7 +168,7 @@ class NativeTransaction {
     if (!query || typeof query !== 'object') throw invalidArgument('scanRows: query must be an object');
     const filter = V.filterJson(query.scopeFilter);
     return this.#call(
-      (n, id) => n.txScanRows(id, query.table, filter, query.afterRowId ?? '', query.limit),
+      (n, id) => n.scanRows(id, query.table, filter, query.afterRowId ?? '', query.limit),
       V.unpackRows,
     );
   }
@@ -163,7 +176,7 @@ class NativeTransaction {
   scanRowsByIndex(query) {
     const q = Q.indexArgs('scanRowsByIndex', query);
     return this.#call(
-      (n, id) => n.txScanRowsByIndex(id, q.table, q.index, q.values, q.afterRowId, q.limit),
+      (n, id) => n.scanRowsByIndex(id, q.table, q.index, q.values, q.afterRowId, q.limit),
       V.unpackRows,
     );
   }
@@ -171,7 +184,7 @@ class NativeTransaction {
   /** Bound to this transaction: its connection, its staged writes, no gate. */
   queryAuthoritative(query) {
     const { request, params } = Q.requestIn(query);
-    return this.#call((n, id) => n.txQueryAuthoritative(id, request, params));
+    return this.#call((n, id) => n.queryAuthoritative(id, request, params));
   }
 
   lockPartitionForPush() {
@@ -186,7 +199,7 @@ class NativeTransaction {
   commitRejectedPushResult(clientId, clientCommitId, result) {
     const json = V.serializePushResult(result);
     // The savepoint rollback undoes this transaction's row writes.
-    this.#cache?.clear();
+    this.#cache.clear();
     return this.#ending(
       this.#call((n, id) => n.txCommitRejectedPushResult(id, clientId, clientCommitId, json), noop),
     );
@@ -196,7 +209,7 @@ class NativeTransaction {
     if (!row || typeof row !== 'object') throw invalidArgument('upsertRow: row must be a StoredRow');
     const scopes = JSON.stringify(row.scopes ?? {});
     const rowId = row.rowId;
-    this.#cache?.forgetRow(table, rowId);
+    this.#cache.forgetRow(table, rowId);
     return this.#call((n, id) =>
       n.txUpsertRow(
         id,
@@ -212,7 +225,7 @@ class NativeTransaction {
   }
 
   deleteRow(table, rowId) {
-    this.#cache?.forgetRow(table, rowId);
+    this.#cache.forgetRow(table, rowId);
     return this.#call((n, id) => n.txDeleteRow(id, table, rowId));
   }
 
@@ -222,7 +235,7 @@ class NativeTransaction {
     }
     const [changes, payloads] = V.packChanges(commit.changes);
     // Tombstones are written here.
-    this.#cache?.clear();
+    this.#cache.clear();
     return this.#call((n, id) =>
       n.txAppendCommit(
         id,
@@ -247,11 +260,11 @@ class NativeTransaction {
   }
 
   readServeGate(runningSchemaVersion) {
-    return this.#call((n, id) => n.txReadServeGate(id, runningSchemaVersion), V.gateOut);
+    return this.#call((n, id) => n.readServeGate(id, runningSchemaVersion), V.gateOut);
   }
 
   advanceCheckpoint(name, ownerEpoch, watermark, observedRows, nowMs) {
-    return this.#call((n, id) => n.txAdvanceCheckpoint(id, name, ownerEpoch, watermark, observedRows, nowMs));
+    return this.#call((n, id) => n.advanceCheckpoint(id, null, name, ownerEpoch, watermark, observedRows, nowMs));
   }
 
   enqueueReactions(reactions) {
@@ -265,10 +278,14 @@ class NativeTransaction {
     // Only string ids can name rows; others are not worth a read.
     const ids = rowIds.filter((r) => typeof r === 'string');
     const cache = this.#cache;
-    if (cache === undefined) return this.#call((n, id) => n.txPrefetchRows(id, table, ids), noop);
+    // Answers that arrive after a write was submitted may predate it.
+    const version = cache.version;
     return this.#call(
       (n, id) => n.txPrefetchRows(id, table, ids),
-      (packed) => cache.fill(table, V.unpackPrefetched(packed)),
+      (packed) => {
+        const { stable, entries } = V.unpackPrefetched(packed);
+        if (cache.version === version) cache.fill(table, entries, stable);
+      },
     );
   }
 
@@ -278,14 +295,14 @@ class NativeTransaction {
 
   /**
    * `out`, after releasing the lease if the native call ended the
-   * transaction (SQLite: before the caller resumes, so a queued begin()
-   * starts at once).
+   * transaction (when it answered at once: before the caller resumes, so
+   * a queued begin() starts at once).
    */
   #ending(out) {
     const settle = () => {
       if (!this.#finished && !this.#native.isHeld(this.#id)) this.#end();
     };
-    if (this.#ordered) {
+    if (this.#pending === 0) {
       settle();
       return out;
     }
@@ -303,9 +320,9 @@ class NativeTransaction {
 
   async rollback() {
     if (this.#finished) return;
-    this.#cache?.clear();
+    this.#cache.clear();
     try {
-      if (!this.#ordered) await this.#tail;
+      if (this.#pending > 0) await this.#tail;
       await this.#native.unlock(this.#id, false);
     } finally {
       this.#end();

@@ -96,10 +96,11 @@ function unpackRows([json, bytes]) {
  * prefetchRows' `[json, bytes]` (src/napi/packed.rs, eight values an id) →
  * `{ rowId, row, tomb, tombKnown }`, `row` and `tomb` undefined when absent.
  */
+/** `{ stable, entries }`; see `packed::prefetched` in the addon. */
 function unpackPrefetched([json, bytes]) {
   const a = JSON.parse(json);
-  const out = new Array(a.length / 8);
-  for (let i = 0, j = 0; i < a.length; i += 8, j++) {
+  const out = new Array((a.length - 1) / 8);
+  for (let i = 1, j = 0; i < a.length; i += 8, j++) {
     let row;
     if (a[i + 2] >= 0) {
       row = {
@@ -114,7 +115,7 @@ function unpackPrefetched([json, bytes]) {
     const t = a[i + 1];
     out[j] = { rowId: a[i], tombKnown: t !== -1, tomb: t === null || t === -1 ? undefined : t, row };
   }
-  return out;
+  return { stable: a[0] === 1, entries: out };
 }
 
 function unpackCommits([json, bytes]) {

@@ -155,3 +155,11 @@ impl From<crate::codec::DecodeError> for Error {
         Error::Decode(e.message)
     }
 }
+
+/// The text of a caught panic's payload.
+pub fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}

@@ -10,9 +10,9 @@
 //!   routing to stderr or a sink; knows nothing of JS;
 //! - `napi`: the thin N-API binding; the only module that knows JS exists.
 
-pub mod bench;
 pub mod checkpoint;
 pub mod codec;
+pub mod engine;
 pub mod error;
 pub mod migrate;
 pub mod model;

@@ -15,6 +15,28 @@ pub struct WindowQuery<'a> {
     pub limit_changes: i64,
 }
 
+/// A window request that owns its parts (what crosses the engine seam).
+#[derive(Debug, Clone)]
+pub struct Window {
+    pub table: String,
+    pub filter: ScopeFilter,
+    pub after_seq: i64,
+    pub through_seq: i64,
+    pub limit_changes: i64,
+}
+
+impl Window {
+    pub fn query(&self) -> WindowQuery<'_> {
+        WindowQuery {
+            table: &self.table,
+            filter: &self.filter,
+            after_seq: self.after_seq,
+            through_seq: self.through_seq,
+            limit_changes: self.limit_changes,
+        }
+    }
+}
+
 impl WindowQuery<'_> {
     /// The probe (first sorted variable and its values), or `None` when the
     /// window is empty without reading anything.

@@ -141,12 +141,9 @@ pub struct ServeGate {
 pub const MAX_SAFE_INTEGER: i64 = 9_007_199_254_740_991;
 
 /// Which form of `pruneCommitsThrough` the host called.
-pub enum PruneTarget<'a> {
+pub enum PruneTarget {
     /// 0.24 form: epoch-checked.
-    Checked {
-        log_epoch: &'a str,
-        through_seq: i64,
-    },
+    Checked { log_epoch: String, through_seq: i64 },
     /// 0.15.x form `(partition, seq)`.
     Legacy(i64),
 }
@@ -173,4 +170,23 @@ pub struct QueryOutput {
     pub columns: Vec<String>,
     pub rows: Vec<Vec<Cell>>,
     pub max_commit_seq: i64,
+}
+
+/// A checkpoint owner's progress report (`advanceCheckpoint`).
+#[derive(Debug, Clone, Copy)]
+pub struct CheckpointProgress {
+    pub owner_epoch: i64,
+    pub watermark: i64,
+    pub observed_rows: i64,
+    pub now_ms: i64,
+}
+
+/// A client cursor move. With `guard` (actor id, log epoch): the guarded
+/// realtime advance; without: `updateClientCursor`.
+#[derive(Debug, Clone)]
+pub struct CursorAdvance {
+    pub client_id: String,
+    pub guard: Option<(String, String)>,
+    pub cursor: i64,
+    pub at_ms: i64,
 }

@@ -37,9 +37,9 @@ pub struct StoredReaction {
 }
 
 #[derive(Debug, Clone)]
-pub struct ClaimQuery<'a> {
-    pub lease_owner: &'a str,
-    pub types: &'a [String],
+pub struct ClaimQuery {
+    pub lease_owner: String,
+    pub types: Vec<String>,
     pub now_ms: i64,
     /// `min(2^53 − 1, now + duration)`, computed by the caller.
     pub lease_expires_at_ms: i64,
@@ -47,10 +47,10 @@ pub struct ClaimQuery<'a> {
 }
 
 #[derive(Debug, Clone)]
-pub struct FailureUpdate<'a> {
-    pub lease_owner: &'a str,
+pub struct FailureUpdate {
+    pub lease_owner: String,
     /// `{code, atMs, details?}` as JSON text.
-    pub failure_json: &'a str,
+    pub failure_json: String,
     pub failure_at_ms: i64,
     /// `None`: dead-letter.
     pub retry_at_ms: Option<i64>,

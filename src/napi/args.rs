@@ -6,10 +6,27 @@
 //! call instead of taking a GC reference to it, which napi-rs's owned
 //! `Uint8Array` does on every call.
 
-use napi::bindgen_prelude::{FromNapiValue, TypeName, ValidateNapiValue, ValueType};
+use napi::bindgen_prelude::{FromNapiValue, ValidateNapiValue};
 use napi::{sys, Error, Result, Status};
 use std::ops::Deref;
 use std::ptr;
+
+/// `impl TypeName` for a hand-converted type: its TypeScript spelling and
+/// the JS value type napi checks.
+macro_rules! js_type {
+    ($ty:ty, $ts:expr, $kind:ident) => {
+        impl napi::bindgen_prelude::TypeName for $ty {
+            fn type_name() -> &'static str {
+                $ts
+            }
+
+            fn value_type() -> napi::bindgen_prelude::ValueType {
+                napi::bindgen_prelude::ValueType::$kind
+            }
+        }
+    };
+}
+pub(crate) use js_type;
 
 const INLINE: usize = 120;
 
@@ -41,15 +58,13 @@ impl Str {
     }
 }
 
-impl TypeName for Str {
-    fn type_name() -> &'static str {
-        "string"
-    }
-
-    fn value_type() -> ValueType {
-        ValueType::String
+impl From<Str> for String {
+    fn from(s: Str) -> String {
+        s.into_string()
     }
 }
+
+js_type!(Str, "string", String);
 
 impl ValidateNapiValue for Str {}
 
@@ -105,15 +120,7 @@ impl Deref for Buf {
     }
 }
 
-impl TypeName for Buf {
-    fn type_name() -> &'static str {
-        "Uint8Array"
-    }
-
-    fn value_type() -> ValueType {
-        ValueType::Object
-    }
-}
+js_type!(Buf, "Uint8Array", Object);
 
 impl ValidateNapiValue for Buf {}
 
@@ -145,5 +152,31 @@ impl FromNapiValue for Buf {
             data: data.cast_const().cast(),
             len,
         })
+    }
+}
+
+/// Where a read runs: a partition name (committed state) or a lease
+/// number (inside that transaction, seeing its own writes). Members with
+/// a storage-level and a transaction form take one of these first.
+pub enum At {
+    Committed(String),
+    Tx(u32),
+}
+
+js_type!(At, "string | number", Unknown);
+
+impl ValidateNapiValue for At {}
+
+impl FromNapiValue for At {
+    unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> Result<Self> {
+        let mut ty = 0;
+        napi::check_status!(unsafe { sys::napi_typeof(env, value, &mut ty) })?;
+        if ty == sys::ValueType::napi_number {
+            Ok(At::Tx(unsafe { u32::from_napi_value(env, value) }?))
+        } else {
+            Ok(At::Committed(
+                unsafe { Str::from_napi_value(env, value) }?.into_string(),
+            ))
+        }
     }
 }

@@ -4,21 +4,14 @@
 //! from 5.2 µs to about half with the copy), and the result is an ordinary
 //! typed array with offset 0.
 
-use napi::bindgen_prelude::{check_status, ToNapiValue, TypeName, ValueType};
+use super::args::js_type;
+use napi::bindgen_prelude::{check_status, ToNapiValue};
 use napi::sys;
 use std::ptr;
 
 pub struct Bytes(pub Vec<u8>);
 
-impl TypeName for Bytes {
-    fn type_name() -> &'static str {
-        "Uint8Array"
-    }
-
-    fn value_type() -> ValueType {
-        ValueType::Object
-    }
-}
+js_type!(Bytes, "Uint8Array", Object);
 
 impl ToNapiValue for Bytes {
     unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> napi::Result<sys::napi_value> {

@@ -1,94 +1,111 @@
-//! RFC 0007 checkpoint members on `SqliteHandle`: claim, advance (storage
-//! and transaction forms), source coverage, the source-change check and
-//! activation. `declareCheckpoint` and the gate reads are in `handle.rs`.
+//! RFC 0007 members: the serve gate and writer fence, and the checkpoint
+//! lifecycle (declare, claim, advance in both forms, source checks,
+//! activation).
 
-use super::convert::{int, JsCheckpoint};
-use super::guard;
-use super::handle::SqliteHandle;
-use napi::bindgen_prelude::*;
+use super::args::At;
+use super::convert::{int, JsDeclaration};
+use super::records::Gate;
+use super::reply::Reply;
+use super::storage::NativeEngine;
+use crate::model::{Checkpoint, CheckpointProgress};
 use napi_derive::napi;
 
+fn progress(
+    owner_epoch: f64, watermark: f64, observed_rows: f64, now_ms: f64,
+) -> crate::Result<CheckpointProgress> {
+    Ok(CheckpointProgress {
+        owner_epoch: int(owner_epoch, "ownerEpoch")?,
+        watermark: int(watermark, "watermark")?,
+        observed_rows: int(observed_rows, "observedRows")?,
+        now_ms: int(now_ms, "nowMs")?,
+    })
+}
+
 #[napi]
-impl SqliteHandle {
-    #[napi]
+impl NativeEngine {
+    #[napi(ts_return_type = "Gate | Promise<Gate>")]
+    pub fn read_serve_gate(&self, at: At, running: f64) -> Reply<Gate> {
+        self.run("readServeGate", |e| {
+            let running = int(running, "runningSchemaVersion")?;
+            let gate = match at {
+                At::Committed(p) => e.read_serve_gate(p, running),
+                At::Tx(lease) => e.tx_read_serve_gate(lease, running),
+            };
+            Ok(gate.map(Gate::from))
+        })
+    }
+
+    #[napi(ts_return_type = "boolean | Promise<boolean>")]
+    pub fn writer_fence_allows(&self, partition: String, version: f64) -> Reply<bool> {
+        self.run("writerFenceAllows", |e| {
+            Ok(e.writer_fence_allows(partition, int(version, "writerVersion")?))
+        })
+    }
+
+    #[napi(ts_return_type = "Checkpoint | Promise<Checkpoint>")]
+    pub fn declare_checkpoint(
+        &self, lease: u32, declaration: JsDeclaration, now_ms: f64,
+    ) -> Reply<Checkpoint> {
+        self.run("declareCheckpoint", |e| {
+            let now = int(now_ms, "nowMs")?;
+            Ok(e.declare_checkpoint(lease, declaration.into_model()?, now))
+        })
+    }
+
+    #[napi(ts_return_type = "Checkpoint | Promise<Checkpoint>")]
     pub fn claim_checkpoint(
         &self, lease: u32, partition: String, name: String, schema_version: f64, now_ms: f64,
-    ) -> Result<JsCheckpoint> {
-        guard(|| {
+    ) -> Reply<Checkpoint> {
+        self.run("claimCheckpoint", |e| {
             let version = int(schema_version, "schemaVersion")?;
             let now = int(now_ms, "nowMs")?;
-            Ok(self
-                .engine
-                .claim_checkpoint(lease, &partition, &name, version, now)?
-                .into())
+            Ok(e.claim_checkpoint(lease, partition, name, version, now))
         })
     }
 
-    #[napi]
+    /// `partition` absent: the transaction form (`lease` is its lease).
+    #[napi(ts_return_type = "boolean | Promise<boolean>")]
     #[allow(clippy::too_many_arguments)]
     pub fn advance_checkpoint(
-        &self, lease: u32, partition: String, name: String, owner_epoch: f64, watermark: f64,
-        observed_rows: f64, now_ms: f64,
-    ) -> Result<bool> {
-        guard(|| {
-            let epoch = int(owner_epoch, "ownerEpoch")?;
-            let watermark = int(watermark, "watermark")?;
-            let observed = int(observed_rows, "observedRows")?;
-            let now = int(now_ms, "nowMs")?;
-            self.engine
-                .advance_checkpoint(lease, &partition, &name, epoch, watermark, observed, now)
+        &self, lease: u32, partition: Option<String>, name: String, owner_epoch: f64,
+        watermark: f64, observed_rows: f64, now_ms: f64,
+    ) -> Reply<bool> {
+        self.run("advanceCheckpoint", |e| {
+            let g = progress(owner_epoch, watermark, observed_rows, now_ms)?;
+            Ok(match partition {
+                Some(p) => e.advance_checkpoint(lease, p, name, g),
+                None => e.tx_advance_checkpoint(lease, name, g),
+            })
         })
     }
 
-    #[napi]
-    pub fn tx_advance_checkpoint(
-        &self, lease: u32, name: String, owner_epoch: f64, watermark: f64, observed_rows: f64,
-        now_ms: f64,
-    ) -> Result<bool> {
-        guard(|| {
-            let epoch = int(owner_epoch, "ownerEpoch")?;
-            let watermark = int(watermark, "watermark")?;
-            let observed = int(observed_rows, "observedRows")?;
-            let now = int(now_ms, "nowMs")?;
-            self.engine
-                .tx_advance_checkpoint(lease, &name, epoch, watermark, observed, now)
-        })
-    }
-
-    #[napi]
-    pub fn source_coverage_seq(&self, partition: String, tables: Vec<String>) -> Result<i64> {
-        guard(|| self.engine.source_coverage_seq(&partition, &tables))
-    }
-
-    #[napi(ts_return_type = "'clean' | 'changed' | 'unverifiable'")]
+    #[napi(ts_return_type = "SourceState | Promise<SourceState>")]
     pub fn has_source_changes_above(
         &self, partition: String, tables: Vec<String>, seq: f64,
-    ) -> Result<String> {
-        guard(|| {
+    ) -> Reply<String> {
+        self.run("hasSourceChangesAbove", |e| {
             let seq = int(seq, "seq")?;
-            Ok(self
-                .engine
-                .has_source_changes_above(&partition, &tables, seq)?
-                .as_str()
-                .to_owned())
+            Ok(e.has_source_changes_above(partition, tables, seq)
+                .map(|s| s.as_str().to_owned()))
         })
     }
 
-    #[napi(ts_return_type = "'activated' | 'stale' | 'unverifiable'")]
+    #[napi(ts_return_type = "Activation | Promise<Activation>")]
     #[allow(clippy::too_many_arguments)]
     pub fn activate_checkpoint(
         &self, lease: u32, partition: String, name: String, owner_epoch: f64, watermark: f64,
         sources: Vec<String>, now_ms: f64,
-    ) -> Result<String> {
-        guard(|| {
-            let epoch = int(owner_epoch, "ownerEpoch")?;
-            let watermark = int(watermark, "watermark")?;
+    ) -> Reply<String> {
+        self.run("activateCheckpoint", |e| {
+            let (epoch, mark) = (
+                int(owner_epoch, "ownerEpoch")?,
+                int(watermark, "watermark")?,
+            );
             let now = int(now_ms, "nowMs")?;
-            Ok(self
-                .engine
-                .activate_checkpoint(lease, &partition, &name, epoch, watermark, &sources, now)?
-                .as_str()
-                .to_owned())
+            Ok(
+                e.activate_checkpoint(lease, partition, name, epoch, mark, sources, now)
+                    .map(|a| a.as_str().to_owned()),
+            )
         })
     }
 }

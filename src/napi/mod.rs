@@ -1,23 +1,25 @@
-//! The N-API binding: argument checks, conversion to and from JS values,
-//! panic containment, and off-thread tasks. No storage logic lives here.
+//! The N-API binding: one class, `NativeEngine`, over whichever engine the
+//! url names (`crate::engine`). It converts arguments, contains panics and
+//! turns answers into JS values or Promises; no storage logic lives here.
 //!
 //! Errors cross as a JSON description inside the message (see
-//! `Error::to_wire`); the JS shim turns it into the host's classes.
+//! `Error::to_wire`); the JS layer turns it into the host's classes.
 
 mod admin;
 mod args;
 mod bytes;
 mod checkpoints;
 mod convert;
-mod handle;
+mod forward;
+mod lifecycle;
 mod logging;
 mod packed;
-mod pg;
-mod pg_ext;
 mod query;
 mod reactions;
+mod records;
+mod reply;
 mod rowpack;
-mod tasks;
+mod storage;
 
 use crate::error::Error;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -32,30 +34,12 @@ pub fn to_napi(e: Error) -> napi::Error {
     )
 }
 
-fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into())
-}
-
-/// Runs one call; a panic becomes an error instead of unwinding into Node.
+/// Runs a synchronous step; a panic becomes an error instead of unwinding
+/// into Node.
 pub fn guard<T>(f: impl FnOnce() -> crate::Result<T>) -> napi::Result<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(to_napi(e)),
-        Err(p) => Err(to_napi(Error::plain(
-            "ERR_SYNCULAR_INTERNAL",
-            format!("internal error (panic contained): {}", panic_message(p)),
-        ))),
+        Err(p) => Err(to_napi(reply::panicked(p))),
     }
-}
-
-/// Benchmark floor: the push sequence issued from Rust with no N-API
-/// crossing (see `bench/run.mjs`). Returns µs per commit.
-// Test builds leave out napi's registration, which is its only caller.
-#[cfg_attr(test, allow(dead_code))]
-#[napi_derive::napi(js_name = "benchDirectPush")]
-pub fn bench_direct_push(path: String, commits: u32, ops: u32) -> napi::Result<f64> {
-    guard(|| crate::bench::direct_push(&path, commits, ops))
 }

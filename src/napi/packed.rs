@@ -11,9 +11,11 @@
 //! `table, rowId, op (1 upsert, 2 delete), rowVersion | null, scopes,
 //! payloadOffset, payloadLength`. Prefetched rows: see `prefetched`.
 
+use super::args::js_type;
 use super::bytes::Bytes;
-use crate::model::{ChangeOp, Prefetched, StoredCommit, StoredRow, Tomb};
-use napi::bindgen_prelude::{check_status, ToNapiValue, TypeName, ValueType};
+use crate::engine::Prefetch;
+use crate::model::{ChangeOp, StoredCommit, StoredRow, Tomb};
+use napi::bindgen_prelude::{check_status, ToNapiValue};
 use napi::sys;
 use std::fmt::Write;
 use std::ptr;
@@ -24,15 +26,7 @@ pub struct Packed {
     bytes: Vec<u8>,
 }
 
-impl TypeName for Packed {
-    fn type_name() -> &'static str {
-        "[string, Uint8Array]"
-    }
-
-    fn value_type() -> ValueType {
-        ValueType::Object
-    }
-}
+js_type!(Packed, "[string, Uint8Array]", Object);
 
 impl ToNapiValue for Packed {
     unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> napi::Result<sys::napi_value> {
@@ -126,16 +120,15 @@ pub fn rows(list: Vec<StoredRow>) -> Packed {
     w.finish()
 }
 
-/// `prefetchRows`: per row id `rowId, tombstoneSeq | null (-1 = not read),
-/// serverVersion (-1 = no row), scopes | null, payloadOffset,
-/// payloadLength, columnVersionsOffset, columnVersionsLength`.
-pub fn prefetched(list: Vec<Prefetched>) -> Packed {
+/// `prefetchRows`: `stable` (1 or 0, see `engine::Prefetch`), then per row
+/// id `rowId, tombstoneSeq | null (-1 = not read), serverVersion (-1 = no
+/// row), scopes | null, payloadOffset, payloadLength, columnVersionsOffset,
+/// columnVersionsLength`.
+pub fn prefetched(p: Prefetch) -> Packed {
     let mut w = Writer::new();
-    w.json.push('[');
-    for (i, f) in list.into_iter().enumerate() {
-        if i > 0 {
-            w.json.push(',');
-        }
+    w.json.push_str(if p.stable { "[1" } else { "[0" });
+    for f in p.rows {
+        w.json.push(',');
         w.string(&f.row_id);
         match f.tombstone_seq {
             Tomb::Read(Some(seq)) => {

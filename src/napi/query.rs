@@ -2,32 +2,26 @@
 //! (`AuthoritativeQueryValue`), driver-shaped rows out (integers beyond
 //! 2^53 as `bigint`).
 
+use super::args::js_type;
+use super::args::At;
 use super::bytes::Bytes;
-use super::convert::JsServeGate;
-use super::guard;
-use super::handle::SqliteHandle;
+use super::convert::int;
+use super::packed::{self, Packed};
+use super::records::{object, set, Gate, Raw};
+use super::reply::Reply;
+use super::storage::NativeEngine;
 use crate::error::Error;
 use crate::model::MAX_SAFE_INTEGER;
 use crate::model::{Cell as SqlValue, QueryOutput};
 use crate::query::{Relation, Request, Value};
-use crate::sqlite::SqliteEngine;
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
-use std::sync::Arc;
 
 /// One `AuthoritativeQueryValue` (or `RowValue`) from JS.
 pub struct QueryValue(pub Value);
 
-impl TypeName for QueryValue {
-    fn type_name() -> &'static str {
-        "AuthoritativeQueryValue"
-    }
-
-    fn value_type() -> ValueType {
-        ValueType::Unknown
-    }
-}
+js_type!(QueryValue, "AuthoritativeQueryValue", Unknown);
 
 impl ValidateNapiValue for QueryValue {}
 
@@ -126,21 +120,7 @@ impl JsQueryRequest {
 /// `{ rows, maxCommitSeq, gate?, error? }` built straight into JS objects.
 pub struct JsQueryResult(pub QueryOutput);
 
-impl TypeName for JsQueryResult {
-    fn type_name() -> &'static str {
-        "AuthoritativeQueryResult"
-    }
-
-    fn value_type() -> ValueType {
-        ValueType::Object
-    }
-}
-
-unsafe fn set(
-    env: sys::napi_env, obj: sys::napi_value, key: sys::napi_value, value: sys::napi_value,
-) -> Result<()> {
-    check_status!(unsafe { sys::napi_set_property(env, obj, key, value) })
-}
+js_type!(JsQueryResult, "AuthoritativeQueryResult", Object);
 
 unsafe fn cell(env: sys::napi_env, v: SqlValue) -> Result<sys::napi_value> {
     unsafe {
@@ -161,8 +141,6 @@ impl ToNapiValue for JsQueryResult {
     unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
         let out = val.0;
         unsafe {
-            let mut result = std::ptr::null_mut();
-            check_status!(sys::napi_create_object(env, &mut result))?;
             let keys = out
                 .columns
                 .into_iter()
@@ -175,152 +153,65 @@ impl ToNapiValue for JsQueryResult {
                 &mut rows
             ))?;
             for (i, row) in out.rows.into_iter().enumerate() {
-                let mut obj = std::ptr::null_mut();
-                check_status!(sys::napi_create_object(env, &mut obj))?;
+                let obj = object(env)?;
                 for (key, v) in keys.iter().zip(row) {
-                    set(env, obj, *key, cell(env, v)?)?;
+                    check_status!(sys::napi_set_property(env, obj, *key, cell(env, v)?))?;
                 }
                 check_status!(sys::napi_set_element(env, rows, i as u32, obj))?;
             }
-            set(
-                env,
-                result,
-                String::to_napi_value(env, "rows".into())?,
-                rows,
-            )?;
-            set(
-                env,
-                result,
-                String::to_napi_value(env, "maxCommitSeq".into())?,
-                f64::to_napi_value(env, out.max_commit_seq as f64)?,
-            )?;
-            if let Some(gate) = out.gate {
-                set(
-                    env,
-                    result,
-                    String::to_napi_value(env, "gate".into())?,
-                    JsServeGate::to_napi_value(env, gate.into())?,
-                )?;
-            }
-            if let Some(e) = out.error {
-                set(
-                    env,
-                    result,
-                    String::to_napi_value(env, "error".into())?,
-                    String::to_napi_value(env, e.to_wire())?,
-                )?;
-            }
+            let result = object(env)?;
+            set(env, result, c"rows", Raw(rows))?;
+            set(env, result, c"maxCommitSeq", out.max_commit_seq as f64)?;
+            set(env, result, c"gate", out.gate.map(Gate::from))?;
+            set(env, result, c"error", out.error.map(|e| e.to_wire()))?;
             Ok(result)
         }
     }
 }
 
-pub struct QueryTask {
-    engine: Arc<SqliteEngine>,
-    partition: String,
-    request: Request,
-    tables: Vec<String>,
-    params: Vec<Value>,
-    gate_running: Option<i64>,
-}
-
-impl Task for QueryTask {
-    type Output = QueryOutput;
-    type JsValue = JsQueryResult;
-
-    fn compute(&mut self) -> Result<QueryOutput> {
-        guard(|| {
-            self.engine.query_authoritative(
-                &self.partition,
-                &self.request,
-                &self.params,
-                &self.tables,
-                self.gate_running,
-            )
-        })
-    }
-
-    fn resolve(&mut self, _env: Env, output: QueryOutput) -> Result<JsQueryResult> {
-        Ok(JsQueryResult(output))
-    }
-}
-
 #[napi]
-impl SqliteHandle {
-    /// Storage-level `queryAuthoritative`, off the JS thread. With
-    /// `gate_running`, the serve gate at that version is read in the same
+impl NativeEngine {
+    /// `queryAuthoritative`, on committed state or inside a transaction
+    /// (its connection, its staged writes). With `gate_running` (committed
+    /// state only), the serve gate at that version is read in the query's
     /// snapshot and returned as `gate`.
-    #[napi(
-        ts_return_type = "Promise<{ rows: Record<string, unknown>[]; maxCommitSeq: number; gate?: JsServeGate; error?: string }>"
-    )]
+    #[napi(ts_return_type = "QueryResult | Promise<QueryResult>")]
     pub fn query_authoritative(
-        &self, partition: String, request: JsQueryRequest, params: Vec<QueryValue>,
-        gate_running: Option<f64>,
-    ) -> Result<AsyncTask<QueryTask>> {
-        guard(|| {
+        &self, at: At, request: JsQueryRequest, params: Vec<QueryValue>, gate_running: Option<f64>,
+    ) -> Reply<JsQueryResult> {
+        self.run("queryAuthoritative", |e| {
             let (request, tables) = request.into_parts();
-            Ok(AsyncTask::new(QueryTask {
-                engine: self.engine.clone(),
-                partition,
-                request,
-                tables,
-                params: values(params),
-                gate_running: gate_running
-                    .map(|v| super::convert::int(v, "runningSchemaVersion"))
-                    .transpose()?,
-            }))
+            let params = values(params);
+            let out = match at {
+                At::Committed(p) => {
+                    let running = gate_running
+                        .map(|v| int(v, "runningSchemaVersion"))
+                        .transpose()?;
+                    e.query_authoritative(p, request, params, tables, running)
+                }
+                At::Tx(lease) => e.tx_query_authoritative(lease, request, params, tables),
+            };
+            Ok(out.map(JsQueryResult))
         })
     }
 
-    /// `tx.queryAuthoritative` on the transaction's own connection.
-    #[napi(ts_return_type = "{ rows: Record<string, unknown>[]; maxCommitSeq: number }")]
-    pub fn tx_query_authoritative(
-        &self, lease: u32, request: JsQueryRequest, params: Vec<QueryValue>,
-    ) -> Result<JsQueryResult> {
-        guard(|| {
-            let (request, tables) = request.into_parts();
-            self.engine
-                .tx_query_authoritative(lease, &request, &values(params), &tables)
-                .map(JsQueryResult)
-        })
-    }
-
-    /// `values` absent: the caller's `values` was not an array.
-    #[napi]
+    /// `values_in` absent: the caller's `values` was not an array.
+    #[napi(ts_return_type = "Packed | Promise<Packed>")]
     pub fn scan_rows_by_index(
-        &self, partition: String, table: String, index: String, values_in: Option<Vec<QueryValue>>,
+        &self, at: At, table: String, index: String, values_in: Option<Vec<QueryValue>>,
         after_row_id: String, limit: f64,
-    ) -> Result<super::packed::Packed> {
-        guard(|| {
+    ) -> Reply<Packed> {
+        self.run("scanRowsByIndex", |e| {
             let vals = values_in.map(values);
-            let rows = self.engine.scan_rows_by_index(
-                &partition,
-                &table,
-                &index,
-                vals.as_deref(),
-                &after_row_id,
-                limit,
-            )?;
-            Ok(super::packed::rows(rows))
-        })
-    }
-
-    #[napi]
-    pub fn tx_scan_rows_by_index(
-        &self, lease: u32, table: String, index: String, values_in: Option<Vec<QueryValue>>,
-        after_row_id: String, limit: f64,
-    ) -> Result<super::packed::Packed> {
-        guard(|| {
-            let vals = values_in.map(values);
-            let rows = self.engine.tx_scan_rows_by_index(
-                lease,
-                &table,
-                &index,
-                vals.as_deref(),
-                &after_row_id,
-                limit,
-            )?;
-            Ok(super::packed::rows(rows))
+            let rows = match at {
+                At::Committed(p) => {
+                    e.scan_rows_by_index(p, table, index, vals, after_row_id, limit)
+                }
+                At::Tx(lease) => {
+                    e.tx_scan_rows_by_index(lease, table, index, vals, after_row_id, limit)
+                }
+            };
+            Ok(rows.map(packed::rows))
         })
     }
 }

@@ -1,16 +1,15 @@
-//! Reaction members on `SqliteHandle`: the transaction's enqueue, the
+//! Reaction members: the transaction's enqueue, the
 //! lease-holding lifecycle writes and the two reads. JSON columns cross as
 //! text; the shim parses them and sorts claim results.
 
 use super::convert::int;
-use super::guard;
-use super::handle::SqliteHandle;
+use super::reply::Reply;
+use super::storage::NativeEngine;
 use crate::error::Error;
 use crate::model::reactions::{
     ClaimQuery, FailureUpdate, NewReaction, PruneQuery, PrunedCounts, StoredReaction,
 };
 use crate::model::MAX_SAFE_INTEGER;
-use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 #[napi(object, object_to_js = false)]
@@ -45,69 +44,15 @@ impl JsNewReaction {
     }
 }
 
-#[napi(object, object_from_js = false)]
-pub struct JsReaction {
-    pub idempotency_key: String,
-    #[napi(js_name = "type")]
+/// See `update_reaction`.
+#[napi(object, object_to_js = false)]
+pub struct JsReactionUpdate {
     pub kind: String,
-    pub version: i64,
-    /// JSON text.
-    pub payload: String,
-    pub source_client_id: String,
-    pub source_client_commit_id: String,
-    pub source_commit_seq: i64,
-    pub created_at_ms: i64,
-    pub max_attempts: i64,
-    pub status: String,
-    pub attempts: i64,
-    pub available_at_ms: i64,
     pub lease_owner: Option<String>,
-    pub lease_expires_at_ms: Option<i64>,
-    pub completed_at_ms: Option<i64>,
-    /// JSON text.
-    pub last_failure: Option<String>,
-}
-
-impl From<StoredReaction> for JsReaction {
-    fn from(r: StoredReaction) -> Self {
-        JsReaction {
-            idempotency_key: r.idempotency_key,
-            kind: r.kind,
-            version: r.version,
-            payload: r.payload_json,
-            source_client_id: r.source_client_id,
-            source_client_commit_id: r.source_client_commit_id,
-            source_commit_seq: r.source_commit_seq,
-            created_at_ms: r.created_at_ms,
-            max_attempts: r.max_attempts,
-            status: r.status,
-            attempts: r.attempts,
-            available_at_ms: r.available_at_ms,
-            lease_owner: r.lease_owner,
-            lease_expires_at_ms: r.lease_expires_at_ms,
-            completed_at_ms: r.completed_at_ms,
-            last_failure: r.last_failure_json,
-        }
-    }
-}
-
-#[napi(object, object_from_js = false)]
-pub struct JsPrunedReactions {
-    pub completed: i64,
-    pub dead_letter: i64,
-}
-
-impl From<PrunedCounts> for JsPrunedReactions {
-    fn from(c: PrunedCounts) -> Self {
-        JsPrunedReactions {
-            completed: c.completed,
-            dead_letter: c.dead_letter,
-        }
-    }
-}
-
-pub(super) fn out(list: Vec<StoredReaction>) -> Vec<JsReaction> {
-    list.into_iter().map(Into::into).collect()
+    pub at_ms: f64,
+    /// `{code, atMs, details?}` as JSON text.
+    pub failure: Option<String>,
+    pub retry_at_ms: Option<f64>,
 }
 
 /// `min(2^53 − 1, now + duration)` as the in-tree storage computes it in
@@ -121,131 +66,103 @@ pub(super) fn lease_expiry(now_ms: i64, duration_ms: f64) -> crate::Result<i64> 
 }
 
 #[napi]
-impl SqliteHandle {
-    #[napi]
-    pub fn tx_enqueue_reactions(&self, lease: u32, reactions: Vec<JsNewReaction>) -> Result<()> {
-        guard(|| {
+impl NativeEngine {
+    #[napi(ts_return_type = "void | Promise<void>")]
+    pub fn tx_enqueue_reactions(&self, lease: u32, reactions: Vec<JsNewReaction>) -> Reply<()> {
+        self.run("tx.enqueueReactions", |e| {
             let list = reactions
                 .into_iter()
                 .enumerate()
                 .map(|(i, r)| r.into_model(i))
                 .collect::<crate::Result<Vec<_>>>()?;
-            self.engine.tx_enqueue_reactions(lease, &list)
+            Ok(e.tx_enqueue_reactions(lease, list))
         })
     }
 
-    #[napi]
+    #[napi(ts_return_type = "JsReaction[] | Promise<JsReaction[]>")]
     #[allow(clippy::too_many_arguments)]
     pub fn claim_reactions(
         &self, lease: u32, partition: String, lease_owner: String, types: Vec<String>, now_ms: f64,
         lease_duration_ms: f64, limit: f64,
-    ) -> Result<Vec<JsReaction>> {
-        guard(|| {
+    ) -> Reply<Vec<StoredReaction>> {
+        self.run("claimReactions", |e| {
             let now = int(now_ms, "nowMs")?;
             let q = ClaimQuery {
-                lease_owner: &lease_owner,
-                types: &types,
+                lease_owner,
+                types,
                 now_ms: now,
                 lease_expires_at_ms: lease_expiry(now, lease_duration_ms)?,
                 limit: int(limit, "limit")?,
             };
-            Ok(out(self.engine.claim_reactions(lease, &partition, &q)?))
+            Ok(e.claim_reactions(lease, partition, q))
         })
     }
 
-    #[napi]
-    pub fn complete_reaction(
-        &self, lease: u32, partition: String, idempotency_key: String, lease_owner: String,
-        completed_at_ms: f64,
-    ) -> Result<bool> {
-        guard(|| {
-            let at = int(completed_at_ms, "completedAtMs")?;
-            self.engine
-                .complete_reaction(lease, &partition, &idempotency_key, &lease_owner, at)
-        })
-    }
-
-    #[napi]
-    pub fn extend_reaction_lease(
-        &self, lease: u32, partition: String, idempotency_key: String, lease_owner: String,
-        lease_expires_at_ms: f64,
-    ) -> Result<bool> {
-        guard(|| {
-            let at = int(lease_expires_at_ms, "leaseExpiresAtMs")?;
-            self.engine
-                .extend_reaction_lease(lease, &partition, &idempotency_key, &lease_owner, at)
-        })
-    }
-
-    #[napi]
-    #[allow(clippy::too_many_arguments)]
-    pub fn fail_reaction(
-        &self, lease: u32, partition: String, idempotency_key: String, lease_owner: String,
-        failure_json: String, failure_at_ms: f64, retry_at_ms: Option<f64>,
-    ) -> Result<bool> {
-        guard(|| {
-            let u = FailureUpdate {
-                lease_owner: &lease_owner,
-                failure_json: &failure_json,
-                failure_at_ms: int(failure_at_ms, "failure.atMs")?,
-                retry_at_ms: retry_at_ms.map(|v| int(v, "retryAtMs")).transpose()?,
+    /// The lease holder's updates of one reaction: `kind` is `complete`,
+    /// `extend` (the lease, to `atMs`), `fail` (with `failure` JSON and,
+    /// to retry, `retryAtMs`) or `retry` (a dead letter, now).
+    #[napi(ts_return_type = "boolean | Promise<boolean>")]
+    pub fn update_reaction(
+        &self, lease: u32, partition: String, idempotency_key: String, update: JsReactionUpdate,
+    ) -> Reply<bool> {
+        let member = match update.kind.as_str() {
+            "complete" => "completeReaction",
+            "extend" => "extendReactionLease",
+            "fail" => "failReaction",
+            _ => "retryReaction",
+        };
+        self.run(member, |e| {
+            let at = int(update.at_ms, "atMs")?;
+            let owner = || {
+                let owner = update.lease_owner.clone();
+                owner.ok_or_else(|| Error::invalid("leaseOwner must be a string"))
             };
-            self.engine
-                .fail_reaction(lease, &partition, &idempotency_key, &u)
+            let key = idempotency_key;
+            Ok(match update.kind.as_str() {
+                "complete" => e.complete_reaction(lease, partition, key, owner()?, at),
+                "extend" => e.extend_reaction_lease(lease, partition, key, owner()?, at),
+                "retry" => e.retry_reaction(lease, partition, key, at),
+                "fail" => {
+                    let u = FailureUpdate {
+                        lease_owner: owner()?,
+                        failure_json: update.failure.unwrap_or_default(),
+                        failure_at_ms: at,
+                        retry_at_ms: update
+                            .retry_at_ms
+                            .map(|v| int(v, "retryAtMs"))
+                            .transpose()?,
+                    };
+                    e.fail_reaction(lease, partition, key, u)
+                }
+                other => return Err(Error::invalid(format!("unknown reaction update {other:?}"))),
+            })
         })
     }
 
-    #[napi]
-    pub fn retry_reaction(
-        &self, lease: u32, partition: String, idempotency_key: String, now_ms: f64,
-    ) -> Result<bool> {
-        guard(|| {
-            let now = int(now_ms, "nowMs")?;
-            self.engine
-                .retry_reaction(lease, &partition, &idempotency_key, now)
-        })
-    }
-
-    #[napi]
-    pub fn get_reaction(
-        &self, partition: String, idempotency_key: String,
-    ) -> Result<Option<JsReaction>> {
-        guard(|| {
-            Ok(self
-                .engine
-                .get_reaction(&partition, &idempotency_key)?
-                .map(Into::into))
-        })
-    }
-
-    #[napi]
+    #[napi(ts_return_type = "JsReaction[] | Promise<JsReaction[]>")]
     pub fn list_reactions(
         &self, partition: String, statuses: Option<Vec<String>>, types: Option<Vec<String>>,
         limit: f64,
-    ) -> Result<Vec<JsReaction>> {
-        guard(|| {
+    ) -> Reply<Vec<StoredReaction>> {
+        self.run("listReactions", |e| {
             let limit = int(limit, "limit")?;
-            Ok(out(self.engine.list_reactions(
-                &partition,
-                statuses.as_deref().unwrap_or_default(),
-                types.as_deref().unwrap_or_default(),
-                limit,
-            )?))
+            let (statuses, types) = (statuses.unwrap_or_default(), types.unwrap_or_default());
+            Ok(e.list_reactions(partition, statuses, types, limit))
         })
     }
 
-    #[napi]
+    #[napi(ts_return_type = "JsPrunedReactions | Promise<JsPrunedReactions>")]
     pub fn prune_reactions(
         &self, lease: u32, partition: String, completed_before_ms: f64, dead_letter_before_ms: f64,
         limit: f64,
-    ) -> Result<JsPrunedReactions> {
-        guard(|| {
+    ) -> Reply<PrunedCounts> {
+        self.run("pruneReactions", |e| {
             let q = PruneQuery {
                 completed_before_ms: int(completed_before_ms, "completedBeforeMs")?,
                 dead_letter_before_ms: int(dead_letter_before_ms, "deadLetterBeforeMs")?,
                 limit: int(limit, "limit")?,
             };
-            Ok(self.engine.prune_reactions(lease, &partition, &q)?.into())
+            Ok(e.prune_reactions(lease, partition, q))
         })
     }
 }

@@ -3,10 +3,11 @@
 //! N-API creates per call). The JS layer turns them into the host's
 //! objects.
 
+use super::args::js_type;
 use super::bytes::Bytes;
 use crate::error::{Error, Result};
 use crate::model::{Change, ChangeOp, StoredRow};
-use napi::bindgen_prelude::{check_status, ToNapiValue, TypeName, ValueType};
+use napi::bindgen_prelude::{check_status, ToNapiValue};
 use napi::sys;
 use serde_json::value::RawValue;
 use std::ptr;
@@ -14,15 +15,11 @@ use std::ptr;
 /// `[rowId, serverVersion, scopesJson, payload, columnVersions | null]`.
 pub struct RowTuple(pub StoredRow);
 
-impl TypeName for RowTuple {
-    fn type_name() -> &'static str {
-        "[string, number, string, Uint8Array, Uint8Array | null]"
-    }
-
-    fn value_type() -> ValueType {
-        ValueType::Object
-    }
-}
+js_type!(
+    RowTuple,
+    "[string, number, string, Uint8Array, Uint8Array | null]",
+    Object
+);
 
 impl ToNapiValue for RowTuple {
     unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> napi::Result<sys::napi_value> {

@@ -188,7 +188,7 @@ SELECT commit_seq FROM m";
 /// Raises the horizon and removes everything at or below it (§9), under
 /// the partition row lock, then the registry row lock.
 pub async fn prune(
-    c: &mut PgConnection, partition: &str, target: PruneTarget<'_>,
+    c: &mut PgConnection, partition: &str, target: PruneTarget,
 ) -> Result<PruneResult> {
     lock_partition(c, partition).await?;
     let through = match target {
@@ -203,7 +203,7 @@ pub async fn prune(
             .fetch_optional(&mut *c)
             .await
             .map_err(map_err)?;
-            if stored.as_deref() != Some(log_epoch) {
+            if stored.as_deref() != Some(log_epoch.as_str()) {
                 return Err(Error::query("sync.storage.prune_epoch_mismatch"));
             }
             through_seq

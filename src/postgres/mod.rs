@@ -14,6 +14,7 @@
 mod admin;
 mod checkpoints;
 mod conn;
+pub(crate) mod engine;
 mod log;
 mod meta;
 mod ops;
@@ -58,9 +59,8 @@ impl Loaded {
 /// the push savepoint is open.
 ///
 /// Round trips are what a PostgreSQL push costs, so the state also holds:
-/// `begun` (`BEGIN` is sent with the first statement, not by `begin`), the
-/// `prefetchRows` cache (rows and tombstones by table and row id, dropped
-/// by the writes that could change them), and one deferred push result
+/// `begun` (`BEGIN` is sent with the first statement, not by `begin`) and
+/// one deferred push result
 /// (`putPushResult` returns nothing, so its insert travels with the next
 /// statement's round trip or with `COMMIT`).
 pub struct TxState {
@@ -68,7 +68,6 @@ pub struct TxState {
     partition: String,
     savepoint: bool,
     begun: bool,
-    cache: prefetch::Cache,
     pending_put: Option<prefetch::PendingPut>,
 }
 
@@ -322,7 +321,6 @@ impl PgEngine {
             partition: partition.to_owned(),
             savepoint: false,
             begun: false,
-            cache: prefetch::Cache::default(),
             pending_put: None,
         }));
         lock(&self.txs).insert(id, slot);

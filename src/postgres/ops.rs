@@ -65,7 +65,7 @@ impl PgEngine {
     }
 
     pub async fn prune_commits_through(
-        &self, partition: &str, target: log::PruneTarget<'_>,
+        &self, partition: &str, target: log::PruneTarget,
     ) -> Result<PruneResult> {
         write!(self, |c| log::prune(c, partition, target).await)
     }
@@ -237,7 +237,6 @@ impl PgEngine {
             super::exec(c, super::sql::ROLLBACK_TO_SAVEPOINT).await?;
             super::exec(c, super::sql::RELEASE_SAVEPOINT).await?;
             st.savepoint = false;
-            st.cache.clear();
             meta::put_push_result(c, &p, client_id, commit_id, json).await
         });
         match staged {
@@ -262,29 +261,23 @@ impl PgEngine {
     ) -> Result<()> {
         let (loaded, i) = self.table(table)?;
         let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);
-        with_tx!(self, id, |st, c, p| {
-            let out = rows::upsert_row(c, t, sql, &p, row, op_index).await;
-            PgEngine::invalidate_row(st, table, &row.row_id);
-            out
+        with_tx!(self, id, |_st, c, p| {
+            rows::upsert_row(c, t, sql, &p, row, op_index).await
         })
     }
 
     pub async fn tx_delete_row(&self, id: u32, table: &str, row_id: &str) -> Result<()> {
         let (loaded, i) = self.table(table)?;
         let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);
-        with_tx!(self, id, |st, c, p| {
-            let out = rows::delete_row(c, t, sql, &p, row_id).await;
-            PgEngine::invalidate_row(st, table, row_id);
-            out
+        with_tx!(self, id, |_st, c, p| {
+            rows::delete_row(c, t, sql, &p, row_id).await
         })
     }
 
     pub async fn tx_append_commit(&self, id: u32, commit: &NewCommit) -> Result<i64> {
         let version = self.writer_version();
-        with_tx!(self, id, |st, c, p| {
-            let out = log::append_commit(c, &p, commit, version).await;
-            PgEngine::invalidate_tombstones(st);
-            out
+        with_tx!(self, id, |_st, c, p| {
+            log::append_commit(c, &p, commit, version).await
         })
     }
 

@@ -1,6 +1,7 @@
 //! Fewer round trips per push (storage-layout §8.1, §17): the deferred
-//! `BEGIN`, the lock batch, the `prefetchRows` cache, and the push result
-//! that travels with `COMMIT`.
+//! `BEGIN`, the lock batch, `prefetchRows` (one statement for a push's
+//! rows; the caller caches the answers), and the push result that travels
+//! with `COMMIT`.
 //!
 //! Batches go out as one simple-protocol query string, so the values in
 //! them are literals: `E'…'` strings with `\` and `'` escaped, which read
@@ -9,36 +10,17 @@
 
 use super::conn::map_err;
 use super::{exec, rows, sql, PgEngine, TxState};
+use crate::engine::Prefetch;
 use crate::error::{Error, Result};
-use crate::model::StoredRow;
+use crate::model::{Prefetched, StoredRow, Tomb};
 use sqlx::{AssertSqlSafe, PgConnection, Row};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 /// A push result whose insert has not been sent yet.
 pub struct PendingPut {
     client_id: String,
     commit_id: String,
     json: String,
-}
-
-/// Rows and tombstones read by `prefetchRows`, keyed by (table, row id).
-/// A tombstone entry remembers whether it was read under the partition
-/// lock: only then can no other transaction change it before commit.
-#[derive(Default)]
-pub struct Cache {
-    rows: HashMap<(String, String), Option<StoredRow>>,
-    tombs: HashMap<(String, String), (Option<i64>, bool)>,
-}
-
-impl Cache {
-    fn key(table: &str, row_id: &str) -> (String, String) {
-        (table.to_owned(), row_id.to_owned())
-    }
-
-    pub fn clear(&mut self) {
-        self.rows.clear();
-        self.tombs.clear();
-    }
 }
 
 /// `E'…'`, a string literal that reads the same whatever
@@ -187,9 +169,12 @@ impl PgEngine {
         Ok(())
     }
 
-    /// Reads the rows and tombstones of `row_ids` not cached yet, in one
-    /// statement; later `getRow` / `getTombstoneSeq` calls answer from it.
-    pub async fn tx_prefetch_rows(&self, id: u32, table: &str, row_ids: &[String]) -> Result<()> {
+    /// Reads the rows and tombstones of `row_ids` in one statement. The
+    /// answers are stable (no other transaction can change them before
+    /// this one commits) once the partition lock is held.
+    pub async fn tx_prefetch_rows(
+        &self, id: u32, table: &str, row_ids: &[String],
+    ) -> Result<Prefetch> {
         let (loaded, i) = self.table(table)?;
         let slot = self.tx_slot(id)?;
         let mut st = slot.lock().await;
@@ -197,21 +182,19 @@ impl PgEngine {
         // A set, not a scan of `want` per id: a push may prefetch hundreds
         // of thousands of ids under the partition lock.
         let mut seen: HashSet<&str> = HashSet::with_capacity(row_ids.len());
-        let mut want: Vec<&str> = Vec::new();
-        for r in row_ids {
-            if !seen.insert(r.as_str()) {
-                continue;
-            }
-            let k = Cache::key(table, r);
-            if !st.cache.rows.contains_key(&k) || !st.cache.tombs.contains_key(&k) {
-                want.push(r);
-            }
-        }
+        let want: Vec<&str> = row_ids
+            .iter()
+            .map(String::as_str)
+            .filter(|r| seen.insert(r))
+            .collect();
+        let stable = st.savepoint;
         if want.is_empty() {
-            return Ok(());
+            return Ok(Prefetch {
+                rows: Vec::new(),
+                stable,
+            });
         }
         st.ready().await?;
-        let locked = st.savepoint;
         let found = sqlx::query(AssertSqlSafe(loaded.sql[i].prefetch.clone()))
             .bind(&st.partition)
             .bind(&want)
@@ -219,6 +202,7 @@ impl PgEngine {
             .fetch_all(st.conn()?)
             .await
             .map_err(map_err)?;
+        let mut rows = Vec::with_capacity(found.len());
         for r in &found {
             let row_id: String = r.try_get(0).map_err(map_err)?;
             let present: bool = r.try_get(1).map_err(map_err)?;
@@ -228,11 +212,13 @@ impl PgEngine {
                 None
             };
             let tomb: Option<i64> = r.try_get(6).map_err(map_err)?;
-            let k = Cache::key(table, &row_id);
-            st.cache.rows.entry(k.clone()).or_insert(row);
-            st.cache.tombs.entry(k).or_insert((tomb, locked));
+            rows.push(Prefetched {
+                row_id,
+                row,
+                tombstone_seq: Tomb::Read(tomb),
+            });
         }
-        Ok(())
+        Ok(Prefetch { rows, stable })
     }
 
     pub async fn tx_get_row(
@@ -242,9 +228,6 @@ impl PgEngine {
         let slot = self.tx_slot(id)?;
         let mut st = slot.lock().await;
         st.conn()?;
-        if let Some(hit) = st.cache.rows.get(&Cache::key(table, row_id)) {
-            return Ok(hit.clone());
-        }
         st.ready().await?;
         let partition = st.partition.clone();
         rows::get_row(st.conn()?, &loaded.sql[i], &partition, row_id).await
@@ -256,29 +239,18 @@ impl PgEngine {
         let slot = self.tx_slot(id)?;
         let mut st = slot.lock().await;
         st.conn()?;
-        if let Some((hit, _)) = st.cache.tombs.get(&Cache::key(table, row_id)) {
-            return Ok(*hit);
-        }
         st.ready().await?;
         let partition = st.partition.clone();
         rows::get_tombstone_seq(st.conn()?, &partition, table, row_id).await
     }
 
-    /// Skips the statement when a tombstone read under the partition lock
-    /// says there is none.
     pub async fn tx_clear_tombstone(&self, id: u32, table: &str, row_id: &str) -> Result<()> {
         let slot = self.tx_slot(id)?;
         let mut st = slot.lock().await;
         st.conn()?;
-        let k = Cache::key(table, row_id);
-        if let Some((None, true)) = st.cache.tombs.get(&k) {
-            return Ok(());
-        }
         st.ready().await?;
         let partition = st.partition.clone();
-        rows::clear_tombstone(st.conn()?, &partition, table, row_id).await?;
-        st.cache.tombs.remove(&k);
-        Ok(())
+        rows::clear_tombstone(st.conn()?, &partition, table, row_id).await
     }
 
     /// Deferred: the insert goes out with the next statement of the
@@ -296,13 +268,5 @@ impl PgEngine {
             json: json.to_owned(),
         });
         Ok(())
-    }
-
-    pub(super) fn invalidate_row(st: &mut TxState, table: &str, row_id: &str) {
-        st.cache.rows.remove(&Cache::key(table, row_id));
-    }
-
-    pub(super) fn invalidate_tombstones(st: &mut TxState) {
-        st.cache.tombs.clear();
     }
 }

@@ -89,7 +89,7 @@ pub async fn enqueue(
 /// Leases up to `limit` due rows; rows locked by another claimer are
 /// skipped. The caller sorts the result (JS `localeCompare`).
 pub async fn claim(
-    c: &mut PgConnection, partition: &str, q: &ClaimQuery<'_>,
+    c: &mut PgConnection, partition: &str, q: &ClaimQuery,
 ) -> Result<Vec<StoredReaction>> {
     if q.types.is_empty() || q.limit <= 0 {
         return Ok(Vec::new());
@@ -106,10 +106,10 @@ FROM due WHERE r.partition = due.partition AND r.idempotency_key = due.idempoten
 RETURNING {FIELDS}"
     );
     let rows = sqlx::query(AssertSqlSafe(text))
-        .bind(q.lease_owner)
+        .bind(&q.lease_owner)
         .bind(q.lease_expires_at_ms)
         .bind(partition)
-        .bind(q.types)
+        .bind(&q.types)
         .bind(q.now_ms)
         .bind(q.limit)
         .fetch_all(&mut *c)
@@ -133,7 +133,7 @@ async fn guarded(
 }
 
 pub async fn fail(
-    c: &mut PgConnection, partition: &str, key: &str, u: &FailureUpdate<'_>,
+    c: &mut PgConnection, partition: &str, key: &str, u: &FailureUpdate,
 ) -> Result<bool> {
     let (status, available) = match u.retry_at_ms {
         Some(at) => ("pending", at),
@@ -143,9 +143,9 @@ pub async fn fail(
         .bind(available)
         .bind(partition)
         .bind(key)
-        .bind(u.lease_owner)
+        .bind(&u.lease_owner)
         .bind(status)
-        .bind(u.failure_json)
+        .bind(&u.failure_json)
         .execute(&mut *c)
         .await
         .map_err(map_err)?;
@@ -240,7 +240,7 @@ impl PgEngine {
     }
 
     pub async fn claim_reactions(
-        &self, partition: &str, q: &ClaimQuery<'_>,
+        &self, partition: &str, q: &ClaimQuery,
     ) -> Result<Vec<StoredReaction>> {
         write!(self, |c| claim(c, partition, q).await)
     }
@@ -274,7 +274,7 @@ impl PgEngine {
     }
 
     pub async fn fail_reaction(
-        &self, partition: &str, key: &str, u: &FailureUpdate<'_>,
+        &self, partition: &str, key: &str, u: &FailureUpdate,
     ) -> Result<bool> {
         write!(self, |c| fail(c, partition, key, u).await)
     }

@@ -147,7 +147,7 @@ pub fn append_commit(
 
 /// Raises the horizon and removes everything at or below it (§9). Runs
 /// under the caller's write lease, so it is one atomic step.
-pub fn prune(conn: &Connection, partition: &str, target: PruneTarget<'_>) -> Result<PruneResult> {
+pub fn prune(conn: &Connection, partition: &str, target: PruneTarget) -> Result<PruneResult> {
     let through = match target {
         PruneTarget::Checked {
             log_epoch,
@@ -159,7 +159,7 @@ pub fn prune(conn: &Connection, partition: &str, target: PruneTarget<'_>) -> Res
                 )
                 .and_then(|mut st| st.query_row([partition], |r| r.get(0)).optional())
                 .map_err(map_err)?;
-            if stored.as_deref() != Some(log_epoch) {
+            if stored.as_deref() != Some(log_epoch.as_str()) {
                 return Err(Error::query("sync.storage.prune_epoch_mismatch"));
             }
             through_seq

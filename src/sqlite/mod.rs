@@ -14,6 +14,7 @@
 pub mod admin;
 mod checkpoints;
 pub(crate) mod conn;
+pub(crate) mod engine;
 mod isolation;
 mod log;
 mod meta;

@@ -68,7 +68,7 @@ impl SqliteEngine {
     }
 
     pub fn prune_commits_through(
-        &self, id: u32, partition: &str, target: crate::model::PruneTarget<'_>,
+        &self, id: u32, partition: &str, target: crate::model::PruneTarget,
     ) -> Result<PruneResult> {
         self.with_lease(id, |h| log::prune(h.conn, partition, target))
     }
@@ -319,10 +319,11 @@ impl SqliteEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::BENCH_SCHEMA;
     use crate::codec::{encode_row, Value};
     use crate::sqlite::{Config, Location, Synchronous};
     use std::time::Duration;
+
+    const BENCH_SCHEMA: &str = r#"{"version":1,"tables":[{"name":"tasks","columns":[{"name":"id","type":"string","nullable":false},{"name":"project_id","type":"string","nullable":false},{"name":"title","type":"string","nullable":true},{"name":"n","type":"integer","nullable":true}],"primaryKeyIndex":0,"materialize":true,"indexes":[]}]}"#;
 
     fn engine() -> SqliteEngine {
         let e = SqliteEngine::new(Config {
@@ -411,15 +412,5 @@ mod tests {
             e.tx_prefetch_rows(id, "tasks", &["a"]).is_err(),
             "needs the lease"
         );
-    }
-
-    #[test]
-    fn the_bench_floor_runs_the_push_sequence() {
-        let dir = std::env::temp_dir().join(format!("syncular-floor-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("floor.db");
-        let per = crate::bench::direct_push(path.to_str().unwrap(), 5, 3).unwrap();
-        assert!(per > 0.0);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

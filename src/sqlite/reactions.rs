@@ -88,9 +88,7 @@ pub fn enqueue(conn: &Connection, partition: &str, reactions: &[NewReaction]) ->
 
 /// Leases up to `limit` due rows in one statement. Rows come back in the
 /// engine's RETURNING order; the caller sorts them (JS `localeCompare`).
-pub fn claim(
-    conn: &Connection, partition: &str, q: &ClaimQuery<'_>,
-) -> Result<Vec<StoredReaction>> {
+pub fn claim(conn: &Connection, partition: &str, q: &ClaimQuery) -> Result<Vec<StoredReaction>> {
     if q.types.is_empty() || q.limit <= 0 {
         return Ok(Vec::new());
     }
@@ -139,7 +137,7 @@ pub fn extend(
 
 /// With `retry_at_ms`: back to `pending` at that time; without: dead-letter,
 /// available at the failure's time.
-pub fn fail(conn: &Connection, partition: &str, key: &str, u: &FailureUpdate<'_>) -> Result<bool> {
+pub fn fail(conn: &Connection, partition: &str, key: &str, u: &FailureUpdate) -> Result<bool> {
     let (status, available) = match u.retry_at_ms {
         Some(at) => ("pending", at),
         None => ("dead-letter", u.failure_at_ms),
@@ -150,9 +148,9 @@ pub fn fail(conn: &Connection, partition: &str, key: &str, u: &FailureUpdate<'_>
                 available,
                 partition,
                 key,
-                u.lease_owner,
+                &u.lease_owner,
                 status,
-                u.failure_json
+                &u.failure_json
             ])
         })
         .map(changed_one)
@@ -240,7 +238,7 @@ impl SqliteEngine {
     }
 
     pub fn claim_reactions(
-        &self, id: u32, partition: &str, q: &ClaimQuery<'_>,
+        &self, id: u32, partition: &str, q: &ClaimQuery,
     ) -> Result<Vec<StoredReaction>> {
         self.with_lease(id, |h| claim(h.conn, partition, q))
     }
@@ -260,7 +258,7 @@ impl SqliteEngine {
     }
 
     pub fn fail_reaction(
-        &self, id: u32, partition: &str, key: &str, u: &FailureUpdate<'_>,
+        &self, id: u32, partition: &str, key: &str, u: &FailureUpdate,
     ) -> Result<bool> {
         self.with_lease(id, |h| fail(h.conn, partition, key, u))
     }
@@ -316,8 +314,8 @@ mod tests {
             c,
             "p",
             &ClaimQuery {
-                lease_owner: owner,
-                types: &types,
+                lease_owner: owner.to_owned(),
+                types,
                 now_ms: now,
                 lease_expires_at_ms: now + 100,
                 limit,

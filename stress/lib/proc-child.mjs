@@ -3,20 +3,21 @@
 // the JSON options in argv open (a SQLite file or a PostgreSQL schema),
 // then prints one JSON line: { acks: [[commitSeq, clientCommitId]],
 // errors: [{code, message}], lockWaits }. lockWaits counts, on SQLite, the
-// off-thread waits for the other process's write lock (lockAsync, entered
-// when tryLock finds it taken).
+// off-thread waits for the other process's write lock (a `begin` that
+// answers with a Promise because the lock is taken).
 import { createRequire } from 'node:module';
 import { NativeStorage } from '../../__test__/support/package.mjs';
 import { fixtureSchema } from '../../__test__/support/schema.mjs';
 import { hostPush, taskRow } from '../../__test__/support/harness.mjs';
 
 const [optionsJson, name, msArg, inflightArg] = process.argv.slice(2);
-const { SqliteHandle } = createRequire(import.meta.url)('../../lib/native.js');
+const { NativeEngine } = createRequire(import.meta.url)('../../lib/native.js');
 let lockWaits = 0;
-const lockAsync = SqliteHandle.prototype.lockAsync;
-SqliteHandle.prototype.lockAsync = function (...args) {
-  lockWaits++;
-  return lockAsync.apply(this, args);
+const begin = NativeEngine.prototype.begin;
+NativeEngine.prototype.begin = function (...args) {
+  const out = begin.apply(this, args);
+  if (out instanceof Promise && this.exclusiveWrites) lockWaits++;
+  return out;
 };
 const storage = new NativeStorage(JSON.parse(optionsJson));
 const acks = [];

@@ -1,15 +1,24 @@
 //! The push sequence of `bench/run.mjs`, issued directly against the
 //! engine from Rust: the floor the N-API path is compared with in the
-//! same run. Not used by the storage itself.
+//! same run. A bench target, not part of the addon.
+//!
+//! `cargo bench --bench floor -- <path> <commits> <ops>` pushes `commits`
+//! commits of `ops` upserts each on a fresh database at `path` and prints
+//! `{"usPerCommit":N}` on stdout (with no arguments: 2000 commits of 1 op
+//! in a temporary directory). `bench/run.mjs` builds this once
+//! (`--no-run`) and runs the executable per measurement.
+//! `tests/bench_floor.rs` includes this file to keep it compiling and working.
 
-use crate::codec::{encode_row, Value};
-use crate::error::Result;
-use crate::model::{Change, ChangeOp, CheckpointDeclaration, NewCommit, StoredRow, Tomb};
-use crate::schema::Schema;
-use crate::sqlite::{Config, Location, SqliteEngine, Synchronous};
 use std::time::{Duration, Instant};
+use syncular_native_storage::codec::{encode_row, Value};
+use syncular_native_storage::model::{
+    Change, ChangeOp, CheckpointDeclaration, NewCommit, StoredRow, Tomb,
+};
+use syncular_native_storage::schema::Schema;
+use syncular_native_storage::sqlite::{Config, Location, SqliteEngine, Synchronous};
+use syncular_native_storage::Result;
 
-pub const BENCH_SCHEMA: &str = r#"{"version":1,"tables":[{"name":"tasks","columns":[{"name":"id","type":"string","nullable":false},{"name":"project_id","type":"string","nullable":false},{"name":"title","type":"string","nullable":true},{"name":"n","type":"integer","nullable":true}],"primaryKeyIndex":0,"materialize":true,"indexes":[]}]}"#;
+const BENCH_SCHEMA: &str = r#"{"version":1,"tables":[{"name":"tasks","columns":[{"name":"id","type":"string","nullable":false},{"name":"project_id","type":"string","nullable":false},{"name":"title","type":"string","nullable":true},{"name":"n","type":"integer","nullable":true}],"primaryKeyIndex":0,"materialize":true,"indexes":[]}]}"#;
 
 /// The payload `bench/run.mjs` builds for row `id` in commit `n`.
 fn payload(schema: &Schema, id: &str, n: i64) -> Result<Vec<u8>> {
@@ -33,7 +42,7 @@ pub fn direct_push(path: &str, commits: u32, ops: u32) -> Result<f64> {
         location: Location::File(path.to_owned()),
         synchronous: Synchronous::Normal,
         busy_timeout: Duration::from_secs(5),
-        query_timeout: crate::query::DEFAULT_TIMEOUT,
+        query_timeout: syncular_native_storage::query::DEFAULT_TIMEOUT,
     });
     let lease = engine.try_lock(None)?.expect("fresh database");
     engine.ensure_schema(
@@ -116,4 +125,44 @@ pub fn direct_push(path: &str, commits: u32, ops: u32) -> Result<f64> {
     let per = start.elapsed().as_secs_f64() * 1e6 / f64::from(commits.max(1));
     engine.close();
     Ok(per)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // `cargo bench` passes `--bench` to every bench target; a harness-less
+    // one sees it too. Only positional arguments count.
+    let pos: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    // Bare `cargo bench`: one default measurement in a temporary directory.
+    let scratch = std::env::temp_dir().join(format!("syncular-floor-{}", std::process::id()));
+    let default_path = scratch.join("floor.sqlite");
+    let (path, commits, ops) = match pos[..] {
+        [] => {
+            std::fs::create_dir_all(&scratch).expect("temporary directory");
+            (default_path.to_str().expect("utf-8 temp path"), "2000", "1")
+        }
+        [path, commits, ops] => (path, commits, ops),
+        _ => {
+            eprintln!("usage: floor <path> <commits> <ops>");
+            std::process::exit(2);
+        }
+    };
+    let (Ok(commits), Ok(ops)) = (commits.parse::<u32>(), ops.parse::<u32>()) else {
+        eprintln!("floor: <commits> and <ops> are non-negative integers");
+        std::process::exit(2);
+    };
+    let outcome = direct_push(path, commits, ops);
+    if pos.is_empty() {
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+    match outcome {
+        Ok(per) => println!(r#"{{"usPerCommit":{per}}}"#),
+        Err(e) => {
+            eprintln!("floor: {e}");
+            std::process::exit(1);
+        }
+    }
 }

@@ -1,0 +1,79 @@
+'use strict';
+// The seam between the storage and the addon: one native engine (SQLite or
+// PostgreSQL, as the url says) and the queue that orders its writes.
+// Native members answer with a value when the engine answered at once and
+// with a Promise otherwise; callers accept both.
+
+const native = require('./native');
+const { invalidArgument } = require('./errors');
+const { WriteQueue } = require('./write-queue');
+
+// A memory database lives in a private temporary directory (see README).
+// The addon removes it at close, on collection and at env teardown, but
+// process.exit() skips env teardown: remove this thread's directories on
+// 'exit' as well.
+let exitHooked = false;
+function hookExit() {
+  if (exitHooked) return;
+  exitHooked = true;
+  process.once('exit', () => {
+    try {
+      native.releaseScratch();
+    } catch {
+      // best effort while exiting
+    }
+  });
+}
+
+function optionalNumber(options, name) {
+  const v = options[name];
+  if (v !== undefined && v !== null && typeof v !== 'number') throw invalidArgument(`NativeStorage: ${name} must be a number`);
+  return v ?? undefined;
+}
+
+function optionalString(options, name) {
+  const v = options[name];
+  if (v !== undefined && v !== null && typeof v !== 'string') throw invalidArgument(`NativeStorage: ${name} must be a string`);
+  return v ?? undefined;
+}
+
+class Engine {
+  constructor(url, options) {
+    hookExit();
+    const max = options.maxConnections;
+    if (max !== undefined && (!Number.isSafeInteger(max) || max < 1)) {
+      throw invalidArgument('NativeStorage: maxConnections must be a positive integer');
+    }
+    this.native = new native.NativeEngine({
+      url,
+      synchronous: optionalString(options, 'synchronous'),
+      busyTimeoutMs: optionalNumber(options, 'busyTimeoutMs'),
+      queryTimeoutMs: optionalNumber(options, 'queryTimeoutMs'),
+      maxConnections: max,
+      schema: optionalString(options, 'schema'),
+    });
+    this.queue = new WriteQueue(this.native);
+  }
+
+  /** `fn(native)`, after storage-level writes submitted before it. */
+  read(fn) {
+    if (this.queue.writesPending) return this.queue.writesDone.then(() => fn(this.native));
+    return fn(this.native);
+  }
+
+  /** `fn(native, leaseId)` as one storage-level write, committed on success. */
+  write(fn) {
+    return this.queue.run((id) => fn(this.native, id));
+  }
+
+  /** Resolves with `{ id, release }` once the transaction's lease is held. */
+  begin(partition) {
+    return this.queue.acquire(partition);
+  }
+
+  close() {
+    return this.native.close();
+  }
+}
+
+module.exports = { Engine };

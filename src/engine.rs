@@ -1,0 +1,294 @@
+//! The storage seam every engine implements, in model types only.
+//!
+//! One trait, so the binding writes each member once. A member returns a
+//! [`Call`]: `Now` when the engine answered before returning (SQLite's
+//! short calls, which the host then sees settle without a thread hop), or
+//! `Later` with a future the binding drives on its runtime (PostgreSQL's
+//! round trips, SQLite's large reads and lock waits).
+//!
+//! Arguments are owned so a `Later` future can keep them; an engine that
+//! answers at once only borrows them.
+//!
+//! Leases: `begin` hands out a lease number. On an engine with one writer
+//! (`exclusive_writes`), storage-level writes also take a lease the caller
+//! acquired; on the others they run in their own transaction and ignore it.
+//! `tx_*` members and `unlock` always name the lease of their transaction.
+
+use crate::checkpoint::{Activation, SourceState};
+use crate::error::Result;
+use crate::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
+use crate::model::reactions::{
+    ClaimQuery, FailureUpdate, NewReaction, PruneQuery, PrunedCounts, StoredReaction,
+};
+use crate::model::*;
+use crate::query::{Request, Value};
+use crate::schema::Schema;
+use crate::scope::ScopeFilter;
+use crate::window::Window;
+use std::future::Future;
+use std::pin::Pin;
+
+pub type Pending<T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'static>>;
+
+/// An engine's answer: ready now, or a future to drive.
+pub enum Call<T> {
+    Now(Result<T>),
+    Later(Pending<T>),
+}
+
+impl<T> From<Result<T>> for Call<T> {
+    fn from(r: Result<T>) -> Self {
+        Call::Now(r)
+    }
+}
+
+pub fn later<T>(f: impl Future<Output = Result<T>> + Send + 'static) -> Call<T> {
+    Call::Later(Box::pin(f))
+}
+
+impl<T: Send + 'static> Call<T> {
+    pub fn map<U>(self, f: impl FnOnce(T) -> U + Send + 'static) -> Call<U> {
+        match self {
+            Call::Now(r) => Call::Now(r.map(f)),
+            Call::Later(p) => later(async move { p.await.map(f) }),
+        }
+    }
+
+    /// Waits for the answer (tests and tools; the binding never blocks).
+    pub async fn settle(self) -> Result<T> {
+        match self {
+            Call::Now(r) => r,
+            Call::Later(p) => p.await,
+        }
+    }
+}
+
+/// What `prefetchRows` learned, for the caller's cache.
+pub struct Prefetch {
+    pub rows: Vec<Prefetched>,
+    /// True when the answers hold until this transaction writes the rows
+    /// (read under the write lock or the partition lock); false when they
+    /// may only be used as hints that a later read confirms.
+    pub stable: bool,
+}
+
+/// A registered query's answer, with the serve gate read in its snapshot
+/// when asked for.
+pub type QueryAnswer = QueryOutput;
+
+#[allow(clippy::too_many_arguments)]
+pub trait Engine: Send + Sync + 'static {
+    /// `"sqlite"` or `"postgres"`, for logs.
+    fn name(&self) -> &'static str;
+    /// One writer at a time: storage-level writes need a lease.
+    fn exclusive_writes(&self) -> bool;
+    fn close(&self) -> Call<()>;
+    /// Rolls back every open transaction at once (the storage is being
+    /// dropped without `close`).
+    fn abandon_all(&self) {}
+    fn schema_version(&self) -> i64;
+
+    // ---- leases and transactions
+    fn begin(&self, partition: Option<String>) -> Call<u32>;
+    fn unlock(&self, lease: u32, commit: bool) -> Call<()>;
+    fn is_held(&self, lease: u32) -> bool;
+
+    // ---- schema and partitions
+    fn ensure_schema(
+        &self, lease: u32, schema: Schema, declarations: Vec<CheckpointDeclaration>, now_ms: i64,
+    ) -> Call<bool>;
+    fn touch_partition(
+        &self, lease: u32, partition: String, at_ms: i64, epoch: String,
+    ) -> Call<RegistryEntry>;
+    fn rotate_partition_log_epoch(
+        &self, lease: u32, partition: String, epoch: String, at_ms: i64,
+    ) -> Call<RegistryEntry>;
+    fn list_partition_registry(&self) -> Call<Vec<RegistryEntry>>;
+    fn get_partition_log_epoch(&self, partition: String) -> Call<Option<String>>;
+
+    // ---- the log
+    fn get_max_commit_seq(&self, partition: String) -> Call<i64>;
+    fn get_horizon_seq(&self, partition: String) -> Call<i64>;
+    fn set_horizon_seq(&self, lease: u32, partition: String, seq: i64) -> Call<()>;
+    fn prune_commits_through(
+        &self, lease: u32, partition: String, target: PruneTarget,
+    ) -> Call<PruneResult>;
+    fn get_commit_seq_before(&self, partition: String, before_ms: i64) -> Call<i64>;
+
+    // ---- reads of committed state
+    fn get_row(&self, partition: String, table: String, row_id: String) -> Call<Option<StoredRow>>;
+    fn get_push_result(
+        &self, partition: String, client_id: String, commit_id: String,
+    ) -> Call<Option<String>>;
+    fn read_commit_window(&self, partition: String, window: Window) -> Call<Vec<StoredCommit>>;
+    fn latest_scoped_change_seq(
+        &self, partition: String, table: String, filter: ScopeFilter,
+    ) -> Call<i64>;
+    fn scan_rows(
+        &self, partition: String, table: String, filter: ScopeFilter, after_row_id: String,
+        limit: i64,
+    ) -> Call<Vec<StoredRow>>;
+    fn scan_rows_by_index(
+        &self, partition: String, table: String, index: String, values: Option<Vec<Value>>,
+        after_row_id: String, limit: f64,
+    ) -> Call<Vec<StoredRow>>;
+    fn query_authoritative(
+        &self, partition: String, request: Request, params: Vec<Value>, declared: Vec<String>,
+        gate_running: Option<i64>,
+    ) -> Call<QueryAnswer>;
+
+    // ---- RFC 0007: serve gate and checkpoints
+    fn read_serve_gate(&self, partition: String, running: i64) -> Call<ServeGate>;
+    fn read_checkpoints(&self, partition: String) -> Call<Vec<Checkpoint>>;
+    fn writer_fence_allows(&self, partition: String, version: i64) -> Call<bool>;
+    fn declare_checkpoint(
+        &self, lease: u32, declaration: CheckpointDeclaration, now_ms: i64,
+    ) -> Call<Checkpoint>;
+    fn claim_checkpoint(
+        &self, lease: u32, partition: String, name: String, schema_version: i64, now_ms: i64,
+    ) -> Call<Checkpoint>;
+    fn advance_checkpoint(
+        &self, lease: u32, partition: String, name: String, progress: CheckpointProgress,
+    ) -> Call<bool>;
+    fn source_coverage_seq(&self, partition: String, tables: Vec<String>) -> Call<i64>;
+    fn has_source_changes_above(
+        &self, partition: String, tables: Vec<String>, seq: i64,
+    ) -> Call<SourceState>;
+    fn activate_checkpoint(
+        &self, lease: u32, partition: String, name: String, owner_epoch: i64, watermark: i64,
+        sources: Vec<String>, now_ms: i64,
+    ) -> Call<Activation>;
+
+    // ---- clients
+    fn get_client_record(&self, partition: String, client_id: String)
+        -> Call<Option<ClientRecord>>;
+    fn list_client_records(&self, partition: String) -> Call<Vec<ClientRecord>>;
+    fn put_client_record(&self, lease: u32, partition: String, record: ClientRecord) -> Call<()>;
+    fn list_client_cursors(&self, partition: String) -> Call<Vec<ClientCursor>>;
+    fn advance_client_cursor(
+        &self, lease: u32, partition: String, advance: CursorAdvance,
+    ) -> Call<()>;
+    fn get_active_client_cursor_floor(
+        &self, partition: String, cutoff_ms: i64,
+    ) -> Call<Option<i64>>;
+
+    // ---- reactions
+    fn claim_reactions(
+        &self, lease: u32, partition: String, query: ClaimQuery,
+    ) -> Call<Vec<StoredReaction>>;
+    fn complete_reaction(
+        &self, lease: u32, partition: String, key: String, owner: String, completed_at_ms: i64,
+    ) -> Call<bool>;
+    fn extend_reaction_lease(
+        &self, lease: u32, partition: String, key: String, owner: String, expires_at_ms: i64,
+    ) -> Call<bool>;
+    fn fail_reaction(
+        &self, lease: u32, partition: String, key: String, update: FailureUpdate,
+    ) -> Call<bool>;
+    fn retry_reaction(&self, lease: u32, partition: String, key: String, now_ms: i64)
+        -> Call<bool>;
+    fn get_reaction(&self, partition: String, key: String) -> Call<Option<StoredReaction>>;
+    fn list_reactions(
+        &self, partition: String, statuses: Vec<String>, types: Vec<String>, limit: i64,
+    ) -> Call<Vec<StoredReaction>>;
+    fn prune_reactions(
+        &self, lease: u32, partition: String, query: PruneQuery,
+    ) -> Call<PrunedCounts>;
+
+    // ---- admin and blob reads
+    fn list_commit_metadata(
+        &self, partition: String, after_seq: i64, limit: i64, table: Option<String>,
+    ) -> Call<Vec<CommitMetadata>>;
+    fn scope_activity(
+        &self, partition: String, variable: String, value: String, limit: i64,
+    ) -> Call<Vec<ScopeActivity>>;
+    fn get_row_scopes(
+        &self, partition: String, table: String, row_id: String,
+    ) -> Call<Option<(i64, String)>>;
+    fn list_rows_referencing_blob(
+        &self, partition: String, blob_id: String,
+    ) -> Call<Vec<BlobReferencingRow>>;
+    fn list_referenced_blob_ids(&self, partition: String) -> Call<Vec<String>>;
+
+    // ---- the transaction
+    fn tx_get_row(&self, lease: u32, table: String, row_id: String) -> Call<Option<StoredRow>>;
+    fn tx_get_tombstone_seq(&self, lease: u32, table: String, row_id: String) -> Call<Option<i64>>;
+    fn tx_clear_tombstone(&self, lease: u32, table: String, row_id: String) -> Call<()>;
+    fn tx_get_push_result(
+        &self, lease: u32, client_id: String, commit_id: String,
+    ) -> Call<Option<String>>;
+    fn tx_scan_rows(
+        &self, lease: u32, table: String, filter: ScopeFilter, after_row_id: String, limit: i64,
+    ) -> Call<Vec<StoredRow>>;
+    fn tx_scan_rows_by_index(
+        &self, lease: u32, table: String, index: String, values: Option<Vec<Value>>,
+        after_row_id: String, limit: f64,
+    ) -> Call<Vec<StoredRow>>;
+    fn tx_query_authoritative(
+        &self, lease: u32, request: Request, params: Vec<Value>, declared: Vec<String>,
+    ) -> Call<QueryAnswer>;
+    fn tx_lock_partition_for_push(&self, lease: u32) -> Call<()>;
+    fn tx_commit_rejected_push_result(
+        &self, lease: u32, client_id: String, commit_id: String, result_json: String,
+    ) -> Call<()>;
+    fn tx_upsert_row(
+        &self, lease: u32, table: String, row: StoredRow, op_index: Option<u32>,
+    ) -> Call<()>;
+    fn tx_delete_row(&self, lease: u32, table: String, row_id: String) -> Call<()>;
+    fn tx_append_commit(&self, lease: u32, commit: NewCommit) -> Call<i64>;
+    fn tx_put_push_result(
+        &self, lease: u32, client_id: String, commit_id: String, result_json: String,
+    ) -> Call<()>;
+    fn tx_set_blob_refs(
+        &self, lease: u32, table: String, row_id: String, blob_ids: Vec<String>,
+    ) -> Call<()>;
+    fn tx_read_serve_gate(&self, lease: u32, running: i64) -> Call<ServeGate>;
+    fn tx_advance_checkpoint(
+        &self, lease: u32, name: String, progress: CheckpointProgress,
+    ) -> Call<bool>;
+    fn tx_enqueue_reactions(&self, lease: u32, reactions: Vec<NewReaction>) -> Call<()>;
+    fn tx_prefetch_rows(&self, lease: u32, table: String, row_ids: Vec<String>) -> Call<Prefetch>;
+}
+
+/// What a host may configure, engine-neutral; each engine reads its part.
+#[derive(Debug, Default)]
+pub struct Options {
+    /// `postgres://…` selects PostgreSQL; anything else (or none) SQLite.
+    pub url: Option<String>,
+    pub synchronous: Option<String>,
+    pub busy_timeout_ms: Option<i64>,
+    pub query_timeout: Option<std::time::Duration>,
+    pub max_connections: Option<u32>,
+    pub schema: Option<String>,
+}
+
+pub fn is_postgres_url(url: &str) -> bool {
+    let lower = url.get(..11).unwrap_or(url).to_ascii_lowercase();
+    lower.starts_with("postgres:") || lower.starts_with("postgresql:")
+}
+
+/// Validates the options and returns the engine they name. Nothing
+/// connects yet: the database opens on first use.
+pub fn open(o: Options) -> Result<Box<dyn Engine>> {
+    let query_timeout = o.query_timeout.unwrap_or(crate::query::DEFAULT_TIMEOUT);
+    match o.url {
+        Some(url) if is_postgres_url(&url) => {
+            use crate::postgres::{Config, PgEngine};
+            let mut cfg = Config::parse(&url, o.max_connections, o.schema)?;
+            cfg.query_timeout = query_timeout;
+            Ok(Box::new(std::sync::Arc::new(PgEngine::new(cfg))))
+        }
+        url => {
+            use crate::sqlite::{Config, Location, SqliteEngine, Synchronous};
+            let cfg = Config {
+                location: Location::parse(url.as_deref())?,
+                synchronous: Synchronous::parse(o.synchronous.as_deref())?,
+                busy_timeout: std::time::Duration::from_millis(
+                    o.busy_timeout_ms.unwrap_or(30_000).max(0) as u64,
+                ),
+                query_timeout,
+            };
+            Ok(Box::new(std::sync::Arc::new(SqliteEngine::new(cfg))))
+        }
+    }
+}
