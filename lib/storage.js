@@ -70,7 +70,7 @@ const METHODS = [
 // Members that settle their own promise with coded errors (see guard.js).
 const SETTLED = new Set(['getRow', 'getPushResult']);
 
-function sqliteUrl(options) {
+function storageUrl(options) {
   const url = options.url ?? options.path ?? options.filename;
   if (url === undefined || url === null) return undefined;
   if (typeof url !== 'string') throw invalidArgument('NativeStorage: url must be a string');
@@ -87,7 +87,7 @@ class NativeStorage {
     if (options === null || typeof options !== 'object') throw invalidArgument('NativeStorage: options must be an object');
     checkText(options.url, options.schema);
     installLogger(native, options.logger, options.logFilter);
-    const url = sqliteUrl(options);
+    const url = storageUrl(options);
     this.#errors = resolveErrorClasses(options.errors);
     this.#host = options.errors;
     try {

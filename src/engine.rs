@@ -2,9 +2,10 @@
 //!
 //! One trait, so the binding writes each member once. A member returns a
 //! [`Call`]: `Now` when the engine answered before returning (SQLite's
-//! short calls, which the host then sees settle without a thread hop), or
-//! `Later` with a future the binding drives on its runtime (PostgreSQL's
-//! round trips, SQLite's large reads and lock waits).
+//! short calls, which the host then sees settle without a thread hop),
+//! `Blocking` with work to run on a worker thread of the host's pool
+//! (SQLite's large reads and lock waits), or `Later` with a future the
+//! binding drives on its async runtime (PostgreSQL's round trips).
 //!
 //! Arguments are owned so a `Later` future can keep them; an engine that
 //! answers at once only borrows them.
@@ -29,10 +30,13 @@ use std::future::Future;
 use std::pin::Pin;
 
 pub type Pending<T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'static>>;
+pub type Work<T> = Box<dyn FnOnce() -> Result<T> + Send + 'static>;
 
-/// An engine's answer: ready now, or a future to drive.
+/// An engine's answer: ready now, blocking work to run off the caller's
+/// thread, or a future to drive.
 pub enum Call<T> {
     Now(Result<T>),
+    Blocking(Work<T>),
     Later(Pending<T>),
 }
 
@@ -46,10 +50,15 @@ pub fn later<T>(f: impl Future<Output = Result<T>> + Send + 'static) -> Call<T> 
     Call::Later(Box::pin(f))
 }
 
+pub fn blocking<T>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Call<T> {
+    Call::Blocking(Box::new(f))
+}
+
 impl<T: Send + 'static> Call<T> {
     pub fn map<U>(self, f: impl FnOnce(T) -> U + Send + 'static) -> Call<U> {
         match self {
             Call::Now(r) => Call::Now(r.map(f)),
+            Call::Blocking(w) => blocking(move || w().map(f)),
             Call::Later(p) => later(async move { p.await.map(f) }),
         }
     }
@@ -58,6 +67,7 @@ impl<T: Send + 'static> Call<T> {
     pub async fn settle(self) -> Result<T> {
         match self {
             Call::Now(r) => r,
+            Call::Blocking(w) => w(),
             Call::Later(p) => p.await,
         }
     }

@@ -1,11 +1,15 @@
 //! A member's answer as JS sees it: a value when the engine answered at
-//! once (thrown if it failed), a Promise when it answers later. Panics are
-//! contained on both paths; none unwinds into Node.
+//! once (thrown if it failed), a Promise when it answers later: blocking
+//! work runs on libuv's thread pool (one hop there and one back, as any
+//! Node addon's work), futures on the tokio runtime. Panics are contained
+//! on every path; none unwinds into Node.
 
 use super::to_napi;
-use crate::engine::{Call, Pending};
+use crate::engine::{Call, Pending, Work};
 use crate::error::{panic_message, Error};
-use napi::bindgen_prelude::{execute_tokio_future, ToNapiValue, TypeName, ValueType};
+use napi::bindgen_prelude::{
+    execute_tokio_future, AsyncTask, Env, Task, ToNapiValue, TypeName, ValueType,
+};
 use napi::sys;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -64,6 +68,57 @@ impl<T> Future for Guarded<T> {
     }
 }
 
+/// Blocking work on libuv's pool; converted on the JS thread.
+struct Blocking<T> {
+    work: Option<Work<T>>,
+    member: &'static str,
+    engine: &'static str,
+    started: Option<Instant>,
+}
+
+/// The converted answer, as napi's task machinery wants it.
+struct Done<T>(T);
+
+impl<T> TypeName for Done<T> {
+    fn type_name() -> &'static str {
+        "unknown"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Unknown
+    }
+}
+
+impl<T: ToNapiValue> ToNapiValue for Done<T> {
+    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> napi::Result<sys::napi_value> {
+        unsafe { T::to_napi_value(env, val.0) }
+    }
+}
+
+impl<T: ToNapiValue + Send + 'static> Task for Blocking<T> {
+    type Output = T;
+    type JsValue = Done<T>;
+
+    fn compute(&mut self) -> napi::Result<T> {
+        let Some(work) = self.work.take() else {
+            return Err(to_napi(Error::plain(
+                "ERR_SYNCULAR_INTERNAL",
+                "task ran twice",
+            )));
+        };
+        let out = match catch_unwind(AssertUnwindSafe(work)) {
+            Ok(r) => r,
+            Err(p) => Err(panicked(p)),
+        };
+        crate::telemetry::call_finished(self.started, self.member, self.engine);
+        out.map_err(to_napi)
+    }
+
+    fn resolve(&mut self, _env: Env, output: T) -> napi::Result<Done<T>> {
+        Ok(Done(output))
+    }
+}
+
 impl<T: TypeName> TypeName for Reply<T> {
     fn type_name() -> &'static str {
         T::type_name()
@@ -80,6 +135,15 @@ impl<T: ToNapiValue + Send + 'static> ToNapiValue for Reply<T> {
             Call::Now(r) => {
                 crate::telemetry::call_finished(val.started, val.member, val.engine);
                 unsafe { T::to_napi_value(env, r.map_err(to_napi)?) }
+            }
+            Call::Blocking(work) => {
+                let task = Blocking {
+                    work: Some(work),
+                    member: val.member,
+                    engine: val.engine,
+                    started: val.started,
+                };
+                unsafe { AsyncTask::to_napi_value(env, AsyncTask::new(task)) }
             }
             Call::Later(inner) => {
                 let fut = Guarded {

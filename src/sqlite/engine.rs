@@ -1,12 +1,11 @@
 //! SQLite behind the engine seam. Point work answers at once on the
 //! calling thread (a statement costs microseconds, less than a thread hop);
 //! windows, scans, registered queries and waits for a lock held by another
-//! process run on the runtime's blocking pool.
+//! process are blocking work for the host's worker pool.
 
 use super::SqliteEngine;
 use crate::checkpoint::{Activation, SourceState};
-use crate::engine::{later, Call, Engine, Prefetch, QueryAnswer};
-use crate::error::{Error, Result};
+use crate::engine::{blocking, Call, Engine, Prefetch, QueryAnswer};
 use crate::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
 use crate::model::reactions::{
     ClaimQuery, FailureUpdate, NewReaction, PruneQuery, PrunedCounts, StoredReaction,
@@ -17,23 +16,6 @@ use crate::schema::Schema;
 use crate::scope::ScopeFilter;
 use crate::window::Window;
 use std::sync::Arc;
-
-/// Runs `f` on the blocking pool of the runtime that drives the call.
-fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Call<T> {
-    later(async move {
-        tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
-            let why = if e.is_panic() {
-                crate::error::panic_message(e.into_panic())
-            } else {
-                "task cancelled".to_owned()
-            };
-            Err(Error::plain(
-                "ERR_SYNCULAR_INTERNAL",
-                format!("internal error (panic contained): {why}"),
-            ))
-        })
-    })
-}
 
 impl Engine for Arc<SqliteEngine> {
     fn name(&self) -> &'static str {
