@@ -368,3 +368,60 @@ mod tests {
         );
     }
 }
+
+/// A schema with what an engine derived from each of its tables (the
+/// statement text), in table order.
+pub struct Loaded<S> {
+    pub schema: Schema,
+    pub sql: Vec<S>,
+}
+
+impl<S> Loaded<S> {
+    pub fn new(schema: Schema, derive: impl Fn(&Table) -> S) -> Self {
+        let sql = schema.tables.iter().map(derive).collect();
+        Loaded { schema, sql }
+    }
+}
+
+/// The schema a storage last ensured; empty before `ensureSchema`.
+/// Readers take a snapshot (`get`), so a concurrent ensure never changes
+/// the statements a running call uses.
+pub struct Ensured<S> {
+    slot: std::sync::RwLock<Option<std::sync::Arc<Loaded<S>>>>,
+}
+
+impl<S> Default for Ensured<S> {
+    fn default() -> Self {
+        Ensured {
+            slot: std::sync::RwLock::new(None),
+        }
+    }
+}
+
+impl<S> Ensured<S> {
+    /// The ensured schema, or none before `ensureSchema`.
+    pub fn current(&self) -> Option<std::sync::Arc<Loaded<S>>> {
+        self.slot.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn get(&self) -> std::sync::Arc<Loaded<S>> {
+        let slot = self.slot.read().unwrap_or_else(|p| p.into_inner());
+        slot.clone().unwrap_or_else(|| {
+            std::sync::Arc::new(Loaded {
+                schema: Schema::empty(),
+                sql: Vec::new(),
+            })
+        })
+    }
+
+    pub fn set(&self, schema: Schema, derive: impl Fn(&Table) -> S) {
+        let loaded = std::sync::Arc::new(Loaded::new(schema, derive));
+        *self.slot.write().unwrap_or_else(|p| p.into_inner()) = Some(loaded);
+    }
+
+    /// The schema version commits are written as (0 before `ensureSchema`).
+    pub fn version(&self) -> i64 {
+        let slot = self.slot.read().unwrap_or_else(|p| p.into_inner());
+        slot.as_ref().map_or(0, |l| l.schema.version)
+    }
+}

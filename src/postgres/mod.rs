@@ -36,24 +36,14 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Executor, PgConnection, PgPool, Postgres};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A schema with the statement text of each of its tables.
-pub struct Loaded {
-    pub schema: Schema,
-    sql: Vec<rows::TableSql>,
-}
-
-impl Loaded {
-    fn new(schema: Schema) -> Loaded {
-        let sql = schema.tables.iter().map(rows::TableSql::new).collect();
-        Loaded { schema, sql }
-    }
-}
+pub type Loaded = crate::schema::Loaded<rows::TableSql>;
 
 /// One open transaction: its pinned connection, its partition, and whether
 /// the push savepoint is open.
@@ -76,7 +66,7 @@ type TxSlot = Arc<tokio::sync::Mutex<TxState>>;
 pub struct PgEngine {
     cfg: Config,
     pool: tokio::sync::OnceCell<PgPool>,
-    loaded: RwLock<Option<Arc<Loaded>>>,
+    loaded: crate::schema::Ensured<rows::TableSql>,
     txs: Mutex<HashMap<u32, TxSlot>>,
     next_id: AtomicU32,
     closed: AtomicBool,
@@ -211,7 +201,7 @@ impl PgEngine {
         PgEngine {
             cfg,
             pool: tokio::sync::OnceCell::new(),
-            loaded: RwLock::new(None),
+            loaded: Default::default(),
             txs: Mutex::new(HashMap::new()),
             next_id: AtomicU32::new(1),
             closed: AtomicBool::new(false),
@@ -289,24 +279,15 @@ impl PgEngine {
     }
 
     pub fn loaded(&self) -> Arc<Loaded> {
-        self.loaded
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .unwrap_or_else(|| Arc::new(Loaded::new(Schema::empty())))
+        self.loaded.get()
     }
 
     fn set_loaded(&self, schema: Schema) {
-        *self.loaded.write().unwrap_or_else(|p| p.into_inner()) =
-            Some(Arc::new(Loaded::new(schema)));
+        self.loaded.set(schema, rows::TableSql::new);
     }
 
     pub fn writer_version(&self) -> i64 {
-        self.loaded
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .map_or(0, |l| l.schema.version)
+        self.loaded.version()
     }
 
     // ---- transactions ---------------------------------------------------------

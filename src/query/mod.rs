@@ -69,10 +69,10 @@ pub const MSG_NO_SCHEMA: &str = "ensureSchema(schema) must run before registered
 
 /// The schema an engine last ensured; registered queries refuse to run
 /// before `ensureSchema` (either engine's loaded-schema slot).
-pub fn ensured<T: Clone>(slot: &std::sync::RwLock<Option<T>>) -> crate::error::Result<T> {
-    slot.read()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone()
+pub fn ensured<S>(
+    slot: &crate::schema::Ensured<S>,
+) -> crate::error::Result<std::sync::Arc<crate::schema::Loaded<S>>> {
+    slot.current()
         .ok_or_else(|| crate::error::Error::plain("ERR_SYNCULAR_NO_SCHEMA", MSG_NO_SCHEMA))
 }
 pub const MSG_ONE_SELECT: &str = "registered query must be one SELECT";

@@ -36,7 +36,7 @@ use crate::schema::Schema;
 use crate::telemetry::{self, Site, Slow};
 use conn::map_err;
 use rusqlite::Connection;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Poisoning only means another call panicked mid-way; the connection
@@ -71,17 +71,7 @@ struct Db {
 }
 
 /// A schema with the statement text of each of its tables.
-pub struct Loaded {
-    pub schema: Schema,
-    sql: Vec<rows::TableSql>,
-}
-
-impl Loaded {
-    fn new(schema: Schema) -> Loaded {
-        let sql = schema.tables.iter().map(rows::TableSql::new).collect();
-        Loaded { schema, sql }
-    }
-}
+pub type Loaded = crate::schema::Loaded<rows::TableSql>;
 
 /// What a lease-holding call sees.
 pub struct Held<'a> {
@@ -95,7 +85,7 @@ const MAX_IDLE_READERS: usize = 4;
 pub struct SqliteEngine {
     cfg: Config,
     db: Mutex<Option<Arc<Db>>>,
-    loaded: RwLock<Option<Arc<Loaded>>>,
+    loaded: crate::schema::Ensured<rows::TableSql>,
     /// Shared with running queries' progress handlers, which stop at once
     /// when the storage closes.
     closed: Arc<std::sync::atomic::AtomicBool>,
@@ -108,7 +98,7 @@ impl SqliteEngine {
         SqliteEngine {
             cfg,
             db: Mutex::new(None),
-            loaded: RwLock::new(None),
+            loaded: Default::default(),
             closed: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             scratch_owner: scratch::this_thread(),
         }
@@ -165,26 +155,17 @@ impl SqliteEngine {
 
     /// The schema this storage last ensured, with its statement text.
     pub fn loaded(&self) -> Arc<Loaded> {
-        self.loaded
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .unwrap_or_else(|| Arc::new(Loaded::new(Schema::empty())))
+        self.loaded.get()
     }
 
     fn set_loaded(&self, schema: Schema) {
-        *self.loaded.write().unwrap_or_else(|p| p.into_inner()) =
-            Some(Arc::new(Loaded::new(schema)));
+        self.loaded.set(schema, rows::TableSql::new);
     }
 
     /// The schema version this storage writes commits as (0 before
     /// `ensureSchema`).
     pub fn writer_version(&self) -> i64 {
-        self.loaded
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .map_or(0, |l| l.schema.version)
+        self.loaded.version()
     }
 
     // ---- the write lease --------------------------------------------------

@@ -263,7 +263,7 @@ mod tests {
                {"name":"title","type":"string","nullable":false}],"primaryKeyIndex":0,"materialize":true,"indexes":[]}]}"#,
         )
         .unwrap();
-        (conn, Loaded::new(schema))
+        (conn, Loaded::new(schema, super::rows::TableSql::new))
     }
 
     fn view(loaded: &Loaded) -> String {
