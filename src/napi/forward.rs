@@ -30,6 +30,7 @@ forward! {
     get_partition_log_epoch "getPartitionLogEpoch" (partition: String) -> Option<String>;
     get_max_commit_seq "getMaxCommitSeq" (partition: Str) -> i64;
     get_horizon_seq "getHorizonSeq" (partition: String) -> i64;
+    get_client_record "getClientRecord" (partition: Str, client_id: Str) -> Option<ClientRecord>;
     list_client_records "listClientRecords" (partition: String) -> Vec<ClientRecord>;
     list_client_cursors "listClientCursors" (partition: String) -> Vec<ClientCursor>;
     read_checkpoints "readCheckpoints" (partition: String) -> Vec<Checkpoint>;

@@ -284,14 +284,6 @@ impl NativeEngine {
 
     // ---- clients ------------------------------------------------------------------
 
-    #[napi(ts_return_type = "JsClientRecord | null | Promise<JsClientRecord | null>")]
-    pub fn get_client_record(&self, partition: Str, client_id: Str) -> Reply<Option<ClientRecord>> {
-        self.run("getClientRecord", |e| {
-            let (p, c) = (partition.into_string(), client_id.into_string());
-            Ok(e.get_client_record(p, c).map(|r| r.map(Into::into)))
-        })
-    }
-
     #[napi(ts_return_type = "void | Promise<void>")]
     #[allow(clippy::too_many_arguments)]
     pub fn put_client_record(
