@@ -87,7 +87,13 @@ class WriteQueue {
     }
     return this.#track(
       pending.then((lease) => {
-        const out = this.finish(lease.id, fn);
+        let out;
+        try {
+          out = this.finish(lease.id, fn);
+        } catch (err) {
+          lease.release();
+          throw err;
+        }
         if (out instanceof Promise) return out.finally(lease.release);
         lease.release();
         return out;
