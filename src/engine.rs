@@ -62,15 +62,6 @@ impl<T: Send + 'static> Call<T> {
             Call::Later(p) => later(async move { p.await.map(f) }),
         }
     }
-
-    /// Waits for the answer (tests and tools; the binding never blocks).
-    pub async fn settle(self) -> Result<T> {
-        match self {
-            Call::Now(r) => r,
-            Call::Blocking(w) => w(),
-            Call::Later(p) => p.await,
-        }
-    }
 }
 
 /// What `prefetchRows` learned, for the caller's cache.
@@ -82,13 +73,9 @@ pub struct Prefetch {
     pub stable: bool,
 }
 
-/// A registered query's answer, with the serve gate read in its snapshot
-/// when asked for.
-pub type QueryAnswer = QueryOutput;
-
 #[allow(clippy::too_many_arguments)]
 pub trait Engine: Send + Sync + 'static {
-    /// `"sqlite"` or `"postgres"`, for logs.
+    /// `telemetry::SQLITE` or `telemetry::POSTGRES`, for logs.
     fn name(&self) -> &'static str;
     /// One writer at a time: storage-level writes need a lease.
     fn exclusive_writes(&self) -> bool;
@@ -145,7 +132,7 @@ pub trait Engine: Send + Sync + 'static {
     fn query_authoritative(
         &self, partition: String, request: Request, params: Vec<Value>, declared: Vec<String>,
         gate_running: Option<i64>,
-    ) -> Call<QueryAnswer>;
+    ) -> Call<QueryOutput>;
 
     // ---- RFC 0007: serve gate and checkpoints
     fn read_serve_gate(&self, partition: String, running: i64) -> Call<ServeGate>;
@@ -236,7 +223,7 @@ pub trait Engine: Send + Sync + 'static {
     ) -> Call<Vec<StoredRow>>;
     fn tx_query_authoritative(
         &self, lease: u32, request: Request, params: Vec<Value>, declared: Vec<String>,
-    ) -> Call<QueryAnswer>;
+    ) -> Call<QueryOutput>;
     fn tx_lock_partition_for_push(&self, lease: u32) -> Call<()>;
     fn tx_commit_rejected_push_result(
         &self, lease: u32, client_id: String, commit_id: String, result_json: String,

@@ -7,7 +7,7 @@ use super::conn::map_err;
 use super::{log, read, snapshot, with_tx, write, PgEngine};
 use crate::checkpoint::{fence_covers, Activation, SourceState};
 use crate::error::{Error, Result};
-use crate::model::Checkpoint;
+use crate::model::{Checkpoint, CheckpointProgress};
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 
@@ -75,16 +75,15 @@ pub async fn claim(
 }
 
 pub async fn advance(
-    c: &mut PgConnection, partition: &str, name: &str, owner_epoch: i64, watermark: i64,
-    observed_rows: i64, now_ms: i64,
+    c: &mut PgConnection, partition: &str, name: &str, g: &CheckpointProgress,
 ) -> Result<bool> {
     let rows = sqlx::query(ADVANCE)
         .bind(partition)
         .bind(name)
-        .bind(owner_epoch)
-        .bind(watermark)
-        .bind(observed_rows)
-        .bind(now_ms)
+        .bind(g.owner_epoch)
+        .bind(g.watermark)
+        .bind(g.observed_rows)
+        .bind(g.now_ms)
         .fetch_all(&mut *c)
         .await
         .map_err(map_err)?;
@@ -166,38 +165,17 @@ impl PgEngine {
             .await)
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub async fn advance_checkpoint(
-        &self, partition: &str, name: &str, owner_epoch: i64, watermark: i64, observed_rows: i64,
-        now_ms: i64,
+        &self, partition: &str, name: &str, g: &CheckpointProgress,
     ) -> Result<bool> {
-        write!(self, |c| advance(
-            c,
-            partition,
-            name,
-            owner_epoch,
-            watermark,
-            observed_rows,
-            now_ms
-        )
-        .await)
+        write!(self, |c| advance(c, partition, name, g).await)
     }
 
     /// Transaction form: the CAS commits with the transaction's writes.
     pub async fn tx_advance_checkpoint(
-        &self, id: u32, name: &str, owner_epoch: i64, watermark: i64, observed_rows: i64,
-        now_ms: i64,
+        &self, id: u32, name: &str, g: &CheckpointProgress,
     ) -> Result<bool> {
-        with_tx!(self, id, |_st, c, p| advance(
-            c,
-            &p,
-            name,
-            owner_epoch,
-            watermark,
-            observed_rows,
-            now_ms
-        )
-        .await)
+        with_tx!(self, id, |_st, c, p| advance(c, &p, name, g).await)
     }
 
     pub async fn source_coverage_seq(&self, partition: &str, tables: &[String]) -> Result<i64> {

@@ -4,7 +4,7 @@
 
 use super::PgEngine;
 use crate::checkpoint::{Activation, SourceState};
-use crate::engine::{later, Call, Engine, Prefetch, QueryAnswer};
+use crate::engine::{later, Call, Engine, Prefetch};
 use crate::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
 use crate::model::reactions::{
     ClaimQuery, FailureUpdate, NewReaction, PruneQuery, PrunedCounts, StoredReaction,
@@ -31,7 +31,7 @@ macro_rules! pg {
 
 impl Engine for Arc<PgEngine> {
     fn name(&self) -> &'static str {
-        "postgres"
+        crate::telemetry::POSTGRES
     }
 
     fn exclusive_writes(&self) -> bool {
@@ -162,7 +162,7 @@ impl Engine for Arc<PgEngine> {
     fn query_authoritative(
         &self, p: String, request: Request, params: Vec<Value>, declared: Vec<String>,
         gate_running: Option<i64>,
-    ) -> Call<QueryAnswer> {
+    ) -> Call<QueryOutput> {
         pg!(self, |e| {
             e.query_authoritative(&p, &request, &params, &declared, gate_running)
                 .await
@@ -198,17 +198,7 @@ impl Engine for Arc<PgEngine> {
     fn advance_checkpoint(
         &self, _lease: u32, p: String, name: String, g: CheckpointProgress,
     ) -> Call<bool> {
-        pg!(self, |e| {
-            e.advance_checkpoint(
-                &p,
-                &name,
-                g.owner_epoch,
-                g.watermark,
-                g.observed_rows,
-                g.now_ms,
-            )
-            .await
-        })
+        pg!(self, |e| e.advance_checkpoint(&p, &name, &g).await)
     }
 
     fn source_coverage_seq(&self, p: String, tables: Vec<String>) -> Call<i64> {
@@ -387,7 +377,7 @@ impl Engine for Arc<PgEngine> {
 
     fn tx_query_authoritative(
         &self, lease: u32, request: Request, params: Vec<Value>, declared: Vec<String>,
-    ) -> Call<QueryAnswer> {
+    ) -> Call<QueryOutput> {
         pg!(self, |e| e
             .tx_query_authoritative(lease, &request, &params, &declared)
             .await)
@@ -444,15 +434,7 @@ impl Engine for Arc<PgEngine> {
 
     fn tx_advance_checkpoint(&self, lease: u32, name: String, g: CheckpointProgress) -> Call<bool> {
         pg!(self, |e| {
-            e.tx_advance_checkpoint(
-                lease,
-                &name,
-                g.owner_epoch,
-                g.watermark,
-                g.observed_rows,
-                g.now_ms,
-            )
-            .await
+            e.tx_advance_checkpoint(lease, &name, &g).await
         })
     }
 

@@ -53,6 +53,22 @@ pub const REFUSED: &str = "ERR_SYNCULAR_QUERY_REFUSED";
 pub const TIMEOUT: &str = "ERR_SYNCULAR_QUERY_TIMEOUT";
 /// `queryTimeoutMs` when the host gives none: far above any point or page
 /// query, short enough that a runaway one frees its connection soon.
+/// The SQL standard's window functions, which both engines' registered
+/// queries may call (each engine adds its own allowlist).
+pub const WINDOW_FUNCTIONS: &[&str] = &[
+    "row_number",
+    "rank",
+    "dense_rank",
+    "percent_rank",
+    "cume_dist",
+    "ntile",
+    "lag",
+    "lead",
+    "first_value",
+    "last_value",
+    "nth_value",
+];
+
 pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub fn timed_out(limit: std::time::Duration) -> crate::error::Error {

@@ -6,7 +6,7 @@
 use super::conn::map_err;
 use super::{log, SqliteEngine};
 use crate::error::{Error, Result};
-use crate::model::Checkpoint;
+use crate::model::{Checkpoint, CheckpointProgress};
 use rusqlite::{params, Connection, OptionalExtension};
 
 pub use crate::checkpoint::{Activation, SourceState};
@@ -68,8 +68,7 @@ pub fn claim(
 /// Compare-and-set on the owner epoch; `true` iff exactly one row changed.
 /// No state filter (storage-layout §14.4).
 pub fn advance(
-    conn: &Connection, partition: &str, name: &str, owner_epoch: i64, watermark: i64,
-    observed_rows: i64, now_ms: i64,
+    conn: &Connection, partition: &str, name: &str, g: &CheckpointProgress,
 ) -> Result<bool> {
     let changed = conn
         .prepare_cached(ADVANCE)
@@ -77,10 +76,10 @@ pub fn advance(
             st.execute(params![
                 partition,
                 name,
-                owner_epoch,
-                watermark,
-                observed_rows,
-                now_ms
+                g.owner_epoch,
+                g.watermark,
+                g.observed_rows,
+                g.now_ms
             ])
         })
         .map_err(map_err)?;
@@ -156,40 +155,17 @@ impl SqliteEngine {
     }
 
     /// Storage-level form, under a storage-level write lease.
-    #[allow(clippy::too_many_arguments)]
     pub fn advance_checkpoint(
-        &self, id: u32, partition: &str, name: &str, owner_epoch: i64, watermark: i64,
-        observed_rows: i64, now_ms: i64,
+        &self, id: u32, partition: &str, name: &str, g: &CheckpointProgress,
     ) -> Result<bool> {
-        self.with_lease(id, |h| {
-            advance(
-                h.conn,
-                partition,
-                name,
-                owner_epoch,
-                watermark,
-                observed_rows,
-                now_ms,
-            )
-        })
+        self.with_lease(id, |h| advance(h.conn, partition, name, g))
     }
 
     /// Transaction form: the CAS commits with the transaction's writes.
     pub fn tx_advance_checkpoint(
-        &self, id: u32, name: &str, owner_epoch: i64, watermark: i64, observed_rows: i64,
-        now_ms: i64,
+        &self, id: u32, name: &str, g: &CheckpointProgress,
     ) -> Result<bool> {
-        self.with_tx(id, |h, p| {
-            advance(
-                h.conn,
-                p,
-                name,
-                owner_epoch,
-                watermark,
-                observed_rows,
-                now_ms,
-            )
-        })
+        self.with_tx(id, |h, p| advance(h.conn, p, name, g))
     }
 
     pub fn source_coverage_seq(&self, partition: &str, tables: &[String]) -> Result<i64> {
@@ -274,8 +250,14 @@ mod tests {
             (second.owner_epoch, second.state.as_str()),
             (2, "backfilling")
         );
-        assert!(!advance(&c, "p", "a", 1, 9, 9, 7).unwrap());
-        assert!(advance(&c, "p", "a", 2, 9, 3, 7).unwrap());
+        let progress = |owner_epoch, observed_rows| CheckpointProgress {
+            owner_epoch,
+            watermark: 9,
+            observed_rows,
+            now_ms: 7,
+        };
+        assert!(!advance(&c, "p", "a", &progress(1, 9)).unwrap());
+        assert!(advance(&c, "p", "a", &progress(2, 3)).unwrap());
         let t = vec!["t".to_string()];
         assert_eq!(
             activate(&c, "p", "a", 1, 9, &t, 8).unwrap(),

@@ -5,7 +5,7 @@
 
 use super::SqliteEngine;
 use crate::checkpoint::{Activation, SourceState};
-use crate::engine::{blocking, Call, Engine, Prefetch, QueryAnswer};
+use crate::engine::{blocking, Call, Engine, Prefetch};
 use crate::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
 use crate::model::reactions::{
     ClaimQuery, FailureUpdate, NewReaction, PruneQuery, PrunedCounts, StoredReaction,
@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 impl Engine for Arc<SqliteEngine> {
     fn name(&self) -> &'static str {
-        "sqlite"
+        crate::telemetry::SQLITE
     }
 
     fn exclusive_writes(&self) -> bool {
@@ -151,7 +151,7 @@ impl Engine for Arc<SqliteEngine> {
     fn query_authoritative(
         &self, p: String, request: Request, params: Vec<Value>, declared: Vec<String>,
         gate_running: Option<i64>,
-    ) -> Call<QueryAnswer> {
+    ) -> Call<QueryOutput> {
         let e = self.clone();
         blocking(move || {
             SqliteEngine::query_authoritative(&e, &p, &request, &params, &declared, gate_running)
@@ -185,17 +185,7 @@ impl Engine for Arc<SqliteEngine> {
     fn advance_checkpoint(
         &self, lease: u32, p: String, name: String, g: CheckpointProgress,
     ) -> Call<bool> {
-        SqliteEngine::advance_checkpoint(
-            self,
-            lease,
-            &p,
-            &name,
-            g.owner_epoch,
-            g.watermark,
-            g.observed_rows,
-            g.now_ms,
-        )
-        .into()
+        SqliteEngine::advance_checkpoint(self, lease, &p, &name, &g).into()
     }
 
     fn source_coverage_seq(&self, p: String, tables: Vec<String>) -> Call<i64> {
@@ -362,7 +352,7 @@ impl Engine for Arc<SqliteEngine> {
 
     fn tx_query_authoritative(
         &self, lease: u32, request: Request, params: Vec<Value>, declared: Vec<String>,
-    ) -> Call<QueryAnswer> {
+    ) -> Call<QueryOutput> {
         SqliteEngine::tx_query_authoritative(self, lease, &request, &params, &declared).into()
     }
 
@@ -414,16 +404,7 @@ impl Engine for Arc<SqliteEngine> {
     }
 
     fn tx_advance_checkpoint(&self, lease: u32, name: String, g: CheckpointProgress) -> Call<bool> {
-        SqliteEngine::tx_advance_checkpoint(
-            self,
-            lease,
-            &name,
-            g.owner_epoch,
-            g.watermark,
-            g.observed_rows,
-            g.now_ms,
-        )
-        .into()
+        SqliteEngine::tx_advance_checkpoint(self, lease, &name, &g).into()
     }
 
     fn tx_enqueue_reactions(&self, lease: u32, reactions: Vec<NewReaction>) -> Call<()> {

@@ -57,18 +57,7 @@ const FUNCTIONS: &[&str] = &[
     "max",
     "group_concat",
     "string_agg",
-    // window functions
-    "row_number",
-    "rank",
-    "dense_rank",
-    "percent_rank",
-    "cume_dist",
-    "ntile",
-    "lag",
-    "lead",
-    "first_value",
-    "last_value",
-    "nth_value",
+    // window functions: crate::query::WINDOW_FUNCTIONS
     // scalar
     "abs",
     "coalesce",
@@ -273,6 +262,7 @@ fn authorize(ctx: &AuthContext<'_>, views: &[(String, String)]) -> Authorization
         AuthAction::Function { function_name } => allow(
             FUNCTIONS
                 .iter()
+                .chain(crate::query::WINDOW_FUNCTIONS)
                 .any(|f| f.eq_ignore_ascii_case(function_name)),
         ),
         AuthAction::Read { table_name, .. } => {

@@ -724,18 +724,7 @@ const FUNCTIONS: &[&str] = &[
     "corr",
     "covar_pop",
     "covar_samp",
-    // window functions
-    "row_number",
-    "rank",
-    "dense_rank",
-    "percent_rank",
-    "cume_dist",
-    "ntile",
-    "lag",
-    "lead",
-    "first_value",
-    "last_value",
-    "nth_value",
+    // window functions: crate::query::WINDOW_FUNCTIONS
     // strings
     "lower",
     "upper",
@@ -1097,7 +1086,7 @@ impl Checker<'_> {
             }
             "FuncCall" => {
                 let name = catalog_name(get("funcname"), "function")?;
-                if !FUNCTIONS.contains(&name) {
+                if !FUNCTIONS.contains(&name) && !crate::query::WINDOW_FUNCTIONS.contains(&name) {
                     return Err(refused(format!("function {name}() is not allowed")));
                 }
             }
