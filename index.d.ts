@@ -18,6 +18,14 @@
 /** SQLite durability of a file database (`PRAGMA synchronous`). */
 export type SynchronousMode = 'off' | 'normal' | 'full';
 
+/** Bounds of a commit group (see `NativeStorageOptions.groupCommit`). */
+export interface GroupCommitOptions {
+  /** Most leases in one group, an integer ≥ 1. Default 64. */
+  readonly maxSize?: number | undefined;
+  /** Oldest a group may get before the next commit ends it, ms > 0. Default 5. */
+  readonly maxWaitMs?: number | undefined;
+}
+
 /** Constructors of the error classes a host wants thrown (see `NativeStorageOptions.errors`). */
 export interface ErrorClasses {
   /** Built as `new SyncError(code, message)`. */
@@ -51,8 +59,22 @@ export interface NativeStorageOptions {
    * the same name (exported below).
    */
   readonly errors?: ErrorClasses | undefined;
-  /** SQLite only. Default `'normal'`; any other string throws `ERR_SYNCULAR_INVALID_ARGUMENT`. */
+  /**
+   * SQLite only. Default `'full'` (SQLite's own default, as the in-tree
+   * storage runs): an acknowledged commit survives a power loss. `'normal'`
+   * may lose the newest commits on power loss (never on a process crash).
+   * Any other string throws `ERR_SYNCULAR_INVALID_ARGUMENT`.
+   */
   readonly synchronous?: SynchronousMode | undefined;
+  /**
+   * SQLite only. Group commit (default on): a commit made while other
+   * writes wait for the write lock is held in the open database
+   * transaction, and settles with the one COMMIT (one sync) that ends the
+   * group. A lone write never waits. `false` commits every write on its
+   * own. Bounds: `maxSize` leases per group (default 64), `maxWaitMs` of
+   * age (default 5).
+   */
+  readonly groupCommit?: boolean | GroupCommitOptions | undefined;
   /**
    * SQLite only. How long, in ms, a write waits for another process's write
    * lock before rejecting with code `SQLITE_BUSY`; an integer ≥ 0.

@@ -91,9 +91,11 @@ test('index.d.ts declares exactly the runtime exports and members', async () => 
 
 test('every declared option is read: valid values construct, invalid ones throw coded errors', async () => {
   const { options } = declared();
-  assert.deepEqual(sorted(options), sorted(['url', 'path', 'filename', 'errors', 'synchronous', 'busyTimeoutMs', 'maxConnections', 'schema', 'queryTimeoutMs', 'logger', 'logFilter']));
+  assert.deepEqual(sorted(options), sorted(['url', 'path', 'filename', 'errors', 'synchronous', 'groupCommit', 'busyTimeoutMs', 'maxConnections', 'schema', 'queryTimeoutMs', 'logger', 'logFilter']));
   const invalid = [
     { synchronous: 'fast' },
+    { groupCommit: 'on' },
+    { groupCommit: { maxSize: 0 } },
     { busyTimeoutMs: -1 },
     { queryTimeoutMs: 0 },
     { url: 42 },
@@ -110,6 +112,8 @@ test('every declared option is read: valid values construct, invalid ones throw 
   for (const opts of [
     { synchronous: 'off', busyTimeoutMs: 0, queryTimeoutMs: 1 },
     { synchronous: 'full', queryTimeoutMs: 10_000, url: undefined },
+    { groupCommit: false },
+    { groupCommit: { maxSize: 8, maxWaitMs: 2 } },
     { path: ':memory:' },
     { filename: ':memory:' },
     { url: 'postgres://127.0.0.1:1/none', maxConnections: 2, schema: 'tenant_a', queryTimeoutMs: 500 },

@@ -37,6 +37,24 @@ function optionalString(options, name) {
   return v ?? undefined;
 }
 
+function groupCommitOption(v) {
+  if (v === undefined || v === null || v === true) return undefined;
+  if (v === false) return false;
+  if (typeof v !== 'object') throw invalidArgument('NativeStorage: groupCommit must be a boolean or { maxSize, maxWaitMs }');
+  const out = {};
+  if (v.maxSize !== undefined) {
+    if (!Number.isSafeInteger(v.maxSize) || v.maxSize < 1) throw invalidArgument('NativeStorage: groupCommit.maxSize must be a positive integer');
+    out.maxSize = v.maxSize;
+  }
+  if (v.maxWaitMs !== undefined) {
+    if (typeof v.maxWaitMs !== 'number' || !(v.maxWaitMs > 0) || !Number.isFinite(v.maxWaitMs)) {
+      throw invalidArgument('NativeStorage: groupCommit.maxWaitMs must be a positive number');
+    }
+    out.maxWaitMs = v.maxWaitMs;
+  }
+  return out;
+}
+
 class Engine {
   constructor(url, options) {
     hookExit();
@@ -52,7 +70,7 @@ class Engine {
       maxConnections: max,
       schema: optionalString(options, 'schema'),
     });
-    this.queue = new WriteQueue(this.native);
+    this.queue = new WriteQueue(this.native, groupCommitOption(options.groupCommit));
   }
 
   /** `fn(native)`, after storage-level writes submitted before it. */
@@ -72,6 +90,7 @@ class Engine {
   }
 
   close() {
+    this.queue.closing();
     return this.native.close();
   }
 }

@@ -58,6 +58,7 @@ class NativeTransaction {
   #native;
   #id;
   #release;
+  #commit;
   #storage;
   #finished = false;
   /** Native calls still running; later calls wait for `#tail`. */
@@ -73,6 +74,7 @@ class NativeTransaction {
     this.#native = native;
     this.#id = lease.id;
     this.#release = lease.release;
+    this.#commit = lease.commit;
     abandoned.register(this, { native, id: lease.id, release: lease.release }, this);
     // Own, writable methods: hosts and tests wrap or replace them.
     for (const name of METHODS) this[name] = settled(NativeTransaction.prototype[name], this);
@@ -289,8 +291,9 @@ class NativeTransaction {
     );
   }
 
+  /** Settles once the commit is durable (with group commit: its group's). */
   commit() {
-    return this.#ending(this.#call((n, id) => n.unlock(id, true), noop));
+    return this.#ending(this.#call(() => this.#commit(), noop));
   }
 
   /**

@@ -1,5 +1,6 @@
 'use strict';
-// Submission order for writes, over either kind of engine.
+// Submission order for writes, over either kind of engine, and group
+// commit for the engine with one writer.
 //
 // An engine with one writer (`exclusiveWrites`: SQLite) has one write
 // lease: a transaction holds it from begin() to commit/rollback, a
@@ -7,6 +8,20 @@
 // order. When nothing is queued, a write takes the lease at once, so
 // `touchPartition(...)` fired without await has landed before the
 // caller's next read.
+//
+// Group commit: when a lease commits while others wait for it, its work is
+// committed into the open database transaction (`hold`) and the next lease
+// joins that transaction in a savepoint of its own. The group becomes
+// durable with one COMMIT, one sync, when a lease commits with nobody
+// waiting, when the group reaches `maxSize` leases or `maxWaitMs` of age,
+// or when the last lease in line rolls back. Every held commit settles only
+// after that COMMIT, and all of them fail if it fails. A lone write never
+// waits: nothing is held unless another lease is already in line.
+//
+// A storage-level write is held only when the next lease in line is also a
+// storage-level write. Reads wait for the storage-level writes submitted
+// before them; a transaction holding the lease may await such a read, so a
+// transaction must never run while a write it would wait for is held.
 //
 // An engine with many writers (PostgreSQL) runs transactions side by side
 // (the database's row locks serialize pushes); its storage-level writes
@@ -16,89 +31,216 @@
 
 const noop = () => {};
 
+const TX = 'tx';
+const WRITE = 'write';
+
 class WriteQueue {
-  constructor(native) {
+  constructor(native, groupCommit) {
     this.native = native;
     this.exclusive = native.exclusiveWrites;
     this.tail = Promise.resolve();
-    this.waiting = 0; // leases queued or held (exclusive engines)
+    /** Leases queued or held, oldest (the holder) first. */
+    this.line = [];
     this.writes = 0; // storage-level writes queued or running
     this.writesDone = Promise.resolve();
+    this.grouping = this.exclusive && groupCommit !== false;
+    this.maxSize = groupCommit?.maxSize ?? 64;
+    this.maxWaitMs = groupCommit?.maxWaitMs ?? 5;
+    /** The open group: `{ acks, started, timer }`, or null. */
+    this.group = null;
   }
 
-  /** Resolves with `{ id, release }` once the engine granted a lease. */
+  /** Resolves with `{ id, release, commit }` once the engine granted a lease. */
   acquire(partition) {
     if (!this.exclusive) {
       try {
-        return Promise.resolve(this.native.begin(partition)).then((id) => ({ id, release: noop }));
+        return Promise.resolve(this.native.begin(partition)).then((id) => ({
+          id,
+          release: noop,
+          commit: () => this.native.unlock(id, true),
+        }));
       } catch (err) {
         return Promise.reject(err);
       }
     }
-    return this.#queued(partition, undefined);
+    return this.#queued(partition, undefined, TX);
   }
 
-  /** `started`: a `begin` already issued (a value or a Promise), else none. */
-  #queued(partition, started) {
+  /** Puts a lease of `kind` in line; `gate` opens when it is released. */
+  #enter(kind) {
     let open;
     const gate = new Promise((resolve) => {
       open = resolve;
     });
     const previous = this.tail;
     this.tail = gate;
-    this.waiting++;
-    let released = false;
-    const release = () => {
-      if (released) return;
-      released = true;
-      this.waiting--;
+    const entry = { kind, released: false, release: undefined, previous };
+    this.line.push(entry);
+    entry.release = () => {
+      if (entry.released) return;
+      entry.released = true;
+      const at = this.line.indexOf(entry);
+      if (at >= 0) this.line.splice(at, 1);
       open();
+      // The last lease in line is gone: nobody can join the group.
+      if (this.group !== null && this.line.length === 0) this.#flush();
     };
-    const granted = (id) => ({ id, release });
+    return entry;
+  }
+
+  #lease(entry, id) {
+    return { id, release: entry.release, commit: () => this.commit(entry, id) };
+  }
+
+  /** `started`: a `begin` already issued (a Promise), else none. */
+  #queued(partition, started, kind) {
+    const entry = this.#enter(kind);
+    const granted = (id) => this.#lease(entry, id);
     const failed = (err) => {
-      release();
+      entry.release();
       throw err;
     };
-    if (started !== undefined) return Promise.resolve(started).then(granted, failed);
-    if (this.waiting === 1) {
+    if (started !== undefined) return started.then(granted, failed);
+    if (this.line.length === 1) {
       // Nothing queued or held: every earlier gate is open, so ask for the
       // lease now instead of a few promise turns later.
       try {
         return Promise.resolve(this.native.begin(partition)).then(granted, failed);
       } catch (err) {
-        release();
+        entry.release();
         return Promise.reject(err);
       }
     }
-    return previous.then(() => this.native.begin(partition)).then(granted, failed);
+    return entry.previous.then(() => this.native.begin(partition)).then(granted, failed);
+  }
+
+  /**
+   * Commits lease `id` (queue entry `entry`) and releases it. Settles once
+   * the work is durable: at once for a plain commit, or when its group is.
+   */
+  commit(entry, id) {
+    if (this.#mayHold(entry)) {
+      try {
+        this.native.hold(id);
+      } catch (err) {
+        // The engine rolled the whole group back.
+        this.#settleGroup(this.#takeGroup(), err);
+        entry.release();
+        throw err;
+      }
+      const group = this.group ?? this.#openGroup();
+      const ack = new Promise((resolve, reject) => group.acks.push({ resolve, reject }));
+      entry.release();
+      return ack;
+    }
+    // A plain COMMIT also makes the open group durable.
+    const group = this.#takeGroup();
+    let out;
+    try {
+      out = this.native.unlock(id, true);
+    } catch (err) {
+      this.#settleGroup(group, err);
+      entry.release();
+      throw err;
+    }
+    if (out instanceof Promise) {
+      return out.then(
+        (v) => {
+          this.#settleGroup(group);
+          entry.release();
+          return v;
+        },
+        (err) => {
+          this.#settleGroup(group, err);
+          entry.release();
+          throw err;
+        },
+      );
+    }
+    this.#settleGroup(group);
+    entry.release();
+    return out;
+  }
+
+  #mayHold(entry) {
+    if (!this.grouping || this.line[0] !== entry) return false;
+    const next = this.line[1];
+    if (next === undefined) return false;
+    if (entry.kind === WRITE && next.kind !== WRITE) return false;
+    const g = this.group;
+    return g === null || (g.acks.length + 1 < this.maxSize && performance.now() - g.started < this.maxWaitMs);
+  }
+
+  #openGroup() {
+    const group = { acks: [], started: performance.now(), timer: undefined };
+    this.group = group;
+    this.#arm(group);
+    return group;
+  }
+
+  // A caller may await a held commit while it holds a later lease that has
+  // not run anything yet (it began, then awaited the earlier commit): the
+  // group would wait for that lease and the lease for the group. The timer
+  // flushes such a group; the engine declines while the lease has run work.
+  #arm(group) {
+    group.timer = setTimeout(() => {
+      if (this.group === group) this.#flush();
+    }, this.maxWaitMs);
+  }
+
+  #takeGroup() {
+    const group = this.group;
+    if (group !== null) {
+      clearTimeout(group.timer);
+      this.group = null;
+    }
+    return group;
+  }
+
+  #flush() {
+    const group = this.group;
+    let done;
+    try {
+      done = this.native.flush();
+    } catch (err) {
+      this.#settleGroup(this.#takeGroup(), err);
+      return;
+    }
+    if (done instanceof Promise) {
+      // Not an engine with groups today; settle when it answers.
+      this.#takeGroup();
+      done.then(
+        () => this.#settleGroup(group),
+        (err) => this.#settleGroup(group, err),
+      );
+      return;
+    }
+    if (done) this.#settleGroup(this.#takeGroup());
+    else this.#arm(group);
+  }
+
+  #settleGroup(group, err) {
+    if (group === null) return;
+    for (const ack of group.acks) {
+      if (err === undefined) ack.resolve();
+      else ack.reject(err);
+    }
   }
 
   /** Runs `fn(leaseId)` as one storage-level write, committing on success. */
   run(fn) {
     if (!this.exclusive) return this.#track(this.writesDone.then(() => fn(0)));
-    let pending;
-    if (this.waiting === 0) {
+    if (this.line.length === 0) {
       const id = this.native.begin(null);
-      if (!(id instanceof Promise)) return this.finish(id, fn);
+      if (!(id instanceof Promise)) {
+        // Granted at once: the write runs now, before the caller resumes.
+        const out = this.#finish(this.#lease(this.#enter(WRITE), id), fn);
+        return out instanceof Promise ? this.#track(out) : out;
+      }
       // Another process holds the database's write lock: wait off-thread.
-      pending = this.#queued(null, id);
-    } else {
-      pending = this.#queued(null, undefined);
+      return this.#track(this.#queued(null, id, WRITE).then((lease) => this.#finish(lease, fn)));
     }
-    return this.#track(
-      pending.then((lease) => {
-        let out;
-        try {
-          out = this.finish(lease.id, fn);
-        } catch (err) {
-          lease.release();
-          throw err;
-        }
-        if (out instanceof Promise) return out.finally(lease.release);
-        lease.release();
-        return out;
-      }),
-    );
+    return this.#track(this.#queued(null, undefined, WRITE).then((lease) => this.#finish(lease, fn)));
   }
 
   #track(done) {
@@ -112,29 +254,48 @@ class WriteQueue {
     return done;
   }
 
-  /** `fn(id)` under lease `id`, then commit (rollback if it failed). */
-  finish(id, fn) {
+  /** `fn(id)` under `lease`, then commit (roll back if it failed). */
+  #finish(lease, fn) {
+    const rollback = () => {
+      try {
+        this.native.unlock(lease.id, false);
+      } finally {
+        lease.release();
+      }
+    };
     let out;
     try {
-      out = fn(id);
+      out = fn(lease.id);
     } catch (err) {
-      this.native.unlock(id, false);
+      rollback();
       throw err;
     }
     if (out instanceof Promise) {
       return out.then(
-        async (v) => {
-          await this.native.unlock(id, true);
-          return v;
-        },
-        async (err) => {
-          await this.native.unlock(id, false);
+        (v) => Promise.resolve(lease.commit()).then(() => v),
+        (err) => {
+          rollback();
           throw err;
         },
       );
     }
-    const committed = this.native.unlock(id, true);
+    const committed = lease.commit();
     return committed instanceof Promise ? committed.then(() => out) : out;
+  }
+
+  /**
+   * The storage is closing: make a group durable if no lease is running,
+   * else its held commits are rolled back with that lease and fail.
+   */
+  closing() {
+    if (this.group === null) return;
+    this.#flush();
+    const group = this.#takeGroup();
+    if (group !== null) {
+      const err = new Error('storage closed before the commit group was durable');
+      err.code = 'ERR_SYNCULAR_CLOSED';
+      this.#settleGroup(group, err);
+    }
   }
 
   /** Reads wait for storage-level writes submitted before them. */

@@ -88,6 +88,17 @@ pub trait Engine: Send + Sync + 'static {
     // ---- leases and transactions
     fn begin(&self, partition: Option<String>) -> Call<u32>;
     fn unlock(&self, lease: u32, commit: bool) -> Call<()>;
+    /// Group commit: ends `lease` with its work committed into the open
+    /// transaction but not yet durable; `flush` makes it durable. Engines
+    /// without groups commit at once.
+    fn hold(&self, lease: u32) -> Call<()> {
+        self.unlock(lease, true)
+    }
+    /// Makes every held lease durable; `false` when a lease that has
+    /// already run calls is open, so nothing could be flushed now.
+    fn flush(&self) -> Call<bool> {
+        Call::Now(Ok(true))
+    }
     fn is_held(&self, lease: u32) -> bool;
 
     // ---- schema and partitions

@@ -35,6 +35,15 @@ describe('reliability: crash safety (sqlite-file)', () => {
     assert.ok(f.commitsChecked >= f.acked);
   });
 
+  test('10 SIGKILLs with 4 concurrent pushers per process (commit groups in flight): nothing acknowledged lost or partial', async () => {
+    const f = await runCrash({ kills: 10, seed: Date.now(), pushers: 4 });
+    assert.deepEqual(f.problems, []);
+    assert.equal(f.survived, 10);
+    assert.equal(f.lost + f.partial + f.duplicates + f.gaps, 0);
+    assert.equal(f.exactlyOnce, f.retries);
+    assert.ok(f.acked > 0, 'the children acknowledged commits before being killed');
+  });
+
   test('the layout check detects a half-written commit, an orphan and a gap', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'syncular-crashcheck-'));
     const path = join(dir, 'c.db');

@@ -138,6 +138,19 @@ impl NativeEngine {
         })
     }
 
+    /// Group commit: ends the lease, its work staged in the open
+    /// transaction until `flush` (see `SqliteEngine::hold`).
+    #[napi(ts_return_type = "void | Promise<void>")]
+    pub fn hold(&self, lease: u32) -> Reply<()> {
+        self.run("hold", |e| Ok(e.hold(lease)))
+    }
+
+    /// Makes held leases durable; `false` when it could not yet.
+    #[napi(ts_return_type = "boolean | Promise<boolean>")]
+    pub fn flush(&self) -> Reply<bool> {
+        self.run("flush", |e| Ok(e.flush()))
+    }
+
     #[napi]
     pub fn is_held(&self, lease: u32) -> bool {
         self.engine().is_held(lease)

@@ -44,8 +44,10 @@ pub enum Synchronous {
 impl Synchronous {
     pub fn parse(s: Option<&str>) -> Result<Synchronous> {
         match s.map(str::to_ascii_lowercase).as_deref() {
-            None | Some("normal") => Ok(Synchronous::Normal),
-            Some("full") => Ok(Synchronous::Full),
+            // The in-tree storage runs with SQLite's default, FULL: a swap
+            // must not weaken durability unasked.
+            None | Some("full") => Ok(Synchronous::Full),
+            Some("normal") => Ok(Synchronous::Normal),
             Some("off") => Ok(Synchronous::Off),
             Some(other) => Err(Error::invalid(format!(
                 "synchronous must be 'off', 'normal' or 'full', got {other:?}"

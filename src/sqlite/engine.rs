@@ -50,6 +50,14 @@ impl Engine for Arc<SqliteEngine> {
         SqliteEngine::unlock(self, lease, commit).into()
     }
 
+    fn hold(&self, lease: u32) -> Call<()> {
+        SqliteEngine::hold(self, lease).into()
+    }
+
+    fn flush(&self) -> Call<bool> {
+        SqliteEngine::flush(self).into()
+    }
+
     fn is_held(&self, lease: u32) -> bool {
         SqliteEngine::is_held(self, lease)
     }

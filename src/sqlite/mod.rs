@@ -51,12 +51,20 @@ struct Lease {
     id: u32,
     partition: Option<String>,
     savepoint: bool,
+    /// Runs inside a group's open transaction, in its own savepoint.
+    member: bool,
+    /// Has run a call (see [`SqliteEngine::flush`]).
+    used: bool,
 }
 
 struct Writer {
     conn: Connection,
     lease: Option<Lease>,
     next_id: u32,
+    /// Leases committed into the open physical transaction but not yet
+    /// durable (group commit): that transaction stays open between leases
+    /// until [`SqliteEngine::flush`] or a plain commit ends it.
+    held: u32,
 }
 
 struct Db {
@@ -131,6 +139,7 @@ impl SqliteEngine {
                 conn: writer,
                 lease: None,
                 next_id: 1,
+                held: 0,
             }),
             readers: Mutex::new(Vec::new()),
             cfg,
@@ -146,9 +155,11 @@ impl SqliteEngine {
             .store(true, std::sync::atomic::Ordering::Release);
         if let Some(db) = lock(&self.db).take() {
             let mut w = lock(&db.writer);
-            if w.lease.take().is_some() {
+            // A group's held commits were never acknowledged: they go too.
+            if w.lease.take().is_some() || w.held > 0 {
                 let _ = conn::exec(&w.conn, "ROLLBACK");
             }
+            w.held = 0;
             lock(&db.readers).clear();
         }
     }
@@ -170,13 +181,15 @@ impl SqliteEngine {
 
     // ---- the write lease --------------------------------------------------
 
-    fn grant(w: &mut Writer, partition: Option<&str>) -> u32 {
+    fn grant(w: &mut Writer, partition: Option<&str>, member: bool) -> u32 {
         let id = w.next_id;
         w.next_id = w.next_id.wrapping_add(1).max(1);
         w.lease = Some(Lease {
             id,
             partition: partition.map(str::to_owned),
             savepoint: false,
+            member,
+            used: false,
         });
         id
     }
@@ -202,8 +215,14 @@ impl SqliteEngine {
                 "the write lock is already held by this storage; calls must be queued",
             ));
         }
+        if w.held > 0 {
+            // A group is open: this lease joins its transaction, which
+            // already holds the write lock.
+            conn::exec(&w.conn, sql::GROUP_MEMBER).map_err(map_err)?;
+            return Ok(Some(Self::grant(&mut w, partition, true)));
+        }
         match conn::exec(&w.conn, "BEGIN IMMEDIATE") {
-            Ok(()) => Ok(Some(Self::grant(&mut w, partition))),
+            Ok(()) => Ok(Some(Self::grant(&mut w, partition, false))),
             Err(e) if conn::is_busy(&e) => Ok(None),
             Err(e) => Err(map_err(e)),
         }
@@ -244,30 +263,132 @@ impl SqliteEngine {
 
     /// Ends the lease: commit or roll back. Releasing a lease that is no
     /// longer held is a no-op when rolling back (idempotent rollback) and an
-    /// error when committing.
+    /// error when committing. Committing makes durable every lease the open
+    /// group holds too; if that fails, they are all rolled back with it.
     #[track_caller]
     pub fn unlock(&self, id: u32, commit: bool) -> Result<()> {
         let db = self.db()?;
         let mut w = lock(&db.writer);
-        match &w.lease {
-            Some(l) if l.id == id => {}
+        let member = match &w.lease {
+            Some(l) if l.id == id => l.member,
             _ if commit => return Err(Error::tx_finished()),
             _ => return Ok(()),
-        }
+        };
         w.lease = None;
         if commit {
-            let _slow = Slow::start(telemetry::SQLITE, "commit", Site::caller()).sql("COMMIT");
-            if let Err(e) = conn::exec(&w.conn, "COMMIT") {
-                let _ = conn::exec(&w.conn, "ROLLBACK");
-                return Err(map_err(e));
+            if member {
+                if let Err(e) = conn::exec(&w.conn, sql::RELEASE_GROUP_MEMBER) {
+                    return Err(Self::abort_group(&mut w, e));
+                }
             }
-            Ok(())
+            Self::commit_physical(&mut w)
+        } else if member {
+            // Only this lease's savepoint goes; the group's held commits
+            // stay staged.
+            let undone = conn::exec(&w.conn, sql::ROLLBACK_TO_GROUP_MEMBER)
+                .and_then(|()| conn::exec(&w.conn, sql::RELEASE_GROUP_MEMBER));
+            match undone {
+                Ok(()) => Ok(()),
+                Err(e) => Err(Self::abort_group(&mut w, e)),
+            }
         } else {
             // A failed ROLLBACK (the engine already rolled back) leaves the
             // connection in autocommit, which is what we want.
             let _ = conn::exec(&w.conn, "ROLLBACK");
             Ok(())
         }
+    }
+
+    /// Ends the lease by committing its work into the open transaction
+    /// without making it durable: the next lease joins that transaction,
+    /// and [`flush`](Self::flush) (or the next plain commit) makes them all
+    /// durable together, with one sync. The caller acknowledges the lease's
+    /// commit only after that.
+    pub fn hold(&self, id: u32) -> Result<()> {
+        let db = self.db()?;
+        let mut w = lock(&db.writer);
+        let (member, savepoint) = match &w.lease {
+            Some(l) if l.id == id => (l.member, l.savepoint),
+            _ => return Err(Error::tx_finished()),
+        };
+        w.lease = None;
+        // Releasing the member's savepoint releases the apply savepoint
+        // nested in it; a first lease may still have its own open.
+        let released = if member {
+            conn::exec(&w.conn, sql::RELEASE_GROUP_MEMBER)
+        } else if savepoint {
+            conn::exec(&w.conn, sql::RELEASE_SAVEPOINT)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = released {
+            return Err(Self::abort_group(&mut w, e));
+        }
+        w.held += 1;
+        Ok(())
+    }
+
+    /// Makes the open group durable (COMMIT). With a lease held, only when
+    /// that lease has run nothing yet: its savepoint is dropped, the group
+    /// committed, and the lease given a transaction of its own, so a caller
+    /// that awaits an earlier commit while holding a later lease does not
+    /// wait forever. `Ok(false)`: nothing could be flushed now.
+    pub fn flush(&self) -> Result<bool> {
+        let db = self.db()?;
+        let mut w = lock(&db.writer);
+        if w.held == 0 {
+            return Ok(true);
+        }
+        let Some(lease) = &w.lease else {
+            return Self::commit_physical(&mut w).map(|()| true);
+        };
+        if lease.used || !lease.member {
+            return Ok(false);
+        }
+        let undone = conn::exec(&w.conn, sql::ROLLBACK_TO_GROUP_MEMBER)
+            .and_then(|()| conn::exec(&w.conn, sql::RELEASE_GROUP_MEMBER));
+        if let Err(e) = undone {
+            w.lease = None;
+            return Err(Self::abort_group(&mut w, e));
+        }
+        let committed = Self::commit_physical(&mut w);
+        // The lease keeps its number and now needs the lock for itself.
+        // Between COMMIT and BEGIN nothing of ours can take it; another
+        // process can, and then the lease ends (its calls fail as finished),
+        // the same as a transaction whose BEGIN failed.
+        match conn::exec(&w.conn, "BEGIN IMMEDIATE") {
+            Ok(()) => {
+                if let Some(l) = w.lease.as_mut() {
+                    l.member = false;
+                }
+            }
+            Err(e) => {
+                w.lease = None;
+                committed?;
+                return Err(map_err(e));
+            }
+        }
+        committed.map(|()| true)
+    }
+
+    /// COMMIT of the physical transaction (every held lease with it).
+    fn commit_physical(w: &mut Writer) -> Result<()> {
+        w.held = 0;
+        let _slow = Slow::start(telemetry::SQLITE, "commit", Site::caller()).sql("COMMIT");
+        if let Err(e) = conn::exec(&w.conn, "COMMIT") {
+            let _ = conn::exec(&w.conn, "ROLLBACK");
+            return Err(map_err(e));
+        }
+        Ok(())
+    }
+
+    /// A control statement of a group failed: nothing of it can be trusted
+    /// any more, so it is rolled back whole.
+    fn abort_group(w: &mut Writer, e: rusqlite::Error) -> Error {
+        w.held = 0;
+        w.lease = None;
+        let _ = conn::exec(&w.conn, "ROLLBACK");
+        map_err(e)
     }
 
     pub fn is_held(&self, id: u32) -> bool {
@@ -296,6 +417,7 @@ impl SqliteEngine {
         let Some(lease) = w.lease.as_mut().filter(|l| l.id == id) else {
             return Err(Error::tx_finished());
         };
+        lease.used = true;
         f(Held {
             conn: &w.conn,
             partition: lease.partition.as_deref(),
@@ -384,5 +506,116 @@ impl Held<'_> {
         conn::exec(self.conn, sql::RELEASE_SAVEPOINT).map_err(map_err)?;
         *self.savepoint = false;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod group_tests {
+    use super::*;
+
+    fn engine() -> SqliteEngine {
+        let e = SqliteEngine::new(Config {
+            location: Location::Memory,
+            synchronous: Synchronous::Normal,
+            busy_timeout: Duration::from_secs(1),
+            query_timeout: crate::query::DEFAULT_TIMEOUT,
+        });
+        let db = e.db().unwrap();
+        let w = lock(&db.writer);
+        // A deferred foreign key fails at COMMIT, not at the statement:
+        // the one way to make a group's physical commit fail on demand.
+        w.conn
+            .execute_batch(
+                "PRAGMA foreign_keys=ON;
+                 CREATE TABLE parent(id INTEGER PRIMARY KEY);
+                 CREATE TABLE child(pid INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED);",
+            )
+            .unwrap();
+        drop(w);
+        e
+    }
+
+    fn run(e: &SqliteEngine, id: u32, sql: &str) {
+        e.with_lease(id, |h| h.conn.execute_batch(sql).map_err(map_err))
+            .unwrap();
+    }
+
+    fn count(e: &SqliteEngine, table: &str) -> i64 {
+        e.read(|c| {
+            c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+                .map_err(map_err)
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn held_leases_become_visible_with_the_commit_that_ends_the_group() {
+        let e = engine();
+        let a = e.try_lock(None).unwrap().unwrap();
+        run(&e, a, "INSERT INTO parent VALUES (1)");
+        e.hold(a).unwrap();
+        assert_eq!(count(&e, "parent"), 0, "held, not durable");
+        let b = e.try_lock(None).unwrap().unwrap();
+        run(&e, b, "INSERT INTO parent VALUES (2)");
+        e.unlock(b, false).unwrap();
+        let c = e.try_lock(None).unwrap().unwrap();
+        run(&e, c, "INSERT INTO parent VALUES (3)");
+        e.unlock(c, true).unwrap();
+        let ids: Vec<i64> = e
+            .read(|conn| {
+                let mut st = conn.prepare("SELECT id FROM parent ORDER BY id").unwrap();
+                let rows = st.query_map([], |r| r.get(0)).unwrap();
+                Ok(rows.map(|r| r.unwrap()).collect())
+            })
+            .unwrap();
+        assert_eq!(ids, vec![1, 3], "the rolled-back lease undid only itself");
+    }
+
+    #[test]
+    fn a_failed_physical_commit_fails_the_whole_group() {
+        let e = engine();
+        let a = e.try_lock(None).unwrap().unwrap();
+        run(&e, a, "INSERT INTO parent VALUES (1)");
+        e.hold(a).unwrap();
+        let b = e.try_lock(None).unwrap().unwrap();
+        run(&e, b, "INSERT INTO child VALUES (99)");
+        e.hold(b).unwrap();
+        assert!(e.flush().is_err(), "the deferred key fails the COMMIT");
+        assert_eq!(count(&e, "parent"), 0, "no lease of the group survives");
+        assert_eq!(count(&e, "child"), 0);
+        // The writer is usable again, outside any group.
+        let c = e.try_lock(None).unwrap().unwrap();
+        run(&e, c, "INSERT INTO parent VALUES (5)");
+        e.unlock(c, true).unwrap();
+        assert_eq!(count(&e, "parent"), 1);
+    }
+
+    #[test]
+    fn flush_waits_for_a_lease_that_has_run_work_and_rescues_one_that_has_not() {
+        let e = engine();
+        let a = e.try_lock(None).unwrap().unwrap();
+        run(&e, a, "INSERT INTO parent VALUES (1)");
+        e.hold(a).unwrap();
+        let b = e.try_lock(None).unwrap().unwrap();
+        // b has run nothing: the group commits without it.
+        assert!(e.flush().unwrap());
+        assert_eq!(count(&e, "parent"), 1);
+        run(&e, b, "INSERT INTO parent VALUES (2)");
+        e.hold(b).unwrap();
+        let c = e.try_lock(None).unwrap().unwrap();
+        run(&e, c, "INSERT INTO parent VALUES (3)");
+        assert!(!e.flush().unwrap(), "c has run work: not now");
+        e.unlock(c, true).unwrap();
+        assert_eq!(count(&e, "parent"), 3);
+    }
+
+    #[test]
+    fn close_rolls_back_held_leases() {
+        let e = engine();
+        let a = e.try_lock(None).unwrap().unwrap();
+        run(&e, a, "INSERT INTO parent VALUES (1)");
+        e.hold(a).unwrap();
+        e.close();
+        assert!(e.try_lock(None).is_err());
     }
 }

@@ -166,6 +166,10 @@ pub const SCHEMA_META_DDL: &str = "CREATE TABLE IF NOT EXISTS sync_schema_meta(
 )";
 
 pub const SAVEPOINT: &str = "SAVEPOINT syncular_push_candidate";
+/// Each lease after the first of a commit group runs in this savepoint.
+pub const GROUP_MEMBER: &str = "SAVEPOINT syncular_group_member";
+pub const RELEASE_GROUP_MEMBER: &str = "RELEASE SAVEPOINT syncular_group_member";
+pub const ROLLBACK_TO_GROUP_MEMBER: &str = "ROLLBACK TO SAVEPOINT syncular_group_member";
 pub const ROLLBACK_TO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT syncular_push_candidate";
 pub const RELEASE_SAVEPOINT: &str = "RELEASE SAVEPOINT syncular_push_candidate";
 

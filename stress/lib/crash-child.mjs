@@ -1,5 +1,6 @@
 // Child of the crash program: pushes commits k = start, start+1, ... with
-// the host's push sequence, on the storage that the JSON options in argv
+// the host's push sequence, from `pushers` concurrent loops that take the
+// next k in turn (so with group commit, groups are in flight at the kill), on the storage that the JSON options in argv
 // open (a SQLite file, or a PostgreSQL schema: then this process is the host
 // that gets killed, never the server). It prints "ready" on stdout once the schema is
 // in place, then appends to the report file, one write(2) per line,
@@ -14,20 +15,25 @@ import { fixtureSchema } from '../../__test__/support/schema.mjs';
 import { hostPush } from '../../__test__/support/harness.mjs';
 import { CRASH_CLIENT, CRASH_PARTITION, ccidOf, opsOf } from './shape.mjs';
 
-const [optionsJson, startArg, reportPath] = process.argv.slice(2);
+const [optionsJson, startArg, reportPath, pushersArg = '1'] = process.argv.slice(2);
 const report = openSync(reportPath, 'a');
 const say = (line) => writeSync(report, `${line}\n`);
 
 const storage = new NativeStorage(JSON.parse(optionsJson));
 await storage.ensureSchema(fixtureSchema());
 writeSync(1, 'ready\n');
-for (let k = Number(startArg); ; k++) {
-  say(`begin ${k}`);
-  const r = await hostPush(storage, CRASH_PARTITION, {
-    clientId: CRASH_CLIENT,
-    clientCommitId: ccidOf(k),
-    ops: opsOf(k),
-    createdAtMs: 1_700_000_000_000 + k,
-  });
-  say(`ack ${k} ${r.result.commitSeq}`);
+let next = Number(startArg);
+async function pusher() {
+  for (;;) {
+    const k = next++;
+    say(`begin ${k}`);
+    const r = await hostPush(storage, CRASH_PARTITION, {
+      clientId: CRASH_CLIENT,
+      clientCommitId: ccidOf(k),
+      ops: opsOf(k),
+      createdAtMs: 1_700_000_000_000 + k,
+    });
+    say(`ack ${k} ${r.result.commitSeq}`);
+  }
 }
+await Promise.all(Array.from({ length: Number(pushersArg) }, pusher));

@@ -35,10 +35,10 @@ function rng(seed) {
 }
 
 /** Runs one child until killed; returns what it reported. */
-function runChild(options, reportPath, start, delayMs, early) {
+function runChild(options, reportPath, start, delayMs, early, pushers) {
   writeFileSync(reportPath, '');
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CHILD, JSON.stringify(options), String(start), reportPath], {
+    const child = spawn(process.execPath, [CHILD, JSON.stringify(options), String(start), reportPath, String(pushers)], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
@@ -68,16 +68,20 @@ function runChild(options, reportPath, start, delayMs, early) {
       clearTimeout(timer);
       clearTimeout(watchdog);
       const acks = [];
-      let inFlight;
+      const inFlight = new Set();
+      let last = start - 1;
       for (const line of readFileSync(reportPath, 'utf8').split('\n')) {
         const [word, a, b] = line.split(' ');
-        if (word === 'begin') inFlight = Number(a);
+        if (word === 'begin') {
+          inFlight.add(Number(a));
+          last = Math.max(last, Number(a));
+        }
         if (word === 'ack') {
           acks.push({ k: Number(a), seq: Number(b) });
-          inFlight = undefined;
+          inFlight.delete(Number(a));
         }
       }
-      resolve({ acks, inFlight, signal, code, stderr: err, ready: out.includes('ready\n') });
+      resolve({ acks, inFlight: [...inFlight].sort((x, y) => x - y), last, signal, code, stderr: err, ready: out.includes('ready\n') });
     });
   });
 }
@@ -153,15 +157,18 @@ export async function checkLayout(target) {
   for (const seq of changes.keys()) if (!seqs.has(seq)) bad(`seq ${seq}`, 'changes without a commit');
   for (const seq of changeScopes.keys()) if (!seqs.has(seq)) bad(`seq ${seq}`, 'change scopes without a commit');
   for (const ccid of results.keys()) if (!present.has(kOf(ccid))) bad(kOf(ccid), 'push result without a commit');
-  // rows, row scopes and tombstones follow exactly the commits present
+  // rows, row scopes and tombstones follow exactly the commits present,
+  // applied in log order (concurrent pushers commit out of k order)
   const expectedRows = new Set();
-  let hot = 0;
-  for (const k of present) {
-    hot = Math.max(hot, k);
-    for (const id of rowIdsOf(k)) expectedRows.add(id);
-  }
   const expectedTombs = new Set();
-  for (const k of present) {
+  let hot;
+  for (const c of commits) {
+    const k = kOf(c.ccid);
+    hot = k;
+    for (const id of rowIdsOf(k)) {
+      expectedRows.add(id);
+      expectedTombs.delete(id);
+    }
     const del = deletesOf(k);
     if (del !== undefined) {
       expectedRows.delete(del);
@@ -204,7 +211,7 @@ async function waitForSessionsGone(db, appName) {
  * { engine, kills, survived, commitsChecked, acked, lost, partial,
  *   duplicates, gaps, retries, replays, exactlyOnce, problems[] }.
  */
-export async function runCrash({ kills = 10, seed = 7, maxDelayMs, synchronous, pgUrl, log } = {}) {
+export async function runCrash({ kills = 10, seed = 7, maxDelayMs, synchronous, pgUrl, log, pushers = 1 } = {}) {
   // A push over the network takes longer: give PostgreSQL children more time.
   maxDelayMs ??= pgUrl === undefined ? 40 : 80;
   const dir = mkdtempSync(join(tmpdir(), 'syncular-crash-'));
@@ -225,19 +232,19 @@ export async function runCrash({ kills = 10, seed = 7, maxDelayMs, synchronous, 
   }
   const random = rng(seed);
   const acked = new Map(); // k -> commitSeq
-  const f = { engine: db.engine, kills: 0, survived: 0, commitsChecked: 0, acked: 0, lost: 0, partial: 0, duplicates: 0, gaps: 0, retries: 0, replays: 0, exactlyOnce: 0, problems: [] };
+  const f = { engine: db.engine, pushers, kills: 0, survived: 0, commitsChecked: 0, acked: 0, lost: 0, partial: 0, duplicates: 0, gaps: 0, retries: 0, replays: 0, exactlyOnce: 0, problems: [] };
   let next = 1;
   try {
     for (let i = 0; i < kills; i++) {
       const early = random() < 0.1;
       const delay = Math.floor(random() * (early ? 2 * maxDelayMs + 60 : maxDelayMs));
-      const run = await runChild(childOptions, reportPath, next, delay, early);
+      const run = await runChild(childOptions, reportPath, next, delay, early, pushers);
       f.kills++;
       if (run.signal !== 'SIGKILL') {
         f.problems.push(`child ${i} ended with ${run.signal ?? `code ${run.code}`}: ${run.stderr.slice(0, 500)}`);
         continue;
       }
-      if (process.env.CRASH_DEBUG) console.log(i, early, delay, run.ready, run.acks.length, run.inFlight);
+      if (process.env.CRASH_DEBUG) console.log(i, early, delay, run.ready, run.acks.length, run.inFlight.join(','));
       for (const a of run.acks) acked.set(a.k, a.seq);
       f.acked += run.acks.length;
 
@@ -274,9 +281,9 @@ export async function runCrash({ kills = 10, seed = 7, maxDelayMs, synchronous, 
           f.problems.push(`after kill ${i}: getMaxCommitSeq ${max} disagrees with the log`);
         }
 
-        // Deliver the commit in flight at the kill again, twice.
-        const k = run.inFlight ?? (run.ready ? undefined : next);
-        if (k !== undefined) {
+        // Deliver the commits in flight at the kill again, twice each.
+        const retry = run.ready ? run.inFlight : [next];
+        for (const k of retry) {
           const push = () => hostPush(storage, CRASH_PARTITION, { clientId: CRASH_CLIENT, clientCommitId: ccidOf(k), ops: opsOf(k), createdAtMs: 1_700_000_000_000 + k });
           const first = await push();
           const second = await push();
@@ -292,10 +299,8 @@ export async function runCrash({ kills = 10, seed = 7, maxDelayMs, synchronous, 
             if (stored > 1) f.duplicates += stored - 1;
             f.problems.push(`after kill ${i}: retried commit ${k} stored ${stored} times (second delivery applied: ${second.applied})`);
           }
-          next = k + 1;
-        } else if (run.acks.length > 0) {
-          next = run.acks.at(-1).k + 1;
         }
+        next = Math.max(next, run.last + 1, ...retry.map((k) => k + 1));
         // Everything the retry wrote must check out too.
         const after = await checkLayout(db);
         if (after.problems.length > 0) {
