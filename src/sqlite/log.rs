@@ -56,6 +56,15 @@ pub fn atomically<T>(conn: &Connection, f: impl FnOnce() -> Result<T>) -> Result
     }
 }
 
+/// Takes the partition's next commitSeq, if its counter row exists.
+fn next_commit_seq(conn: &Connection, partition: &str) -> Result<Option<i64>> {
+    conn.prepare_cached(
+        "UPDATE sync_partitions SET max_commit_seq = max_commit_seq + 1 WHERE partition = ?1 RETURNING max_commit_seq",
+    )
+    .and_then(|mut st| st.query_row([partition], |r| r.get(0)).optional())
+    .map_err(map_err)
+}
+
 /// Appends one commit (storage-layout §8). Returns its commitSeq.
 pub fn append_commit(
     conn: &Connection, partition: &str, commit: &NewCommit, writer_version: i64,
@@ -67,15 +76,21 @@ pub fn append_commit(
         .map(|c| scope_pairs(&c.scopes_json))
         .collect::<Result<_>>()?;
     atomically(conn, || {
-        conn.prepare_cached("INSERT OR IGNORE INTO sync_partitions (partition) VALUES (?1)")
-            .and_then(|mut st| st.execute([partition]))
-            .map_err(map_err)?;
-        let seq: i64 = conn
-            .prepare_cached(
-                "UPDATE sync_partitions SET max_commit_seq = max_commit_seq + 1 WHERE partition = ?1 RETURNING max_commit_seq",
-            )
-            .and_then(|mut st| st.query_row([partition], |r| r.get(0)))
-            .map_err(map_err)?;
+        let seq = match next_commit_seq(conn, partition)? {
+            Some(seq) => seq,
+            // A partition's first commit: its counter row is created once,
+            // not probed with an insert on every append.
+            None => {
+                conn.prepare_cached(
+                    "INSERT OR IGNORE INTO sync_partitions (partition) VALUES (?1)",
+                )
+                .and_then(|mut st| st.execute([partition]))
+                .map_err(map_err)?;
+                next_commit_seq(conn, partition)?.ok_or_else(|| {
+                    Error::plain("ERR_SYNCULAR_INTERNAL", "partition counter row missing")
+                })?
+            }
+        };
         conn.prepare_cached(
             "INSERT INTO sync_commits (partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms, writer_version)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",

@@ -142,8 +142,13 @@ pub fn list_clients(conn: &Connection, partition: &str) -> Result<Vec<ClientReco
 
 pub fn put_client(conn: &Connection, partition: &str, c: &ClientRecord) -> Result<()> {
     conn.prepare_cached(
-        "INSERT OR REPLACE INTO sync_clients (partition, client_id, actor_id, wire_version, cursor, subscriptions, updated_at_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        // An upsert rewrites the row in place; OR REPLACE would delete and
+        // reinsert it, rewriting the primary-key index entry as well.
+        "INSERT INTO sync_clients (partition, client_id, actor_id, wire_version, cursor, subscriptions, updated_at_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (partition, client_id) DO UPDATE SET actor_id = excluded.actor_id,
+           wire_version = excluded.wire_version, cursor = excluded.cursor,
+           subscriptions = excluded.subscriptions, updated_at_ms = excluded.updated_at_ms",
     )
     .and_then(|mut st| {
         st.execute(params![
