@@ -44,7 +44,8 @@ function track(promise) {
 
 describe('group commit (sqlite file)', () => {
   test('a commit made while another lease waits settles with the group, and readers see it only then', async () => {
-    const { storage } = await open();
+    // A long bound: the rescue timer must not end the group mid-test.
+    const { storage } = await open({ groupCommit: { maxWaitMs: 10_000 } });
     try {
       const tx1 = await storage.begin('p');
       assert.equal(await write(tx1, 'a', 'one'), 1);
@@ -72,7 +73,7 @@ describe('group commit (sqlite file)', () => {
   });
 
   test('a lease that rolls back undoes only its own work; the group still commits', async () => {
-    const { storage } = await open();
+    const { storage } = await open({ groupCommit: { maxWaitMs: 10_000 } });
     try {
       const tx1 = await storage.begin('p');
       await write(tx1, 'a', 'one');
@@ -226,3 +227,21 @@ describe('group commit (sqlite file)', () => {
   });
 });
 
+
+describe('WAL checkpoints off the JS thread (sqlite file)', () => {
+  test('the WAL stays bounded across many commits, with checkpoints on their own thread', async () => {
+    const { statSync } = await import('node:fs');
+    const { storage, path } = await open({ synchronous: 'normal' });
+    try {
+      for (let k = 0; k < 2000; k++) {
+        await hostPush(storage, 'p', { clientId: 'c', clientCommitId: `k${k}`, ops: [{ table: 'tasks', row: taskRow(`r${k}`, { title: 'x'.repeat(200) }) }] });
+      }
+      // These commits wrote far more WAL than the bound: it restarted.
+      const wal = statSync(`${path}-wal`).size;
+      assert.ok(wal < 32 * 2 ** 20, `WAL is ${(wal / 2 ** 20).toFixed(1)} MB`);
+      assert.equal(await storage.getMaxCommitSeq('p'), 2000);
+    } finally {
+      await storage.close();
+    }
+  });
+});

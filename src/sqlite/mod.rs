@@ -12,6 +12,7 @@
 //! call's staged rows.
 
 pub mod admin;
+mod checkpointer;
 mod checkpoints;
 pub(crate) mod conn;
 pub(crate) mod engine;
@@ -65,6 +66,8 @@ struct Writer {
     /// durable (group commit): that transaction stays open between leases
     /// until [`SqliteEngine::flush`] or a plain commit ends it.
     held: u32,
+    /// File databases: WAL checkpoints on a thread of their own.
+    checkpointer: Option<checkpointer::Checkpointer>,
 }
 
 struct Db {
@@ -134,12 +137,24 @@ impl SqliteEngine {
             }
         };
         let writer = conn::open_writer(&cfg)?;
+        let checkpointer = match (&cfg.location, &scratch) {
+            (Location::File(path), None) => {
+                writer
+                    .pragma_update(None, "wal_autocheckpoint", checkpointer::BACKSTOP_PAGES)
+                    .map_err(map_err)?;
+                Some(checkpointer::Checkpointer::start(path)?)
+            }
+            // A memory database keeps SQLite's own checkpoints: nothing of
+            // it needs to reach a disk, and no thread outlives it.
+            _ => None,
+        };
         let db = Arc::new(Db {
             writer: Mutex::new(Writer {
                 conn: writer,
                 lease: None,
                 next_id: 1,
                 held: 0,
+                checkpointer,
             }),
             readers: Mutex::new(Vec::new()),
             cfg,
@@ -160,6 +175,8 @@ impl SqliteEngine {
                 let _ = conn::exec(&w.conn, "ROLLBACK");
             }
             w.held = 0;
+            // Its connection closes now, before the writer's (see checkpointer).
+            w.checkpointer.take();
             lock(&db.readers).clear();
         }
     }
@@ -378,6 +395,9 @@ impl SqliteEngine {
         if let Err(e) = conn::exec(&w.conn, "COMMIT") {
             let _ = conn::exec(&w.conn, "ROLLBACK");
             return Err(map_err(e));
+        }
+        if let Some(c) = w.checkpointer.as_mut() {
+            c.committed();
         }
         Ok(())
     }
