@@ -68,3 +68,17 @@ test('every in-scope member exists on storage and transaction', async () => {
     await s.close();
   }
 });
+
+test('an argument whose getter throws rejects the call, never throws synchronously', async () => {
+  const s = new pkg.NativeStorage();
+  try {
+    const hostile = { get version() { throw new Error('getter'); } };
+    let p;
+    assert.doesNotThrow(() => {
+      p = s.ensureSchema(hostile);
+    });
+    await assert.rejects(p, /getter/);
+  } finally {
+    await s.close();
+  }
+});

@@ -68,8 +68,13 @@ function coded(err) {
 /** `fn` bound to `self`, with argument errors coded. */
 function guarded(fn, self) {
   return function (...args) {
-    for (let i = 0; i < args.length; i++) {
-      if (malformed(args[i], DEPTH)) return Promise.reject(surrogateError());
+    try {
+      for (let i = 0; i < args.length; i++) {
+        if (malformed(args[i], DEPTH)) return Promise.reject(surrogateError());
+      }
+    } catch (err) {
+      // a getter of the argument threw while it was checked
+      return Promise.reject(code(err));
     }
     const out = fn.apply(self, args);
     return out instanceof Promise ? out.catch(coded) : out;

@@ -100,6 +100,21 @@ class NativeStorage {
       const wrap = SETTLED.has(name) ? settled : guarded;
       this[name] = wrap(NativeStorage.prototype[name], this);
     }
+    // The host ensures the schema on every request: once this version is
+    // in place, answer before the argument check walks the whole schema.
+    const ensure = this.ensureSchema;
+    this.ensureSchema = (schema, checkpoints) => {
+      if (this.#ensuredVersion !== undefined && schema !== null && typeof schema === 'object') {
+        let version;
+        try {
+          version = schema.version;
+        } catch {
+          // a hostile getter: the full path reports it
+        }
+        if (version === this.#ensuredVersion) return Promise.resolve();
+      }
+      return ensure(schema, checkpoints);
+    };
   }
 
   // ---- internals shared with transactions ------------------------------------
