@@ -6,17 +6,22 @@
 //   --module PATH     a module exporting createStorage(context) (repeatable;
 //                     default: bench/modules/native-sqlite.mjs)
 //   --server PATH     a @syncular/server entry; its namespace is
-//                     context.server (needed by the in-tree modules)
+//                     context.server (needed by the in-tree modules), and
+//                     its handleSyncRequest runs the host workloads
 //   --runs N          repetitions per figure (default 5; median, min, max)
 //   --quick           smaller sizes, for a smoke run
-//   --only a,b        workloads: push,concurrent,reads,queries,memory,floor
-//                     (floor runs beside push and needs cargo: it is the
-//                     bench target benches/floor.rs, built once per run)
+//   --only a,b        workloads: push,concurrent,reads,queries,memory,floor,
+//                     host,growth (floor runs beside push and needs cargo:
+//                     it is the bench target benches/floor.rs, built once
+//                     per run; host needs --server and is in the default
+//                     set with it; growth is slow and runs only when named)
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { growthRun } from './lib/growth.mjs';
+import * as H from './lib/server.mjs';
 import * as W from './lib/workloads.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -56,9 +61,20 @@ const args = parseArgs(process.argv.slice(2));
 const size = args.quick
   ? { push: { 1: 300, 10: 100, 100: 20 }, concurrentEach: 20, rows: 10_000, windowCommits: 500, windows: 200, page: 1000, points: 500, aggregates: 20, memoryCalls: 50_000 }
   : { push: { 1: 2000, 10: 500, 100: 100 }, concurrentEach: 100, rows: 100_000, windowCommits: 3000, windows: 1000, page: 1000, points: 5000, aggregates: 100, memoryCalls: 1_000_000 };
-const wants = (w) => !args.only || args.only.has(w);
+const hostSize = args.quick
+  ? { push: { 1: 300, 10: 100 }, concurrentEach: 20, windowCommits: 500, pulls: 200, bootstrapRows: 5_000 }
+  : { push: { 1: 2000, 10: 500 }, concurrentEach: 100, windowCommits: 3000, pulls: 1000, bootstrapRows: 20_000 };
+// Log sizes the growth figure is taken at, and how many distinct rows its
+// one-op pushes update.
+const growthSize = args.quick
+  ? { checkpoints: [2_000, 10_000, 30_000], distinctRows: 5_000, pushes: 300, windows: 200 }
+  : { checkpoints: [10_000, 100_000, 300_000], distinctRows: 50_000, pushes: 1000, windows: 500 };
+// growth is slow, so it runs only when named; host needs --server.
+const wants = (w) => (w === 'growth' ? !!args.only?.has(w) : !args.only || args.only.has(w));
+if (args.only?.has('host') && !args.server) throw new Error('--only host needs --server naming a @syncular/server entry');
 
 const server = args.server ? await import(pathToFileURL(args.server).href) : undefined;
+const core = server && wants('host') ? await H.loadCore(args.server) : undefined;
 const storages = [];
 for (const path of args.modules) {
   const mod = await import(pathToFileURL(path).href);
@@ -146,6 +162,12 @@ try {
     await W.pushSequential(s, 1, 200);
     await W.pushSequential(s, 10, 50);
     await closeStorage(s);
+    if (core) {
+      const h = await H.createHost(server, core, await fresh(st), 'warm-up');
+      await H.pushSequential(h, 1, 100);
+      await H.pushSequential(h, 10, 30);
+      await closeStorage(h.storage);
+    }
   }
   for (let run = 0; run < args.runs; run++) {
     // Storages alternate inside each run, so drift on a shared machine hits all alike.
@@ -203,8 +225,47 @@ try {
         }
         await closeStorage(s);
       }
+      if (core) {
+        // The same storages behind @syncular/server's handleSyncRequest,
+        // driven with request bytes (lib/server.mjs).
+        for (const ops of [1, 10]) {
+          const h = await H.createHost(server, core, await fresh(st), 'bench');
+          const r = await H.pushSequential(h, ops, hostSize.push[ops]);
+          await closeStorage(h.storage);
+          record(`host: push ${ops} op: commits/s`, i, r.commitsPerSec, 'higher', '/s');
+          record(`host: push ${ops} op: p50 latency`, i, r.p50Us, 'lower', 'µs');
+        }
+        {
+          const h = await H.createHost(server, core, await fresh(st), 'bench');
+          const r = await H.pushConcurrent(h, 16, hostSize.concurrentEach);
+          await closeStorage(h.storage);
+          record('host: 16 clients pushing, 1 partition: commits/s', i, r.commitsPerSec, 'higher', '/s');
+        }
+        {
+          const s = await fresh(st);
+          const win = await H.createHost(server, core, s, 'window');
+          await H.fill(win, 'w', hostSize.windowCommits, 1);
+          const p = await H.windowPulls(win, hostSize.pulls);
+          record('host: pull 100-commit window: pulls/s', i, p.pullsPerSec, 'higher', '/s');
+          const boot = await H.createHost(server, core, s, 'bootstrap');
+          await H.fill(boot, 'b', hostSize.bootstrapRows / 100, 100);
+          const b = await H.bootstrap(boot, 'bootstrapper', hostSize.bootstrapRows);
+          record(`host: bootstrap ${b.rows} rows (1,000-row pages): rows/s`, i, b.rowsPerSec, 'higher', '/s');
+          // Stall is probed in a second bootstrap, as for the storage-level reads.
+          const probe = await W.withStallProbe(() => H.bootstrap(boot, 'bootstrapper-2', hostSize.bootstrapRows));
+          record('host: event-loop stall during bootstrap: max', i, probe.stallMaxMs, 'lower', 'ms');
+          await closeStorage(s);
+        }
+      }
     }
     console.error(`bench: run ${run + 1}/${args.runs} done`);
+  }
+
+  if (wants('growth')) {
+    for (let run = 0; run < args.runs; run++) {
+      await growthRun(storages, fresh, closeStorage, growthSize, record);
+      console.error(`bench: growth run ${run + 1}/${args.runs} done`);
+    }
   }
 
   for (const ops of [1, 10]) {

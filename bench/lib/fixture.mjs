@@ -4,6 +4,20 @@
 
 export const TABLE = 'tasks';
 
+const COLUMNS = [
+  { name: 'id', type: 'string', nullable: false },
+  { name: 'project_id', type: 'string', nullable: false },
+  { name: 'title', type: 'string', nullable: true },
+  { name: 'n', type: 'integer', nullable: true },
+];
+
+// The same table as a host declares it (the uncompiled schema a sync
+// request context carries); the host compiles it into the form below.
+export const serverSchema = {
+  version: 1,
+  tables: [{ name: TABLE, columns: COLUMNS, primaryKey: 'id', scopes: ['project:{project_id}'] }],
+};
+
 export const schema = {
   version: 1,
   declaredVariables: new Set(['project_id']),
@@ -12,12 +26,7 @@ export const schema = {
       TABLE,
       {
         name: TABLE,
-        columns: [
-          { name: 'id', type: 'string', nullable: false },
-          { name: 'project_id', type: 'string', nullable: false },
-          { name: 'title', type: 'string', nullable: true },
-          { name: 'n', type: 'integer', nullable: true },
-        ],
+        columns: COLUMNS,
         primaryKeyIndex: 0,
         scopePatterns: [{ variable: 'project_id', prefix: 'project', column: 'project_id', columnIndex: 1 }],
         indexes: [],

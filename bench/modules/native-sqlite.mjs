@@ -1,4 +1,7 @@
-// This package on a SQLite file (WAL, synchronous=NORMAL).
+// This package on a SQLite file (WAL), at the package's default
+// synchronous setting: whatever `new NativeStorage({ url })` picks when no
+// `synchronous` option is given. The two modules beside it pin the setting:
+// native-sqlite-normal.mjs and native-sqlite-full.mjs.
 import { createRequire } from 'node:module';
 
 const { NativeStorage } = createRequire(import.meta.url)('../../index.js');

@@ -1,0 +1,274 @@
+// Host-level workloads: a storage behind @syncular/server's own request
+// handler (`handleSyncRequest(bytes, ctx)`), driven with request bytes the
+// way a host's HTTP route would, so the figures include everything the
+// server does around the storage (decoding, validation, scope resolution,
+// the client record each request writes, response encoding).
+//
+// The handler and the wire codec come from the @syncular/server entry named
+// by `--server` and the @syncular/core package it resolves; nothing of
+// either is part of this repository.
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { encodeTask, serverSchema, TABLE } from './fixture.mjs';
+
+const now = () => Number(process.hrtime.bigint()) / 1e3; // µs
+const EPOCH = 'bench-log-epoch';
+const ACTOR = 'bench-actor';
+// Rows lane, inline or by reference (bits 0 and 1): what every client accepts.
+const ACCEPT_ROWS = 0b0011;
+
+function percentile(sorted, p) {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+/** The package entry an ESM import of `packageDir` would load, for the runtime at hand. */
+function packageEntry(packageDir) {
+  const manifest = JSON.parse(readFileSync(join(packageDir, 'package.json'), 'utf8'));
+  let target = manifest.exports?.['.'] ?? manifest.exports;
+  const conditions = typeof Bun !== 'undefined' ? ['bun', 'import', 'node', 'default'] : ['import', 'node', 'default'];
+  while (target && typeof target === 'object') {
+    const key = conditions.find((c) => c in target);
+    if (!key) break;
+    target = target[key];
+  }
+  return join(packageDir, typeof target === 'string' ? target : (manifest.module ?? manifest.main ?? 'index.js'));
+}
+
+/**
+ * The @syncular/core the server entry at `serverPath` imports (the wire
+ * codec the bench encodes requests and decodes responses with).
+ */
+export async function loadCore(serverPath) {
+  let entry;
+  if (typeof Bun !== 'undefined') {
+    entry = Bun.resolveSync('@syncular/core', dirname(serverPath));
+  } else {
+    for (let dir = dirname(serverPath); ; dir = dirname(dir)) {
+      const candidate = join(dir, 'node_modules', '@syncular', 'core');
+      if (existsSync(join(candidate, 'package.json'))) {
+        entry = packageEntry(candidate);
+        break;
+      }
+      if (dirname(dir) === dir) throw new Error(`no @syncular/core found above ${serverPath}`);
+    }
+  }
+  const core = await import(pathToFileURL(entry).href);
+  for (const name of ['encodeMessage', 'decodeMessage', 'decodeRowsSegment']) {
+    if (typeof core[name] !== 'function') throw new Error(`@syncular/core at ${entry} exports no ${name}`);
+  }
+  return core;
+}
+
+/**
+ * A sync request context over `storage` for one partition, as a host sets
+ * one up per authenticated request: the schema, one actor, a scope resolver
+ * allowing project p1, an in-memory segment store. Returns helpers to build
+ * request bytes and run them through the handler.
+ */
+export async function createHost(server, core, storage, partition) {
+  if (typeof server?.handleSyncRequest !== 'function') throw new Error('--server exports no handleSyncRequest');
+  const ctx = {
+    partition,
+    actorId: ACTOR,
+    schema: serverSchema,
+    storage,
+    segments: new server.MemorySegmentStore(),
+    resolveScopes: () => ({ project_id: ['p1'] }),
+  };
+  // The partition's log epoch is fixed up front (as a host's first touch
+  // would), so every request can name it.
+  await storage.ensureSchema(server.compileSchema(serverSchema));
+  await storage.touchPartition(partition, Date.now(), EPOCH);
+  const wireVersion = core.PROTOCOL_WIRE_VERSION ?? 2;
+  return {
+    storage,
+    partition,
+    core,
+    request(clientId, frames) {
+      return core.encodeMessage({
+        wireVersion,
+        msgKind: 'request',
+        frames: [{ type: 'REQ_HEADER', clientId, schemaVersion: serverSchema.version, logEpoch: EPOCH }, ...frames],
+      });
+    },
+    handle: (bytes) => server.handleSyncRequest(bytes, ctx),
+    decode(bytes) {
+      const message = core.decodeMessage(bytes);
+      if (message.msgKind !== 'response') throw new Error('expected a response message');
+      const error = message.frames.find((f) => f.type === 'ERROR');
+      if (error) throw new Error(`host answered ${error.code}: ${error.message}`);
+      return message.frames;
+    },
+  };
+}
+
+function pushFrame(clientCommitId, rows, n) {
+  return {
+    type: 'PUSH_COMMIT',
+    clientCommitId,
+    operations: rows.map(([rowId, projectId]) => ({
+      table: TABLE,
+      rowId,
+      op: 'upsert',
+      payload: encodeTask(rowId, projectId, n),
+    })),
+  };
+}
+
+function pullFrames(cursor, bootstrapState) {
+  return [
+    // The limits a client sends by default (0 = the server's defaults:
+    // 1,000 changes, 1,000-row pages, 4 pages a request), spelled out.
+    { type: 'PULL_HEADER', limitCommits: 100, limitSnapshotRows: 1000, maxSnapshotPages: 4, accept: ACCEPT_ROWS },
+    {
+      type: 'SUBSCRIPTION',
+      id: 'tasks',
+      table: TABLE,
+      scopes: { project_id: ['p1'] },
+      cursor,
+      ...(bootstrapState !== undefined ? { bootstrapState } : {}),
+    },
+  ];
+}
+
+/** Throws unless every PUSH_RESULT of `frames` is applied; returns how many there were. */
+function appliedCount(host, responseBytes) {
+  let applied = 0;
+  for (const f of host.decode(responseBytes)) {
+    if (f.type !== 'PUSH_RESULT') continue;
+    if (f.status !== 'applied' || f.commitSeq === undefined) {
+      throw new Error(`push ${f.clientCommitId} not applied: ${JSON.stringify(f.results)}`);
+    }
+    applied += 1;
+  }
+  return applied;
+}
+
+async function expectLogGrowth(host, before, commits) {
+  const grew = Number(await host.storage.getMaxCommitSeq(host.partition)) - Number(before);
+  if (grew !== commits) {
+    throw new Error(`the log grew by ${grew} commits, expected ${commits}`);
+  }
+}
+
+/** Sequential one-commit requests of `ops` upserts each (the same rows every commit). */
+export async function pushSequential(host, ops, commits) {
+  const bytes = Array.from({ length: commits }, (_, c) =>
+    host.request('bench-client', [
+      pushFrame(
+        `seq-${ops}-${c}`,
+        Array.from({ length: ops }, (_, o) => [`row-${o}`, 'p1']),
+        c,
+      ),
+    ]),
+  );
+  const before = await host.storage.getMaxCommitSeq(host.partition);
+  const responses = new Array(commits);
+  const latencies = new Float64Array(commits);
+  const start = now();
+  for (let c = 0; c < commits; c++) {
+    const t = now();
+    responses[c] = await host.handle(bytes[c]);
+    latencies[c] = now() - t;
+  }
+  const elapsed = now() - start;
+  for (const r of responses) if (appliedCount(host, r) !== 1) throw new Error('a push request had no PUSH_RESULT');
+  await expectLogGrowth(host, before, commits);
+  latencies.sort();
+  return { commitsPerSec: (commits / elapsed) * 1e6, p50Us: percentile(latencies, 50), p99Us: percentile(latencies, 99) };
+}
+
+/** `clients` clients, each pushing `each` one-op commits in sequence, all at once on one partition. */
+export async function pushConcurrent(host, clients, each) {
+  const bytes = Array.from({ length: clients }, (_, w) =>
+    Array.from({ length: each }, (_, c) => host.request(`client-${w}`, [pushFrame(`conc-${w}-${c}`, [[`w${w}`, 'p1']], c)])),
+  );
+  const before = await host.storage.getMaxCommitSeq(host.partition);
+  const responses = [];
+  const start = now();
+  await Promise.all(
+    bytes.map(async (mine) => {
+      for (const b of mine) responses.push(await host.handle(b));
+    }),
+  );
+  const elapsed = now() - start;
+  let applied = 0;
+  for (const r of responses) applied += appliedCount(host, r);
+  if (applied !== clients * each) throw new Error(`${applied} of ${clients * each} concurrent pushes applied`);
+  await expectLogGrowth(host, before, clients * each);
+  return { commitsPerSec: ((clients * each) / elapsed) * 1e6 };
+}
+
+/**
+ * Fills the partition through the handler: `commits` commits of `ops`
+ * upserts of fresh rows (`${prefix}${commit}-${op}`, project p1), several
+ * commits per request (at most 500 operations, the server's cap).
+ */
+export async function fill(host, prefix, commits, ops) {
+  const perRequest = Math.max(1, Math.min(100, Math.floor(500 / ops)));
+  const before = await host.storage.getMaxCommitSeq(host.partition);
+  for (let c = 0; c < commits; c += perRequest) {
+    const frames = [];
+    for (let k = c; k < Math.min(commits, c + perRequest); k++) {
+      frames.push(pushFrame(`${prefix}${k}`, Array.from({ length: ops }, (_, o) => [`${prefix}${k}-${o}`, 'p1']), k));
+    }
+    const applied = appliedCount(host, await host.handle(host.request('bench-filler', frames)));
+    if (applied !== frames.length) throw new Error(`fill: ${applied} of ${frames.length} commits applied`);
+  }
+  await expectLogGrowth(host, before, commits);
+}
+
+/**
+ * One client pulling 100-commit windows at spread cursors over a log of
+ * one-change commits; every pull must deliver 100 changes.
+ */
+export async function windowPulls(host, pulls) {
+  const max = Number(await host.storage.getMaxCommitSeq(host.partition));
+  if (max < 101) throw new Error(`window pulls need more than 100 commits, the log has ${max}`);
+  const bytes = Array.from({ length: pulls }, (_, i) => host.request('puller', pullFrames((i * 97) % (max - 100))));
+  const responses = new Array(pulls);
+  const start = now();
+  for (let i = 0; i < pulls; i++) responses[i] = await host.handle(bytes[i]);
+  const elapsed = now() - start;
+  for (const r of responses) {
+    const frames = host.decode(r);
+    const sub = frames.find((f) => f.type === 'SUB_START');
+    if (sub?.status !== 'active' || sub.bootstrap) throw new Error(`window pull not served incrementally: ${JSON.stringify(sub)}`);
+    let changes = 0;
+    for (const f of frames) if (f.type === 'COMMIT') changes += f.changes.length;
+    if (changes !== 100) throw new Error(`a window pull delivered ${changes} changes, expected 100`);
+  }
+  return { pullsPerSec: (pulls / elapsed) * 1e6 };
+}
+
+/**
+ * A fresh client bootstrapping the table: pull requests with no cursor,
+ * then each carrying the previous answer's bootstrap state, until the
+ * section ends without one. Every row of project p1 must arrive.
+ */
+export async function bootstrap(host, clientId, expectedRows) {
+  const segments = [];
+  let requests = 0;
+  let state;
+  const start = now();
+  for (;;) {
+    const frames = host.decode(await host.handle(host.request(clientId, pullFrames(-1, state))));
+    requests += 1;
+    let end;
+    for (const f of frames) {
+      if (f.type === 'SEGMENT_INLINE') segments.push(f.payload);
+      else if (f.type === 'SEGMENT_REF') throw new Error('bootstrap: a page went to the segment store (expected inline pages)');
+      else if (f.type === 'SUB_END') end = f;
+    }
+    if (!end) throw new Error('bootstrap: a response had no SUB_END');
+    state = end.bootstrapState;
+    if (state === undefined) break;
+    if (requests > expectedRows) throw new Error('bootstrap does not finish');
+  }
+  const elapsed = now() - start;
+  let rows = 0;
+  for (const s of segments) for (const block of host.core.decodeRowsSegment(s).blocks) rows += block.length;
+  if (rows !== expectedRows) throw new Error(`bootstrap delivered ${rows} rows, expected ${expectedRows}`);
+  return { rowsPerSec: (rows / elapsed) * 1e6, rows, requests };
+}

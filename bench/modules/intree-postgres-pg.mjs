@@ -1,0 +1,76 @@
+// Upstream's in-tree PostgresServerStorage over node-postgres (the `pg`
+// package, a devDependency of this repository), one fresh schema per
+// storage on the server at SYNCULAR_TEST_PG_URL (default: the local server
+// .ci/run and the README use). Needs `--server` naming a @syncular/server
+// entry exporting PostgresServerStorage; under bun it still uses `pg`.
+//
+// The PgExecutor adapter below is this package's own: `query(text, params)`
+// runs one parameterized statement on the pool, `transaction(fn)` checks
+// one client out of the pool and runs `fn` between BEGIN and
+// COMMIT/ROLLBACK on it. Every pooled connection starts with `search_path`
+// set to the storage's schema (the `options` startup parameter), so the
+// storage's own DDL lands in that schema. int8 columns arrive as strings
+// (pg's default); the storage coerces sequence values itself.
+import { createRequire } from 'node:module';
+
+const pg = createRequire(import.meta.url)('pg');
+
+export const label = 'in-tree (postgres, node-postgres)';
+
+const url = process.env.SYNCULAR_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:55432/postgres';
+let schemas = 0;
+
+function queryable(handle) {
+  return {
+    async query(text, params) {
+      const r = await handle.query(text, params ? [...params] : []);
+      return { rows: r.rows, rowCount: r.rowCount ?? r.rows.length };
+    },
+  };
+}
+
+function executor(pool) {
+  return {
+    ...queryable(pool),
+    async transaction(fn) {
+      const client = await pool.connect();
+      let broken;
+      try {
+        await client.query('BEGIN');
+        try {
+          const out = await fn(queryable(client));
+          await client.query('COMMIT');
+          return out;
+        } catch (err) {
+          try {
+            await client.query('ROLLBACK');
+          } catch (rollbackErr) {
+            // A connection that cannot roll back is not returned to the pool.
+            broken = rollbackErr;
+          }
+          throw err;
+        }
+      } finally {
+        client.release(broken);
+      }
+    },
+    close: () => pool.end(),
+  };
+}
+
+export async function createStorage(context) {
+  const Storage = context.server?.PostgresServerStorage;
+  if (typeof Storage !== 'function') {
+    throw new Error('intree-postgres-pg: pass --server naming a @syncular/server entry exporting PostgresServerStorage');
+  }
+  schemas += 1;
+  const schema = `syncular_bench_intree_pg_${process.pid}_${Date.now().toString(36)}_${schemas}`;
+  // The same pool size as the native module's maxConnections.
+  const pool = new pg.Pool({ connectionString: url, max: 16, options: `-c search_path=${schema}` });
+  await pool.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
+  const exec = executor(pool);
+  const storage = new Storage(exec);
+  // The storage has no close(); the bench closes each storage it made.
+  storage.close = () => exec.close();
+  return storage;
+}
