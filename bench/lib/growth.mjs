@@ -115,8 +115,9 @@ export async function growthRun(storages, fresh, close, size, record) {
         at[i][checkpoint] = { pushUs, windowUs };
         record(`growth: push µs @${label(checkpoint)}`, i, pushUs, 'lower', 'µs');
         record(`growth: window µs @${label(checkpoint)}`, i, windowUs, 'lower', 'µs');
+        // Printed as they come, so a run stopped before the last checkpoint still tells something.
+        console.error(`bench: growth @${label(checkpoint)}: ${storages[i].label}: push ${pushUs.toFixed(0)} µs, window ${windowUs.toFixed(0)} µs`);
       }
-      console.error(`bench: growth checkpoint ${label(checkpoint)} commits measured`);
     }
     for (let i = 0; i < logs.length; i++) {
       record(`growth: push @${label(last)}/@${label(first)}`, i, at[i][last].pushUs / at[i][first].pushUs, 'lower', '×');
