@@ -286,39 +286,72 @@ LEFT JOIN {} t ON t."_sync_partition" = ?1 AND t."_sync_row_id" = c.row_id"#,
     };
     let mut st = conn.prepare_cached(&text).map_err(map_err)?;
     let mut fold = crate::scan::ScanFold::new(filter, after_row_id, limit);
+    let mut after = String::new();
     loop {
-        let after = fold.after.clone();
+        after.clone_from(&fold.after);
         let mut binds: Vec<&dyn ToSql> = vec![&partition, &table.name, &var, &after, &batch];
         set.bind(&mut binds);
         let mut rows = st.query(&*binds).map_err(map_err)?;
-        let mut page: Vec<(String, Option<StoredRow>)> = Vec::new();
-        while let Some(r) = rows.next().map_err(map_err)? {
-            let row_id: String = r.get(0).map_err(map_err)?;
-            let payload: Option<Vec<u8>> = r.get(3).map_err(map_err)?;
-            let row = match payload {
-                Some(payload) => Some(StoredRow {
-                    row_id: row_id.clone(),
-                    server_version: r.get(1).map_err(map_err)?,
-                    scopes_json: r.get(2).map_err(map_err)?,
-                    payload,
-                    column_versions: r.get(4).map_err(map_err)?,
-                }),
-                None => None,
-            };
-            page.push((row_id, row));
-        }
-        drop(rows);
-        if !single {
+        if single {
+            // In order already: fold while stepping, and build only the
+            // rows that pass the filter.
+            while let Some(r) = rows.next().map_err(map_err)? {
+                let row_id = text_ref(r, 0)?;
+                let scopes = match r.get_ref(3).map_err(map_err)? {
+                    ValueRef::Null => None,
+                    _ => Some(text_ref(r, 2)?),
+                };
+                if !fold.offer(row_id, scopes, || {
+                    Ok(StoredRow {
+                        row_id: row_id.to_owned(),
+                        server_version: r.get(1).map_err(map_err)?,
+                        scopes_json: scopes.unwrap_or_default().to_owned(),
+                        payload: r.get(3).map_err(map_err)?,
+                        column_versions: r.get(4).map_err(map_err)?,
+                    })
+                })? {
+                    return Ok(fold.finish());
+                }
+            }
+        } else {
+            let mut page: Vec<(String, Option<StoredRow>)> = Vec::new();
+            while let Some(r) = rows.next().map_err(map_err)? {
+                let row_id: String = r.get(0).map_err(map_err)?;
+                let payload: Option<Vec<u8>> = r.get(3).map_err(map_err)?;
+                let row = match payload {
+                    Some(payload) => Some(StoredRow {
+                        row_id: row_id.clone(),
+                        server_version: r.get(1).map_err(map_err)?,
+                        scopes_json: r.get(2).map_err(map_err)?,
+                        payload,
+                        column_versions: r.get(4).map_err(map_err)?,
+                    }),
+                    None => None,
+                };
+                page.push((row_id, row));
+            }
             // SQLite's BINARY collation is byte order, which is str order.
             page.sort_by(|a, b| a.0.cmp(&b.0));
-        }
-        for (row_id, row) in page {
-            if !fold.add(row_id, row) {
-                return Ok(fold.finish());
+            for (row_id, row) in page {
+                if !fold.add(row_id, row) {
+                    return Ok(fold.finish());
+                }
             }
         }
+        drop(rows);
         if !fold.next_page() {
             return Ok(fold.finish());
         }
     }
+}
+
+/// A TEXT column borrowed from the current row.
+fn text_ref<'r>(r: &'r rusqlite::Row<'_>, i: usize) -> Result<&'r str> {
+    r.get_ref(i)
+        .and_then(|v| {
+            v.as_str().map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(i, v.data_type(), Box::new(e))
+            })
+        })
+        .map_err(map_err)
 }
