@@ -91,6 +91,8 @@ pub struct SqliteEngine {
     closed: Arc<std::sync::atomic::AtomicBool>,
     /// Whose exit removes a memory database's directory (see `scratch`).
     scratch_owner: u64,
+    /// Registered queries' rewrites (see `query::RewriteCache`).
+    rewrites: query::RewriteCache,
 }
 
 impl SqliteEngine {
@@ -101,6 +103,7 @@ impl SqliteEngine {
             loaded: Default::default(),
             closed: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             scratch_owner: scratch::this_thread(),
+            rewrites: Default::default(),
         }
     }
 
