@@ -17,6 +17,15 @@ use crate::scope::ScopeFilter;
 use crate::window::Window;
 use std::sync::Arc;
 
+/// Windows and scans with at most this limit may run on the calling
+/// thread (`Call::Now`): a thread hop costs 10-20 µs, as much as such a
+/// read itself.
+const NOW_LIMIT: i64 = 32;
+/// The most rows such a read steps there before it is handed to the
+/// worker pool instead: about 20k instructions a window row (SQL, fold,
+/// packing), so at most about 0.3 ms of the event loop's time.
+const NOW_ROWS: usize = 64;
+
 impl Engine for Arc<SqliteEngine> {
     fn name(&self) -> &'static str {
         crate::telemetry::SQLITE
@@ -113,6 +122,24 @@ impl Engine for Arc<SqliteEngine> {
     }
 
     fn read_commit_window(&self, p: String, window: Window) -> Call<Vec<StoredCommit>> {
+        // A small window on one scope value (read in index order, no sort)
+        // is tried here, stepping at most NOW_ROWS rows; past that it runs
+        // again off-thread.
+        if window.limit_changes <= NOW_LIMIT
+            && window.filter.probe().is_some_and(|(_, v)| v.len() == 1)
+        {
+            let q = crate::window::WindowQuery {
+                page: Some(window.limit_changes),
+                ..window.query()
+            };
+            let r = self.read_snapshot(|c| {
+                super::window::read_commit_window_within(c, &p, &q, Some(NOW_ROWS))
+            });
+            match r {
+                Err(e) if super::is_over_budget(&e) => {}
+                r => return Call::Now(r),
+            }
+        }
         let e = self.clone();
         blocking(move || SqliteEngine::read_commit_window(&e, &p, &window.query()))
     }
@@ -127,6 +154,27 @@ impl Engine for Arc<SqliteEngine> {
         // An unknown table fails before any work is queued.
         if let Err(err) = self.loaded().schema.table(&table) {
             return Call::Now(Err(err));
+        }
+        // As windows: a small page on one scope value is tried here first.
+        if limit <= NOW_LIMIT && filter.probe().is_some_and(|(_, v)| v.len() == 1) {
+            let r = self.table_sql(&table, |t, sql| {
+                self.read_snapshot(|c| {
+                    super::rows::scan_rows_within(
+                        c,
+                        t,
+                        sql,
+                        &p,
+                        &filter,
+                        &after_row_id,
+                        limit,
+                        Some(NOW_ROWS),
+                    )
+                })
+            });
+            match r {
+                Err(e) if super::is_over_budget(&e) => {}
+                r => return Call::Now(r),
+            }
         }
         let e = self.clone();
         blocking(move || SqliteEngine::scan_rows(&e, &p, &table, &filter, &after_row_id, limit))

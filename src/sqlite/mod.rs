@@ -82,6 +82,34 @@ pub struct Held<'a> {
 
 const MAX_IDLE_READERS: usize = 4;
 
+/// Internal: a read tried on the calling thread needed more rows than its
+/// budget; the engine runs it again off-thread. Never reaches the host.
+pub(crate) const OVER_BUDGET: &str = "ERR_SYNCULAR_OVER_BUDGET";
+
+/// Counts the rows a read steps against an optional budget.
+pub(crate) struct Budget(Option<usize>);
+
+impl Budget {
+    pub fn new(rows: Option<usize>) -> Budget {
+        Budget(rows)
+    }
+
+    pub fn step(&mut self) -> Result<()> {
+        match &mut self.0 {
+            None => Ok(()),
+            Some(0) => Err(Error::plain(OVER_BUDGET, "read exceeded its budget")),
+            Some(n) => {
+                *n -= 1;
+                Ok(())
+            }
+        }
+    }
+}
+
+pub(crate) fn is_over_budget(e: &Error) -> bool {
+    matches!(e, Error::Plain { code, .. } if *code == OVER_BUDGET)
+}
+
 pub struct SqliteEngine {
     cfg: Config,
     db: Mutex<Option<Arc<Db>>>,

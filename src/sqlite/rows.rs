@@ -251,6 +251,26 @@ pub fn scan_rows(
     conn: &Connection, table: &Table, sql: &TableSql, partition: &str, filter: &ScopeFilter,
     after_row_id: &str, limit: i64,
 ) -> Result<Vec<StoredRow>> {
+    scan_rows_within(
+        conn,
+        table,
+        sql,
+        partition,
+        filter,
+        after_row_id,
+        limit,
+        None,
+    )
+}
+
+/// [`scan_rows`], failing with [`super::OVER_BUDGET`] once it would step
+/// more than `budget` rows.
+#[allow(clippy::too_many_arguments)]
+pub fn scan_rows_within(
+    conn: &Connection, table: &Table, sql: &TableSql, partition: &str, filter: &ScopeFilter,
+    after_row_id: &str, limit: i64, budget: Option<usize>,
+) -> Result<Vec<StoredRow>> {
+    let mut budget = super::Budget::new(budget);
     let Some((var, values)) = filter.probe() else {
         return Err(Error::query("sync.storage.scan_requires_scope"));
     };
@@ -296,6 +316,7 @@ LEFT JOIN {} t ON t."_sync_partition" = ?1 AND t."_sync_row_id" = c.row_id"#,
             // In order already: fold while stepping, and build only the
             // rows that pass the filter.
             while let Some(r) = rows.next().map_err(map_err)? {
+                budget.step()?;
                 let row_id = text_ref(r, 0)?;
                 let scopes = match r.get_ref(3).map_err(map_err)? {
                     ValueRef::Null => None,
@@ -316,6 +337,7 @@ LEFT JOIN {} t ON t."_sync_partition" = ?1 AND t."_sync_row_id" = c.row_id"#,
         } else {
             let mut page: Vec<(String, Option<StoredRow>)> = Vec::new();
             while let Some(r) = rows.next().map_err(map_err)? {
+                budget.step()?;
                 let row_id: String = r.get(0).map_err(map_err)?;
                 let payload: Option<Vec<u8>> = r.get(3).map_err(map_err)?;
                 let row = match payload {

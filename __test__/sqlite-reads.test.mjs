@@ -1,0 +1,92 @@
+// SQLite only: small windows and scans answer on the calling thread, within
+// a row budget; past it they run again off-thread with the same answer.
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import { describe, test } from 'node:test';
+import { tempDbPath, sqliteFileUrl } from './support/engines.mjs';
+import { NativeStorage } from './support/package.mjs';
+import { fixtureSchema } from './support/schema.mjs';
+import { taskRow, writeCommit } from './support/harness.mjs';
+
+const require = createRequire(import.meta.url);
+const native = require('../lib/native.js');
+const V = require('../lib/values.js');
+
+/** A bare native engine on `path`, with the fixture schema loaded. */
+async function engineOn(path) {
+  const engine = new native.NativeEngine({ url: sqliteFileUrl(path) });
+  const lease = await engine.begin(null);
+  await engine.ensureSchema(lease, V.flattenSchema(fixtureSchema()), [], Date.now());
+  await engine.unlock(lease, true);
+  return engine;
+}
+
+async function filled(commits, other = { project: 'p1', owner: 'u2' }) {
+  const path = tempDbPath();
+  const storage = new NativeStorage({ url: sqliteFileUrl(path) });
+  await storage.ensureSchema(fixtureSchema());
+  // Each commit: one task of p1/u1 and two `other` ones (p1/u2 unless
+  // given), so a filter on both variables keeps one change in three.
+  for (let c = 0; c < commits; c++) {
+    await writeCommit(storage, 'p', [
+      { table: 'tasks', row: taskRow(`a${String(c).padStart(4, '0')}`, { project: 'p1', owner: 'u1' }) },
+      { table: 'tasks', row: taskRow(`b${String(c).padStart(4, '0')}`, other) },
+      { table: 'tasks', row: taskRow(`c${String(c).padStart(4, '0')}`, other) },
+    ]);
+  }
+  return { path, storage };
+}
+
+describe('sqlite reads on the calling thread', () => {
+  test('windows: small ones answer at once; over the row budget the same answer comes later', async () => {
+    const { path, storage } = await filled(60);
+    const engine = await engineOn(path);
+    try {
+      const both = JSON.stringify({ owner_id: ['u1'], project_id: ['p1'] });
+      const read = (filter, limit) => engine.readCommitWindow('p', 'tasks', filter, 0, 1000, limit);
+      // Two changes from 3 joined rows each: well inside the budget.
+      const small = read(JSON.stringify({ project_id: ['p1'] }), 2);
+      assert.ok(!(small instanceof Promise), 'a small window answers at once');
+      // 30 matching changes need 90 joined rows: past the budget.
+      const big = read(both, 30);
+      assert.ok(big instanceof Promise, 'over budget: off-thread');
+      const many = await read(both, 1000);
+      const [json] = await big;
+      const seqs = JSON.parse(json).filter((_, i, a) => i % 11 === 0);
+      assert.equal(seqs.length, 30);
+      // The same commits as the first 30 of an unbounded read.
+      const all = await storage.readCommitWindow('p', { table: 'tasks', scopeFilter: { owner_id: ['u1'], project_id: ['p1'] }, afterSeq: 0, throughSeq: 1000, limitChanges: 30 });
+      assert.deepEqual(all.map((c) => c.commitSeq), JSON.parse(many[0]).filter((_, i) => i % 11 === 0).slice(0, 30));
+      assert.deepEqual(all.map((c) => c.changes.map((ch) => ch.rowId)), all.map((c, i) => [`a${String(i).padStart(4, '0')}`]));
+    } finally {
+      await engine.close();
+      await storage.close();
+    }
+  });
+
+  test('scans: small pages answer at once; over the row budget the same rows come later', async () => {
+    // Every row is u1's; a… rows are in p1, b… and c… rows in p2.
+    const { path, storage } = await filled(40, { project: 'p2', owner: 'u1' });
+    const engine = await engineOn(path);
+    try {
+      const scan = (filter, limit) => engine.scanRows('p', 'tasks', filter, '', limit);
+      const small = scan(JSON.stringify({ project_id: ['p1'] }), 5);
+      assert.ok(!(small instanceof Promise), 'a small page answers at once');
+      // The probe (owner_id, first in order) yields every row; a filter on
+      // p2 skips the 40 a… rows first and then needs 30 more: past the
+      // budget.
+      const late = scan(JSON.stringify({ owner_id: ['u1'], project_id: ['p2'] }), 30);
+      assert.ok(late instanceof Promise, 'over budget: off-thread');
+      await late;
+      const rows = await storage.scanRows('p', { table: 'tasks', scopeFilter: { owner_id: ['u1'], project_id: ['p2'] }, limit: 30 });
+      assert.equal(rows.length, 30);
+      assert.deepEqual(rows.map((r) => r.rowId), [...Array(30).keys()].map((i) => `b${String(i).padStart(4, '0')}`));
+      const few = await storage.scanRows('p', { table: 'tasks', scopeFilter: { project_id: ['p1'] }, limit: 5 });
+      assert.deepEqual(few.map((r) => r.rowId), ['a0000', 'a0001', 'a0002', 'a0003', 'a0004']);
+      assert.ok(few[0].payload instanceof Uint8Array && few[0].payload.length > 0);
+    } finally {
+      await engine.close();
+      await storage.close();
+    }
+  });
+});
