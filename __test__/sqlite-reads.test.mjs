@@ -39,7 +39,7 @@ async function filled(commits, other = { project: 'p1', owner: 'u2' }) {
 
 describe('sqlite reads on the calling thread', () => {
   test('windows: small ones answer at once; over the row budget the same answer comes later', async () => {
-    const { path, storage } = await filled(60);
+    const { path, storage } = await filled(70);
     const engine = await engineOn(path);
     try {
       const both = JSON.stringify({ owner_id: ['u1'], project_id: ['p1'] });
@@ -47,16 +47,17 @@ describe('sqlite reads on the calling thread', () => {
       // Two changes from 3 joined rows each: well inside the budget.
       const small = read(JSON.stringify({ project_id: ['p1'] }), 2);
       assert.ok(!(small instanceof Promise), 'a small window answers at once');
-      // 30 matching changes need 90 joined rows: past the budget.
-      const big = read(both, 30);
+      // 60 matching changes need 180 joined rows: past the budget.
+      const big = read(both, 60);
       assert.ok(big instanceof Promise, 'over budget: off-thread');
       const many = await read(both, 1000);
       const [json] = await big;
       const seqs = JSON.parse(json).filter((_, i, a) => i % 11 === 0);
-      assert.equal(seqs.length, 30);
-      // The same commits as the first 30 of an unbounded read.
-      const all = await storage.readCommitWindow('p', { table: 'tasks', scopeFilter: { owner_id: ['u1'], project_id: ['p1'] }, afterSeq: 0, throughSeq: 1000, limitChanges: 30 });
-      assert.deepEqual(all.map((c) => c.commitSeq), JSON.parse(many[0]).filter((_, i) => i % 11 === 0).slice(0, 30));
+      assert.equal(seqs.length, 60);
+      // The same commits as the first 60 of an unbounded read.
+      const all = await storage.readCommitWindow('p', { table: 'tasks', scopeFilter: { owner_id: ['u1'], project_id: ['p1'] }, afterSeq: 0, throughSeq: 1000, limitChanges: 60 });
+      assert.deepEqual(seqs, JSON.parse(many[0]).filter((_, i) => i % 11 === 0).slice(0, 60));
+      assert.deepEqual(all.map((c) => c.commitSeq), seqs);
       assert.deepEqual(all.map((c) => c.changes.map((ch) => ch.rowId)), all.map((c, i) => [`a${String(i).padStart(4, '0')}`]));
     } finally {
       await engine.close();
@@ -66,24 +67,52 @@ describe('sqlite reads on the calling thread', () => {
 
   test('scans: small pages answer at once; over the row budget the same rows come later', async () => {
     // Every row is u1's; a… rows are in p1, b… and c… rows in p2.
-    const { path, storage } = await filled(40, { project: 'p2', owner: 'u1' });
+    const { path, storage } = await filled(80, { project: 'p2', owner: 'u1' });
     const engine = await engineOn(path);
     try {
       const scan = (filter, limit) => engine.scanRows('p', 'tasks', filter, '', limit);
       const small = scan(JSON.stringify({ project_id: ['p1'] }), 5);
       assert.ok(!(small instanceof Promise), 'a small page answers at once');
       // The probe (owner_id, first in order) yields every row; a filter on
-      // p2 skips the 40 a… rows first and then needs 30 more: past the
+      // p2 skips the 80 a… rows first and then needs 100 more: past the
       // budget.
-      const late = scan(JSON.stringify({ owner_id: ['u1'], project_id: ['p2'] }), 30);
+      const late = scan(JSON.stringify({ owner_id: ['u1'], project_id: ['p2'] }), 100);
       assert.ok(late instanceof Promise, 'over budget: off-thread');
-      await late;
-      const rows = await storage.scanRows('p', { table: 'tasks', scopeFilter: { owner_id: ['u1'], project_id: ['p2'] }, limit: 30 });
-      assert.equal(rows.length, 30);
-      assert.deepEqual(rows.map((r) => r.rowId), [...Array(30).keys()].map((i) => `b${String(i).padStart(4, '0')}`));
+      const [json] = await late;
+      const rows = await storage.scanRows('p', { table: 'tasks', scopeFilter: { owner_id: ['u1'], project_id: ['p2'] }, limit: 100 });
+      const ids = [...Array(80).keys()].map((i) => `b${String(i).padStart(4, '0')}`);
+      ids.push(...[...Array(20).keys()].map((i) => `c${String(i).padStart(4, '0')}`));
+      assert.deepEqual(rows.map((r) => r.rowId), ids);
+      assert.deepEqual(JSON.parse(json).filter((_, i) => i % 7 === 0), ids);
       const few = await storage.scanRows('p', { table: 'tasks', scopeFilter: { project_id: ['p1'] }, limit: 5 });
       assert.deepEqual(few.map((r) => r.rowId), ['a0000', 'a0001', 'a0002', 'a0003', 'a0004']);
       assert.ok(few[0].payload instanceof Uint8Array && few[0].payload.length > 0);
+    } finally {
+      await engine.close();
+      await storage.close();
+    }
+  });
+
+  test('registered queries: cheap ones answer at once; one past its step budget moves off-thread for good', async () => {
+    const { path, storage } = await filled(200);
+    const engine = await engineOn(path);
+    try {
+      const ask = (sql, params) => engine.queryAuthoritative('p', { sql, tables: ['tasks'] }, params, undefined);
+      const point = ask('SELECT id FROM tasks WHERE id = ?', ['a0007']);
+      assert.ok(!(point instanceof Promise), 'a cheap query answers at once');
+      assert.deepEqual(point.rows, [{ id: 'a0007' }]);
+      // 600 rows, cross-joined with themselves: far past the budget.
+      const heavy = 'SELECT count(*) AS n FROM tasks AS a, tasks AS b WHERE a.title <> b.id';
+      const first = ask(heavy, []);
+      assert.ok(first instanceof Promise, 'over budget: off-thread');
+      assert.deepEqual((await first).rows, [{ n: 360000 }]);
+      const again = ask(heavy, []);
+      assert.ok(again instanceof Promise, 'known to be expensive: off-thread at once');
+      assert.deepEqual((await again).rows, [{ n: 360000 }]);
+      // Through the storage, the same answers.
+      const out = await storage.queryAuthoritative('p', { sql: heavy, params: [], tables: ['tasks'] });
+      assert.deepEqual(out.rows, [{ n: 360000 }]);
+      assert.ok(out.maxCommitSeq >= 200);
     } finally {
       await engine.close();
       await storage.close();

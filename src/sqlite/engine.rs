@@ -18,13 +18,19 @@ use crate::window::Window;
 use std::sync::Arc;
 
 /// Windows and scans with at most this limit may run on the calling
-/// thread (`Call::Now`): a thread hop costs 10-20 µs, as much as such a
-/// read itself.
-const NOW_LIMIT: i64 = 32;
+/// thread (`Call::Now`): the hop to a worker and back costs 10-20 µs on a
+/// quiet machine and far more when the cores are busy, while a 100-change
+/// window costs about 0.3 ms.
+const NOW_LIMIT: i64 = 100;
 /// The most rows such a read steps there before it is handed to the
-/// worker pool instead: about 20k instructions a window row (SQL, fold,
-/// packing), so at most about 0.3 ms of the event loop's time.
-const NOW_ROWS: usize = 64;
+/// worker pool instead: at about 20k instructions a window row (SQL, fold,
+/// packing) and 10k a scan row, at most about 0.5 ms of the event loop.
+const NOW_ROWS: usize = 160;
+
+/// Thousands of VM steps a registered query may take on the calling
+/// thread before it is stopped and run off-thread instead (an indexed
+/// point query takes well under one).
+const NOW_STEPS: u32 = 16;
 
 impl Engine for Arc<SqliteEngine> {
     fn name(&self) -> &'static str {
@@ -200,6 +206,18 @@ impl Engine for Arc<SqliteEngine> {
         &self, p: String, request: Request, params: Vec<Value>, declared: Vec<String>,
         gate_running: Option<i64>,
     ) -> Call<QueryOutput> {
+        // Tried here first unless it has been seen to be expensive; a run
+        // past NOW_STEPS goes off-thread, as every later run of its text.
+        if let Some(r) = self.try_query_authoritative_now(
+            &p,
+            &request,
+            &params,
+            &declared,
+            gate_running,
+            NOW_STEPS,
+        ) {
+            return Call::Now(r);
+        }
         let e = self.clone();
         blocking(move || {
             SqliteEngine::query_authoritative(&e, &p, &request, &params, &declared, gate_running)

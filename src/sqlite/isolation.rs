@@ -52,6 +52,8 @@ struct Rules {
     /// Set when anything was denied: SQLite reports some denials
     /// (functions) as a plain SQLITE_ERROR.
     denied: bool,
+    /// Set when the run was stopped at its step budget.
+    over_budget: bool,
 }
 
 /// Registered query text starts with this comment, and no statement of the
@@ -254,9 +256,11 @@ pub struct Bounded<'c> {
 /// Makes the views of `tables` (the declared, materialized tables) when
 /// missing, binds `partition` for them, and installs the authorizer and the
 /// time limit.
+/// `budget`: when given, the run stops (with [`super::OVER_BUDGET`]) after
+/// that many thousand VM steps.
 pub fn bound<'c>(
     conn: &'c Connection, partition: &str, tables: &[&Table], limit: Duration,
-    closed: &Arc<AtomicBool>,
+    closed: &Arc<AtomicBool>, budget: Option<u32>,
 ) -> Result<Bounded<'c>> {
     let named: Vec<(&Table, String)> = tables.iter().map(|t| (*t, query::view_name(t))).collect();
     ensure_views(conn, &named)?;
@@ -269,15 +273,37 @@ pub fn bound<'c>(
         *b.borrow_mut() = Some(Rules {
             views,
             denied: false,
+            over_budget: false,
         })
     });
     let deadline = Instant::now() + limit;
     let closed = closed.clone();
     // Every 1000 VM steps: a few microseconds, and a clock read per call
     // costs nothing next to it.
+    let mut left = budget;
     conn.progress_handler(
         1000,
-        Some(move || closed.load(Ordering::Relaxed) || Instant::now() >= deadline),
+        Some(move || {
+            if closed.load(Ordering::Relaxed) || Instant::now() >= deadline {
+                return true;
+            }
+            match left.as_mut() {
+                Some(0) => {
+                    // Runs on the thread stepping the query, which bound it.
+                    BOUND.with(|b| {
+                        if let Some(r) = b.borrow_mut().as_mut() {
+                            r.over_budget = true;
+                        }
+                    });
+                    true
+                }
+                Some(n) => {
+                    *n -= 1;
+                    false
+                }
+                None => false,
+            }
+        }),
     );
     Ok(Bounded { conn })
 }
@@ -339,7 +365,18 @@ fn allow(yes: bool) -> Authorization {
 impl Bounded<'_> {
     /// The coded error for a failure while the query compiled or ran.
     pub fn err(&self, e: rusqlite::Error, limit: Duration, closed: &AtomicBool) -> Error {
-        if BOUND.with(|b| b.borrow().as_ref().is_some_and(|r| r.denied)) {
+        let (denied, over_budget) = BOUND.with(|b| {
+            b.borrow()
+                .as_ref()
+                .map_or((false, false), |r| (r.denied, r.over_budget))
+        });
+        if over_budget && !closed.load(Ordering::Relaxed) {
+            return Error::plain(
+                super::OVER_BUDGET,
+                "registered query exceeded its step budget",
+            );
+        }
+        if denied {
             return refused();
         }
         query_err(e, limit, closed)

@@ -17,7 +17,7 @@ use crate::schema::{quote_ident, Table};
 use crate::telemetry::{self, Site, Slow};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ToSql};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,6 +55,9 @@ pub struct Bounds<'a> {
     pub tables: Vec<&'a Table>,
     pub limit: Duration,
     pub closed: &'a Arc<AtomicBool>,
+    /// Thousands of VM steps the run may take before it stops with
+    /// `OVER_BUDGET` (a run on the calling thread).
+    pub budget: Option<u32>,
 }
 
 impl<'a> Bounds<'a> {
@@ -72,6 +75,7 @@ impl<'a> Bounds<'a> {
                 .collect(),
             limit,
             closed,
+            budget: None,
         }
     }
 }
@@ -80,7 +84,14 @@ impl<'a> Bounds<'a> {
 fn execute(
     conn: &Connection, bounds: &Bounds<'_>, prepared: &Prepared, params: &[Value], partition: &str,
 ) -> Result<(Vec<String>, Vec<Vec<SqlValue>>)> {
-    let bounded = isolation::bound(conn, partition, &bounds.tables, bounds.limit, bounds.closed)?;
+    let bounded = isolation::bound(
+        conn,
+        partition,
+        &bounds.tables,
+        bounds.limit,
+        bounds.closed,
+        bounds.budget,
+    )?;
     let err = |e| bounded.err(e, bounds.limit, bounds.closed);
     let text = if prepared.sql.starts_with(isolation::MARK) {
         std::borrow::Cow::Borrowed(prepared.sql.as_str())
@@ -174,13 +185,22 @@ struct Rewrites {
     /// The schema these rewrites are for (held, so its address is never
     /// reused while it keys this map).
     loaded: Arc<Loaded>,
-    map: std::collections::HashMap<u64, Vec<(Key, Arc<Prepared>)>>,
+    map: std::collections::HashMap<u64, Vec<(Key, Arc<Rewrite>)>>,
     len: usize,
 }
 
 /// Bounds the cache: a host registers a fixed set of queries, so reaching
 /// this means generated text, and the map starts over.
 const MAX_REWRITES: usize = 1024;
+
+/// A cached rewrite, and what its runs have shown.
+#[derive(Debug)]
+pub struct Rewrite {
+    pub prepared: Prepared,
+    /// Once a run on the calling thread outgrew its step budget, the query
+    /// always runs off-thread.
+    pub expensive: AtomicBool,
+}
 
 #[derive(PartialEq)]
 enum Key {
@@ -251,7 +271,7 @@ impl RewriteCache {
     /// The rewrite of `req` against `loaded`, from the cache when present.
     fn prepare(
         &self, loaded: &Arc<Loaded>, req: &Request, params: &[Value], declared: &[String],
-    ) -> Result<Arc<Prepared>> {
+    ) -> Result<Arc<Rewrite>> {
         let hash = key_hash(req, declared);
         if let Some(hash) = hash {
             let inner = lock(&self.inner);
@@ -264,7 +284,7 @@ impl RewriteCache {
             drop(inner);
             if let Some(p) = hit {
                 // What `flatten` checks of the params.
-                for b in &p.binds {
+                for b in &p.prepared.binds {
                     if let Bind::Param(i) = b {
                         if matches!(params.get(*i), None | Some(Value::Undefined)) {
                             return Err(Error::plain(query::PLAN_ERROR, query::MSG_BINDS));
@@ -276,7 +296,10 @@ impl RewriteCache {
         }
         let mut prepared = query::prepare_for(req, params, declared, &loaded.schema, Target::View)?;
         prepared.sql.insert_str(0, isolation::MARK);
-        let prepared = Arc::new(prepared);
+        let prepared = Arc::new(Rewrite {
+            prepared,
+            expensive: AtomicBool::new(false),
+        });
         if let (Some(hash), Some(key)) = (hash, Key::of(req, declared)) {
             let mut inner = lock(&self.inner);
             let fresh = match inner.as_ref() {
@@ -312,7 +335,7 @@ impl SqliteEngine {
 
     fn prepare_query(
         &self, req: &Request, params: &[Value], declared: &[String],
-    ) -> Result<(Arc<Loaded>, Arc<Prepared>)> {
+    ) -> Result<(Arc<Loaded>, Arc<Rewrite>)> {
         let loaded = self.registered_schema()?;
         let prepared = self.rewrites.prepare(&loaded, req, params, declared)?;
         Ok((loaded, prepared))
@@ -325,16 +348,64 @@ impl SqliteEngine {
         &self, partition: &str, req: &Request, params: &[Value], declared: &[String],
         gate_running: Option<i64>,
     ) -> Result<QueryOutput> {
-        let (loaded, prepared) = self.prepare_query(req, params, declared)?;
-        let bounds = Bounds::new(&loaded, &prepared, self.cfg.query_timeout, &self.closed);
+        let (loaded, rewrite) = self.prepare_query(req, params, declared)?;
+        self.run_query(
+            partition,
+            &loaded,
+            &rewrite.prepared,
+            params,
+            gate_running,
+            None,
+        )
+    }
+
+    /// [`query_authoritative`](Self::query_authoritative) on the calling
+    /// thread, for a query not yet seen to be expensive: it may take
+    /// `steps` thousand VM steps there. `None` when it must run off-thread
+    /// (it was stopped at the budget, and from now on always runs there).
+    pub fn try_query_authoritative_now(
+        &self, partition: &str, req: &Request, params: &[Value], declared: &[String],
+        gate_running: Option<i64>, steps: u32,
+    ) -> Option<Result<QueryOutput>> {
+        let (loaded, rewrite) = match self.prepare_query(req, params, declared) {
+            Ok(x) => x,
+            Err(e) => return Some(Err(e)),
+        };
+        if rewrite.expensive.load(Ordering::Relaxed) {
+            return None;
+        }
+        let budget = Some(steps);
+        match self.run_query(
+            partition,
+            &loaded,
+            &rewrite.prepared,
+            params,
+            gate_running,
+            budget,
+        ) {
+            Err(e) if super::is_over_budget(&e) => {
+                rewrite.expensive.store(true, Ordering::Relaxed);
+                None
+            }
+            r => Some(r),
+        }
+    }
+
+    fn run_query(
+        &self, partition: &str, loaded: &Loaded, prepared: &Prepared, params: &[Value],
+        gate_running: Option<i64>, budget: Option<u32>,
+    ) -> Result<QueryOutput> {
+        let mut bounds = Bounds::new(loaded, prepared, self.cfg.query_timeout, &self.closed);
+        bounds.budget = budget;
         let slow = Slow::start(telemetry::SQLITE, "query", Site::Text("queryAuthoritative"))
             .sql(&prepared.sql);
         self.read_snapshot_timed(slow, |c| {
             let gate = gate_running
                 .map(|running| meta::read_serve_gate(c, partition, running))
                 .transpose()?;
-            let (columns, rows, error) = match execute(c, &bounds, &prepared, params, partition) {
+            let (columns, rows, error) = match execute(c, &bounds, prepared, params, partition) {
                 Ok((columns, rows)) => (columns, rows, None),
+                Err(e) if super::is_over_budget(&e) => return Err(e),
                 Err(e) if gate.is_some() => (Vec::new(), Vec::new(), Some(e)),
                 Err(e) => return Err(e),
             };
@@ -354,8 +425,9 @@ impl SqliteEngine {
     pub fn tx_query_authoritative(
         &self, id: u32, req: &Request, params: &[Value], declared: &[String],
     ) -> Result<QueryOutput> {
-        let (loaded, prepared) = self.prepare_query(req, params, declared)?;
-        let bounds = Bounds::new(&loaded, &prepared, self.cfg.query_timeout, &self.closed);
+        let (loaded, rewrite) = self.prepare_query(req, params, declared)?;
+        let prepared = &rewrite.prepared;
+        let bounds = Bounds::new(&loaded, prepared, self.cfg.query_timeout, &self.closed);
         let site = Site::Text("tx.queryAuthoritative");
         let slow = || Slow::start(telemetry::SQLITE, "query", site).sql(&prepared.sql);
         self.with_lease_timed(id, slow, |h| {
@@ -590,7 +662,7 @@ mod tests {
         let a = cache.prepare(&loaded, &req, &one, &declared).unwrap();
         let b = cache.prepare(&loaded, &req, &one, &declared).unwrap();
         assert!(Arc::ptr_eq(&a, &b));
-        assert!(a.sql.starts_with(isolation::MARK));
+        assert!(a.prepared.sql.starts_with(isolation::MARK));
         // A hit still checks that every bind has a value, as the rewrite does.
         for params in [&[][..], &[Value::Undefined][..]] {
             let e = cache.prepare(&loaded, &req, params, &declared).unwrap_err();
@@ -609,7 +681,29 @@ mod tests {
             .prepare(&Arc::new(again), &req, &one, &declared)
             .unwrap();
         assert!(!Arc::ptr_eq(&a, &d));
-        assert_eq!(a.sql, d.sql);
+        assert_eq!(a.prepared.sql, d.prepared.sql);
+    }
+
+    #[test]
+    fn a_budgeted_run_stops_at_its_step_budget() {
+        let (conn, loaded) = setup();
+        let prepared = Prepared {
+            sql: "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 100000) SELECT count(*) FROM r".into(),
+            binds: vec![],
+            tables: vec![],
+        };
+        let closed = Arc::new(AtomicBool::new(false));
+        let mut bounds = Bounds::new(&loaded, &prepared, Duration::from_secs(60), &closed);
+        bounds.budget = Some(2);
+        let r = execute(&conn, &bounds, &prepared, &[], "p1").map(|(_, r)| r);
+        assert_eq!(code(r), super::super::OVER_BUDGET);
+        // A small query fits; without a budget the big one runs to the end.
+        let small = format!("SELECT title FROM {}", view(&loaded));
+        let rows = raw(&conn, &loaded, &small).unwrap();
+        assert_eq!(rows.len(), 1);
+        bounds.budget = None;
+        let r = execute(&conn, &bounds, &prepared, &[], "p1").map(|(_, r)| r);
+        assert_eq!(r.unwrap(), vec![vec![SqlValue::Integer(100000)]]);
     }
 
     #[test]
