@@ -1,5 +1,6 @@
-// SQLite only: small windows and scans answer on the calling thread, within
-// a row budget; past it they run again off-thread with the same answer.
+// SQLite only: windows and scans with a small limit or few candidates
+// answer on the calling thread, within a row budget; larger ones, and one
+// past the budget, run off-thread with the same answer.
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { describe, test } from 'node:test';
@@ -47,9 +48,22 @@ describe('sqlite reads on the calling thread', () => {
       // Two changes from 3 joined rows each: well inside the budget.
       const small = read(JSON.stringify({ project_id: ['p1'] }), 2);
       assert.ok(!(small instanceof Promise), 'a small window answers at once');
-      // 60 matching changes need 180 joined rows: past the budget.
+      // A large limit over few candidates (the last 5 commits): at once.
+      const tail = engine.readCommitWindow('p', 'tasks', both, 65, 1000, 1000);
+      assert.ok(!(tail instanceof Promise), 'few candidates answer at once');
+      assert.deepEqual(JSON.parse(tail[0]).filter((_, i) => i % 11 === 0), [66, 67, 68, 69, 70]);
+      // 70 candidates: off-thread.
       const big = read(both, 60);
-      assert.ok(big instanceof Promise, 'over budget: off-thread');
+      assert.ok(big instanceof Promise, 'many candidates: off-thread');
+      // A small limit that no change matches: every candidate's 3 rows are
+      // read, past the row budget, so off-thread with the same (empty)
+      // answer.
+      const none = read(JSON.stringify({ owner_id: ['u1'], project_id: ['p2'] }), 32);
+      assert.ok(none instanceof Promise, 'over budget: off-thread');
+      assert.deepEqual(JSON.parse((await none)[0]), []);
+      const exact = read(both, 32);
+      assert.ok(!(exact instanceof Promise), '96 rows: within the budget');
+      assert.deepEqual(JSON.parse(exact[0]).filter((_, i) => i % 11 === 0), [...Array(32).keys()].map((i) => i + 1));
       const many = await read(both, 1000);
       const [json] = await big;
       const seqs = JSON.parse(json).filter((_, i, a) => i % 11 === 0);
@@ -73,11 +87,22 @@ describe('sqlite reads on the calling thread', () => {
       const scan = (filter, limit) => engine.scanRows('p', 'tasks', filter, '', limit);
       const small = scan(JSON.stringify({ project_id: ['p1'] }), 5);
       assert.ok(!(small instanceof Promise), 'a small page answers at once');
-      // The probe (owner_id, first in order) yields every row; a filter on
-      // p2 skips the 80 a… rows first and then needs 100 more: past the
-      // budget.
+      // The probe (owner_id, first in order) yields every row: 240
+      // candidates, so off-thread.
       const late = scan(JSON.stringify({ owner_id: ['u1'], project_id: ['p2'] }), 100);
-      assert.ok(late instanceof Promise, 'over budget: off-thread');
+      assert.ok(late instanceof Promise, 'many candidates: off-thread');
+      // A small limit, but a filter on p2 skips the 80 a… rows first: past
+      // the row budget, so off-thread with the same rows.
+      const skipping = scan(JSON.stringify({ owner_id: ['u1'], project_id: ['p2'] }), 30);
+      assert.ok(skipping instanceof Promise, 'over budget: off-thread');
+      assert.deepEqual(JSON.parse((await skipping)[0]).filter((_, i) => i % 7 === 0), [...Array(30).keys()].map((i) => `b${String(i).padStart(4, '0')}`));
+      // The last rows of the probe: a large limit over few candidates.
+      const last = scan(JSON.stringify({ owner_id: ['u1'] }), 1000);
+      assert.ok(last instanceof Promise, 'many candidates: off-thread');
+      await last;
+      const end = engine.scanRows('p', 'tasks', JSON.stringify({ owner_id: ['u1'] }), 'c0075', 1000);
+      assert.ok(!(end instanceof Promise), 'few candidates answer at once');
+      assert.deepEqual(JSON.parse(end[0]).filter((_, i) => i % 7 === 0), ['c0076', 'c0077', 'c0078', 'c0079']);
       const [json] = await late;
       const rows = await storage.scanRows('p', { table: 'tasks', scopeFilter: { owner_id: ['u1'], project_id: ['p2'] }, limit: 100 });
       const ids = [...Array(80).keys()].map((i) => `b${String(i).padStart(4, '0')}`);

@@ -17,15 +17,18 @@ use crate::scope::ScopeFilter;
 use crate::window::Window;
 use std::sync::Arc;
 
-/// Windows and scans with at most this limit may run on the calling
-/// thread (`Call::Now`): the hop to a worker and back costs 10-20 µs on a
-/// quiet machine and far more when the cores are busy, while a 100-change
-/// window costs about 0.3 ms.
-const NOW_LIMIT: i64 = 100;
-/// The most rows such a read steps there before it is handed to the
-/// worker pool instead: at about 20k instructions a window row (SQL, fold,
-/// packing) and 10k a scan row, at most about 0.5 ms of the event loop.
-const NOW_ROWS: usize = 160;
+/// A window or scan on one scope value runs on the calling thread
+/// (`Call::Now`) when its limit, or the count of its candidates (an
+/// index-only walk of at most this many + 1 entries, a few microseconds),
+/// is at most this: a live pull with nothing or little new, the last page
+/// of a bootstrap. The hop to a worker and back costs 10-20 µs on a quiet
+/// machine, and more when the cores are busy; such a read costs about as
+/// much. Larger reads run off-thread.
+const NOW_CANDIDATES: i64 = 32;
+/// The most rows such a read steps on the calling thread before it is run
+/// again off-thread (a candidate commit with many changes): at about 20k
+/// instructions a window row and 10k a scan row, at most about 0.3 ms.
+const NOW_ROWS: usize = 96;
 
 /// Thousands of VM steps a registered query may take on the calling
 /// thread before it is stopped and run off-thread instead (an indexed
@@ -128,22 +131,23 @@ impl Engine for Arc<SqliteEngine> {
     }
 
     fn read_commit_window(&self, p: String, window: Window) -> Call<Vec<StoredCommit>> {
-        // A small window on one scope value (read in index order, no sort)
-        // is tried here, stepping at most NOW_ROWS rows; past that it runs
-        // again off-thread.
-        if window.limit_changes <= NOW_LIMIT
-            && window.filter.probe().is_some_and(|(_, v)| v.len() == 1)
-        {
+        // One scope value: read in index order, no sort.
+        if window.filter.probe().is_some_and(|(_, v)| v.len() == 1) {
             let q = crate::window::WindowQuery {
-                page: Some(window.limit_changes),
+                page: Some(window.limit_changes.min(64)),
                 ..window.query()
             };
+            let small = window.limit_changes <= NOW_CANDIDATES;
             let r = self.read_snapshot(|c| {
-                super::window::read_commit_window_within(c, &p, &q, Some(NOW_ROWS))
+                if !small && !super::window::few_candidates(c, &p, &q, NOW_CANDIDATES)? {
+                    return Ok(None);
+                }
+                super::window::read_commit_window_within(c, &p, &q, Some(NOW_ROWS)).map(Some)
             });
             match r {
+                Ok(None) => {}
                 Err(e) if super::is_over_budget(&e) => {}
-                r => return Call::Now(r),
+                r => return Call::Now(r.map(Option::unwrap_or_default)),
             }
         }
         let e = self.clone();
@@ -161,10 +165,23 @@ impl Engine for Arc<SqliteEngine> {
         if let Err(err) = self.loaded().schema.table(&table) {
             return Call::Now(Err(err));
         }
-        // As windows: a small page on one scope value is tried here first.
-        if limit <= NOW_LIMIT && filter.probe().is_some_and(|(_, v)| v.len() == 1) {
+        // As windows: a small page on one scope value runs here.
+        if filter.probe().is_some_and(|(_, v)| v.len() == 1) {
+            let small = limit <= NOW_CANDIDATES;
             let r = self.table_sql(&table, |t, sql| {
                 self.read_snapshot(|c| {
+                    if !small
+                        && !super::rows::few_candidates(
+                            c,
+                            &t.name,
+                            &p,
+                            &filter,
+                            &after_row_id,
+                            NOW_CANDIDATES,
+                        )?
+                    {
+                        return Ok(None);
+                    }
                     super::rows::scan_rows_within(
                         c,
                         t,
@@ -175,11 +192,13 @@ impl Engine for Arc<SqliteEngine> {
                         limit,
                         Some(NOW_ROWS),
                     )
+                    .map(Some)
                 })
             });
             match r {
+                Ok(None) => {}
                 Err(e) if super::is_over_budget(&e) => {}
-                r => return Call::Now(r),
+                r => return Call::Now(r.map(Option::unwrap_or_default)),
             }
         }
         let e = self.clone();

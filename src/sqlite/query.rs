@@ -432,7 +432,7 @@ impl SqliteEngine {
         let slow = || Slow::start(telemetry::SQLITE, "query", site).sql(&prepared.sql);
         self.with_lease_timed(id, slow, |h| {
             let p = h.partition()?;
-            let (columns, rows) = execute(h.conn, &bounds, &prepared, params, p)?;
+            let (columns, rows) = execute(h.conn, &bounds, prepared, params, p)?;
             Ok(QueryOutput {
                 gate: None,
                 error: None,

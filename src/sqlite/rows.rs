@@ -367,6 +367,32 @@ LEFT JOIN {} t ON t."_sync_partition" = ?1 AND t."_sync_row_id" = c.row_id"#,
     }
 }
 
+/// Whether at most `cap` candidate rows of a one-value scan follow
+/// `after_row_id`: an index-only walk of at most `cap + 1` entries, the
+/// bound a scan is judged by before it runs on the calling thread.
+pub fn few_candidates(
+    conn: &Connection, table: &str, partition: &str, filter: &ScopeFilter, after_row_id: &str,
+    cap: i64,
+) -> Result<bool> {
+    let Some((var, [value])) = filter.probe() else {
+        return Ok(false);
+    };
+    let mut st = conn
+        .prepare_cached(
+            "SELECT count(*) FROM (SELECT 1 FROM sync_row_scopes
+             WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND value = ?4 AND row_id > ?5
+             LIMIT ?6)",
+        )
+        .map_err(map_err)?;
+    let n: i64 = st
+        .query_row(
+            params![partition, table, var, value, after_row_id, cap + 1],
+            |r| r.get(0),
+        )
+        .map_err(map_err)?;
+    Ok(n <= cap)
+}
+
 /// A TEXT column borrowed from the current row.
 fn text_ref<'r>(r: &'r rusqlite::Row<'_>, i: usize) -> Result<&'r str> {
     r.get_ref(i)
