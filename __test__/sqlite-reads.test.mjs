@@ -48,10 +48,13 @@ describe('sqlite reads on the calling thread', () => {
       // Two changes from 3 joined rows each: well inside the budget.
       const small = read(JSON.stringify({ project_id: ['p1'] }), 2);
       assert.ok(!(small instanceof Promise), 'a small window answers at once');
-      // A large limit over few candidates (the last 5 commits): at once.
-      const tail = engine.readCommitWindow('p', 'tasks', both, 65, 1000, 1000);
-      assert.ok(!(tail instanceof Promise), 'few candidates answer at once');
+      // A large limit over a short seq range (the last 5 commits): at once.
+      const tail = engine.readCommitWindow('p', 'tasks', both, 65, 70, 1000);
+      assert.ok(!(tail instanceof Promise), 'a short range answers at once');
       assert.deepEqual(JSON.parse(tail[0]).filter((_, i) => i % 11 === 0), [66, 67, 68, 69, 70]);
+      const open = read(both, 1000);
+      assert.ok(open instanceof Promise, 'a long range: off-thread');
+      assert.equal(JSON.parse((await open)[0]).length, 70 * 11);
       // 70 candidates: off-thread.
       const big = read(both, 60);
       assert.ok(big instanceof Promise, 'many candidates: off-thread');

@@ -18,10 +18,11 @@ use crate::window::Window;
 use std::sync::Arc;
 
 /// A window or scan on one scope value runs on the calling thread
-/// (`Call::Now`) when its limit, or the count of its candidates (an
-/// index-only walk of at most this many + 1 entries, a few microseconds),
-/// is at most this: a live pull with nothing or little new, the last page
-/// of a bootstrap. The hop to a worker and back costs 10-20 µs on a quiet
+/// (`Call::Now`) when its limit, or a bound on its candidates, is at most
+/// this: a live pull with nothing or little new, the last page of a
+/// bootstrap. A window's bound is its seq range; a scan's, an index-only
+/// count of at most this many + 1 entries (10-30 µs with its snapshot,
+/// next to a page of 1000 rows that costs milliseconds). The hop to a worker and back costs 10-20 µs on a quiet
 /// machine, and more when the cores are busy; such a read costs about as
 /// much. Larger reads run off-thread.
 const NOW_CANDIDATES: i64 = 32;
@@ -131,23 +132,24 @@ impl Engine for Arc<SqliteEngine> {
     }
 
     fn read_commit_window(&self, p: String, window: Window) -> Call<Vec<StoredCommit>> {
-        // One scope value: read in index order, no sort.
-        if window.filter.probe().is_some_and(|(_, v)| v.len() == 1) {
+        // One scope value (read in index order, no sort), and at most
+        // NOW_CANDIDATES candidate commits: commit seqs are dense, so a
+        // window's candidates lie among its `throughSeq - afterSeq` seqs,
+        // a bound known without reading anything (a live pull that is
+        // little behind).
+        let few = window.limit_changes <= NOW_CANDIDATES
+            || window.through_seq.saturating_sub(window.after_seq) <= NOW_CANDIDATES;
+        if few && window.filter.probe().is_some_and(|(_, v)| v.len() == 1) {
             let q = crate::window::WindowQuery {
                 page: Some(window.limit_changes.min(64)),
                 ..window.query()
             };
-            let small = window.limit_changes <= NOW_CANDIDATES;
             let r = self.read_snapshot(|c| {
-                if !small && !super::window::few_candidates(c, &p, &q, NOW_CANDIDATES)? {
-                    return Ok(None);
-                }
-                super::window::read_commit_window_within(c, &p, &q, Some(NOW_ROWS)).map(Some)
+                super::window::read_commit_window_within(c, &p, &q, Some(NOW_ROWS))
             });
             match r {
-                Ok(None) => {}
                 Err(e) if super::is_over_budget(&e) => {}
-                r => return Call::Now(r.map(Option::unwrap_or_default)),
+                r => return Call::Now(r),
             }
         }
         let e = self.clone();

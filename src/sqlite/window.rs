@@ -152,39 +152,6 @@ fn text_at<'r>(r: &'r rusqlite::Row<'_>, i: usize) -> Result<&'r str> {
         .map_err(map_err)
 }
 
-/// Whether at most `cap` candidate commits of a one-value window lie in
-/// its range: an index-only walk of at most `cap + 1` entries, the bound a
-/// window is judged by before it runs on the calling thread.
-pub fn few_candidates(
-    conn: &Connection, partition: &str, q: &WindowQuery<'_>, cap: i64,
-) -> Result<bool> {
-    let Some((var, [value])) = q.probe() else {
-        return Ok(false);
-    };
-    let mut st = conn
-        .prepare_cached(
-            "SELECT count(*) FROM (SELECT 1 FROM sync_change_scopes
-             WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND value = ?4
-               AND commit_seq > ?5 AND commit_seq <= ?6 LIMIT ?7)",
-        )
-        .map_err(map_err)?;
-    let n: i64 = st
-        .query_row(
-            rusqlite::params![
-                partition,
-                q.table,
-                var,
-                value,
-                q.after_seq,
-                q.through_seq,
-                cap + 1
-            ],
-            |r| r.get(0),
-        )
-        .map_err(map_err)?;
-    Ok(n <= cap)
-}
-
 /// Upper bound of what a window read on this filter would deliver: the
 /// index-only maximum on the probe variable (post-0.24 member).
 pub fn latest_scoped_change_seq(
