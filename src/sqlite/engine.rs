@@ -1,7 +1,9 @@
 //! SQLite behind the engine seam. Point work answers at once on the
-//! calling thread (a statement costs microseconds, less than a thread hop);
-//! windows, scans, registered queries and waits for a lock held by another
-//! process are blocking work for the host's worker pool.
+//! calling thread (a statement costs microseconds, less than a thread hop),
+//! and so do windows, scans and registered queries judged small before
+//! they run (see `NOW_CANDIDATES`, `NOW_STEPS`); larger ones, and waits for
+//! a lock held by another process, are blocking work for the host's worker
+//! pool.
 
 use super::SqliteEngine;
 use crate::checkpoint::{Activation, SourceState};
