@@ -73,7 +73,8 @@ function rowOut(t) {
 /**
  * `[json, bytes]` row batch → StoredRow[]. The text is a flat array, seven
  * values a row (src/napi/packed.rs); byte fields are offset/length into
- * `bytes` and become their own copies; `columnVersions` only when present.
+ * `bytes` and become views of it (one ArrayBuffer per batch, not one per
+ * row); `columnVersions` only when present.
  */
 function unpackRows([json, bytes]) {
   const a = JSON.parse(json);
@@ -83,9 +84,9 @@ function unpackRows([json, bytes]) {
       rowId: a[i],
       serverVersion: a[i + 1],
       scopes: a[i + 2],
-      payload: bytes.slice(a[i + 3], a[i + 3] + a[i + 4]),
+      payload: bytes.subarray(a[i + 3], a[i + 3] + a[i + 4]),
     };
-    if (a[i + 5] >= 0) row.columnVersions = bytes.slice(a[i + 5], a[i + 5] + a[i + 6]);
+    if (a[i + 5] >= 0) row.columnVersions = bytes.subarray(a[i + 5], a[i + 5] + a[i + 6]);
     out[j] = row;
   }
   return out;
@@ -131,7 +132,7 @@ function unpackCommits([json, bytes]) {
       const change = { table: a[i], rowId: a[i + 1], op: a[i + 2] === 1 ? 'upsert' : 'delete' };
       if (a[i + 3] !== null) change.rowVersion = a[i + 3];
       change.scopes = a[i + 4];
-      if (a[i + 5] >= 0) change.payload = bytes.slice(a[i + 5], a[i + 5] + a[i + 6]);
+      if (a[i + 5] >= 0) change.payload = bytes.subarray(a[i + 5], a[i + 5] + a[i + 6]);
       changes[k] = change;
     }
     commits.push(commit);

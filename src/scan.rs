@@ -47,6 +47,28 @@ impl<'f> ScanFold<'f> {
         true
     }
 
+    /// [`add`](Self::add) for a page read in order, without building
+    /// rows that fail the filter: `scopes` is the candidate's stored scope
+    /// text (`None` when the row vanished) and `build` makes the row once
+    /// it matched.
+    pub fn offer(
+        &mut self, row_id: &str, scopes: Option<&str>,
+        build: impl FnOnce() -> crate::Result<StoredRow>,
+    ) -> crate::Result<bool> {
+        self.seen += 1;
+        if let Some(scopes) = scopes {
+            if self.filter.matches_json(scopes) {
+                self.out.push(build()?);
+                if self.out.len() as i64 >= self.limit {
+                    return Ok(false);
+                }
+            }
+        }
+        self.after.clear();
+        self.after.push_str(row_id);
+        Ok(true)
+    }
+
     /// Ends a page; `true` when another page must be read.
     pub fn next_page(&mut self) -> bool {
         let more = self.seen >= self.batch();

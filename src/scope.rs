@@ -119,13 +119,17 @@ impl ScopeFilter {
                 *i += 1;
             }
         };
-        // A plain string literal starting at b[*i] == '"'; escapes bail out.
+        // A plain string literal starting at b[*i] == '"'; escapes and raw
+        // control characters (invalid JSON) bail out, so text this accepts
+        // is always valid JSON (the packers embed verified scopes as is).
         let string = |i: &mut usize| -> Option<&str> {
             if b.get(*i) != Some(&b'"') {
                 return None;
             }
             let start = *i + 1;
-            let len = b[start..].iter().position(|c| *c == b'"' || *c == b'\\')?;
+            let len = b[start..]
+                .iter()
+                .position(|c| *c == b'"' || *c == b'\\' || *c < 0x20)?;
             if b[start + len] != b'"' {
                 return None;
             }

@@ -13,6 +13,8 @@ pub struct WindowQuery<'a> {
     pub after_seq: i64,
     pub through_seq: i64,
     pub limit_changes: i64,
+    /// Candidate commits per page when not the default (see `batch`).
+    pub page: Option<i64>,
 }
 
 /// A window request that owns its parts (what crosses the engine seam).
@@ -33,6 +35,7 @@ impl Window {
             after_seq: self.after_seq,
             through_seq: self.through_seq,
             limit_changes: self.limit_changes,
+            page: None,
         }
     }
 }
@@ -48,9 +51,11 @@ impl WindowQuery<'_> {
         Some((var, values))
     }
 
-    /// Candidate commits per page.
+    /// Candidate commits per page: at least 64 unless set otherwise (a
+    /// read bounded by a row budget pages by its limit, so that a page
+    /// holds no more rows than the window needs).
     pub fn batch(&self) -> i64 {
-        self.limit_changes.max(64)
+        self.page.unwrap_or(self.limit_changes.max(64)).max(1)
     }
 }
 

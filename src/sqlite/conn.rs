@@ -2,6 +2,7 @@
 
 use super::sql;
 use crate::error::{Error, Result};
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 use std::time::Duration;
 
@@ -201,6 +202,13 @@ pub fn open_reader(cfg: &Config) -> Result<Connection> {
     .map_err(map_err)?;
     configure(&conn)?;
     set_busy_timeout(&conn, cfg.busy_timeout)?;
+    // Plans that do not depend on bound values. Without this, SQLite 3.50
+    // marks a statement whose `LIMIT ?` it planned with as expired on every
+    // rebind, so each window page, scan page and registered query (the host
+    // appends `LIMIT ?`) compiled its statement again: about 0.3M
+    // instructions a call, measured with callgrind.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+        .map_err(map_err)?;
     Ok(conn)
 }
 

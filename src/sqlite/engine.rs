@@ -1,7 +1,9 @@
 //! SQLite behind the engine seam. Point work answers at once on the
-//! calling thread (a statement costs microseconds, less than a thread hop);
-//! windows, scans, registered queries and waits for a lock held by another
-//! process are blocking work for the host's worker pool.
+//! calling thread (a statement costs microseconds, less than a thread hop),
+//! and so do windows, scans and registered queries judged small before
+//! they run (see `NOW_CANDIDATES`, `NOW_STEPS`); larger ones, and waits for
+//! a lock held by another process, are blocking work for the host's worker
+//! pool.
 
 use super::SqliteEngine;
 use crate::checkpoint::{Activation, SourceState};
@@ -16,6 +18,25 @@ use crate::schema::Schema;
 use crate::scope::ScopeFilter;
 use crate::window::Window;
 use std::sync::Arc;
+
+/// A window or scan on one scope value runs on the calling thread
+/// (`Call::Now`) when its limit, or a bound on its candidates, is at most
+/// this: a live pull with nothing or little new, the last page of a
+/// bootstrap. A window's bound is its seq range; a scan's, an index-only
+/// count of at most this many + 1 entries (10-30 µs with its snapshot,
+/// next to a page of 1000 rows that costs milliseconds). The hop to a worker and back costs 10-20 µs on a quiet
+/// machine, and more when the cores are busy; such a read costs about as
+/// much. Larger reads run off-thread.
+const NOW_CANDIDATES: i64 = 32;
+/// The most rows such a read steps on the calling thread before it is run
+/// again off-thread (a candidate commit with many changes): at about 20k
+/// instructions a window row and 10k a scan row, at most about 0.3 ms.
+const NOW_ROWS: usize = 96;
+
+/// Thousands of VM steps a registered query may take on the calling
+/// thread before it is stopped and run off-thread instead (an indexed
+/// point query takes well under one).
+const NOW_STEPS: u32 = 16;
 
 impl Engine for Arc<SqliteEngine> {
     fn name(&self) -> &'static str {
@@ -121,6 +142,26 @@ impl Engine for Arc<SqliteEngine> {
     }
 
     fn read_commit_window(&self, p: String, window: Window) -> Call<Vec<StoredCommit>> {
+        // One scope value (read in index order, no sort), and at most
+        // NOW_CANDIDATES candidate commits: commit seqs are dense, so a
+        // window's candidates lie among its `throughSeq - afterSeq` seqs,
+        // a bound known without reading anything (a live pull that is
+        // little behind).
+        let few = window.limit_changes <= NOW_CANDIDATES
+            || window.through_seq.saturating_sub(window.after_seq) <= NOW_CANDIDATES;
+        if few && window.filter.probe().is_some_and(|(_, v)| v.len() == 1) {
+            let q = crate::window::WindowQuery {
+                page: Some(window.limit_changes.min(64)),
+                ..window.query()
+            };
+            let r = self.read_snapshot(|c| {
+                super::window::read_commit_window_within(c, &p, &q, Some(NOW_ROWS))
+            });
+            match r {
+                Err(e) if super::is_over_budget(&e) => {}
+                r => return Call::Now(r),
+            }
+        }
         let e = self.clone();
         blocking(move || SqliteEngine::read_commit_window(&e, &p, &window.query()))
     }
@@ -135,6 +176,42 @@ impl Engine for Arc<SqliteEngine> {
         // An unknown table fails before any work is queued.
         if let Err(err) = self.loaded().schema.table(&table) {
             return Call::Now(Err(err));
+        }
+        // As windows: a small page on one scope value runs here.
+        if filter.probe().is_some_and(|(_, v)| v.len() == 1) {
+            let small = limit <= NOW_CANDIDATES;
+            let r = self.table_sql(&table, |t, sql| {
+                self.read_snapshot(|c| {
+                    if !small
+                        && !super::rows::few_candidates(
+                            c,
+                            &t.name,
+                            &p,
+                            &filter,
+                            &after_row_id,
+                            NOW_CANDIDATES,
+                        )?
+                    {
+                        return Ok(None);
+                    }
+                    super::rows::scan_rows_within(
+                        c,
+                        t,
+                        sql,
+                        &p,
+                        &filter,
+                        &after_row_id,
+                        limit,
+                        Some(NOW_ROWS),
+                    )
+                    .map(Some)
+                })
+            });
+            match r {
+                Ok(None) => {}
+                Err(e) if super::is_over_budget(&e) => {}
+                r => return Call::Now(r.map(Option::unwrap_or_default)),
+            }
         }
         let e = self.clone();
         blocking(move || SqliteEngine::scan_rows(&e, &p, &table, &filter, &after_row_id, limit))
@@ -160,6 +237,18 @@ impl Engine for Arc<SqliteEngine> {
         &self, p: String, request: Request, params: Vec<Value>, declared: Vec<String>,
         gate_running: Option<i64>,
     ) -> Call<QueryOutput> {
+        // Tried here first unless it has been seen to be expensive; a run
+        // past NOW_STEPS goes off-thread, as every later run of its text.
+        if let Some(r) = self.try_query_authoritative_now(
+            &p,
+            &request,
+            &params,
+            &declared,
+            gate_running,
+            NOW_STEPS,
+        ) {
+            return Call::Now(r);
+        }
         let e = self.clone();
         blocking(move || {
             SqliteEngine::query_authoritative(&e, &p, &request, &params, &declared, gate_running)

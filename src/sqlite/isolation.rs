@@ -40,7 +40,27 @@ thread_local! {
     /// query steps on the thread that runs it, so the views it reads see
     /// this value and no other call's.
     static PARTITION: RefCell<Option<String>> = const { RefCell::new(None) };
+    /// What the registered query compiling or running on this thread may
+    /// read; `None` outside one (the storage's own statements).
+    static BOUND: RefCell<Option<Rules>> = const { RefCell::new(None) };
 }
+
+/// The authorizer's view of one bounded query run.
+struct Rules {
+    /// (lower-case table name, its view's name) of the declared tables.
+    views: Vec<(String, String)>,
+    /// Set when anything was denied: SQLite reports some denials
+    /// (functions) as a plain SQLITE_ERROR.
+    denied: bool,
+    /// Set when the run was stopped at its step budget.
+    over_budget: bool,
+}
+
+/// Registered query text starts with this comment, and no statement of the
+/// storage's own does: the statement cache, keyed by text, then never hands
+/// a registered query a statement compiled without its rules, nor the
+/// reverse.
+pub const MARK: &str = "/* syncular registered query */ ";
 
 /// Functions a registered query may call (lower case). Pure functions of
 /// their arguments: none reads outside the query, writes, sleeps, loads
@@ -167,8 +187,31 @@ const FUNCTIONS: &[&str] = &[
 /// arguments).
 const TABLE_FUNCTIONS: &[&str] = &["json_each", "json_tree"];
 
-/// Registers `syncular_partition()` on a new connection.
+/// Registers `syncular_partition()` and the authorizer on a new
+/// connection.
+///
+/// The authorizer is installed once, for the connection's life: it denies
+/// by [`BOUND`]'s rules while a registered query is bound on the calling
+/// thread and admits everything otherwise. SQLite expires every prepared
+/// statement of a connection when an authorizer is installed, so one per
+/// query (as before) compiled each registered query and every cached
+/// statement of its connection again. A registered statement is compiled,
+/// and recompiled after a schema change, only while it is bound (inside
+/// `sqlite3_prepare` or `sqlite3_step` under [`bound`]), so its checks
+/// always run under its own rules.
 pub fn register(conn: &Connection) -> Result<()> {
+    conn.authorizer(Some(|ctx: AuthContext<'_>| {
+        BOUND.with(|b| match b.borrow_mut().as_mut() {
+            None => Authorization::Allow,
+            Some(rules) => {
+                let verdict = authorize(&ctx, &rules.views);
+                if verdict != Authorization::Allow {
+                    rules.denied = true;
+                }
+                verdict
+            }
+        })
+    }));
     conn.create_scalar_function(
         PARTITION_FN,
         0,
@@ -208,50 +251,67 @@ fn ensure_views(conn: &Connection, tables: &[(&Table, String)]) -> Result<()> {
 /// on drop, whatever happened.
 pub struct Bounded<'c> {
     conn: &'c Connection,
-    /// Set when the authorizer denied anything: SQLite reports some
-    /// denials (functions) as a plain SQLITE_ERROR.
-    denied: Arc<AtomicBool>,
 }
 
 /// Makes the views of `tables` (the declared, materialized tables) when
 /// missing, binds `partition` for them, and installs the authorizer and the
 /// time limit.
+/// `budget`: when given, the run stops (with [`super::OVER_BUDGET`]) after
+/// that many thousand VM steps.
 pub fn bound<'c>(
     conn: &'c Connection, partition: &str, tables: &[&Table], limit: Duration,
-    closed: &Arc<AtomicBool>,
+    closed: &Arc<AtomicBool>, budget: Option<u32>,
 ) -> Result<Bounded<'c>> {
     let named: Vec<(&Table, String)> = tables.iter().map(|t| (*t, query::view_name(t))).collect();
     ensure_views(conn, &named)?;
     PARTITION.with(|p| *p.borrow_mut() = Some(partition.to_owned()));
-    let allowed: Vec<(String, String)> = named
+    let views: Vec<(String, String)> = named
         .into_iter()
         .map(|(t, view)| (t.name.to_ascii_lowercase(), view))
         .collect();
-    let denied = Arc::new(AtomicBool::new(false));
-    let seen = denied.clone();
-    conn.authorizer(Some(move |ctx: AuthContext<'_>| {
-        let verdict = authorize(&ctx, &allowed);
-        if verdict != Authorization::Allow {
-            seen.store(true, Ordering::Relaxed);
-        }
-        verdict
-    }));
+    BOUND.with(|b| {
+        *b.borrow_mut() = Some(Rules {
+            views,
+            denied: false,
+            over_budget: false,
+        })
+    });
     let deadline = Instant::now() + limit;
     let closed = closed.clone();
     // Every 1000 VM steps: a few microseconds, and a clock read per call
     // costs nothing next to it.
+    let mut left = budget;
     conn.progress_handler(
         1000,
-        Some(move || closed.load(Ordering::Relaxed) || Instant::now() >= deadline),
+        Some(move || {
+            if closed.load(Ordering::Relaxed) || Instant::now() >= deadline {
+                return true;
+            }
+            match left.as_mut() {
+                Some(0) => {
+                    // Runs on the thread stepping the query, which bound it.
+                    BOUND.with(|b| {
+                        if let Some(r) = b.borrow_mut().as_mut() {
+                            r.over_budget = true;
+                        }
+                    });
+                    true
+                }
+                Some(n) => {
+                    *n -= 1;
+                    false
+                }
+                None => false,
+            }
+        }),
     );
-    Ok(Bounded { conn, denied })
+    Ok(Bounded { conn })
 }
 
 impl Drop for Bounded<'_> {
     fn drop(&mut self) {
-        self.conn
-            .authorizer(None::<fn(AuthContext<'_>) -> Authorization>);
         self.conn.progress_handler(0, None::<fn() -> bool>);
+        BOUND.with(|b| *b.borrow_mut() = None);
         PARTITION.with(|p| *p.borrow_mut() = None);
     }
 }
@@ -305,7 +365,18 @@ fn allow(yes: bool) -> Authorization {
 impl Bounded<'_> {
     /// The coded error for a failure while the query compiled or ran.
     pub fn err(&self, e: rusqlite::Error, limit: Duration, closed: &AtomicBool) -> Error {
-        if self.denied.load(Ordering::Relaxed) {
+        let (denied, over_budget) = BOUND.with(|b| {
+            b.borrow()
+                .as_ref()
+                .map_or((false, false), |r| (r.denied, r.over_budget))
+        });
+        if over_budget && !closed.load(Ordering::Relaxed) {
+            return Error::plain(
+                super::OVER_BUDGET,
+                "registered query exceeded its step budget",
+            );
+        }
+        if denied {
             return refused();
         }
         query_err(e, limit, closed)

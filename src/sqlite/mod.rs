@@ -93,6 +93,34 @@ pub struct Held<'a> {
 
 const MAX_IDLE_READERS: usize = 4;
 
+/// Internal: a read tried on the calling thread needed more rows than its
+/// budget; the engine runs it again off-thread. Never reaches the host.
+pub(crate) const OVER_BUDGET: &str = "ERR_SYNCULAR_OVER_BUDGET";
+
+/// Counts the rows a read steps against an optional budget.
+pub(crate) struct Budget(Option<usize>);
+
+impl Budget {
+    pub fn new(rows: Option<usize>) -> Budget {
+        Budget(rows)
+    }
+
+    pub fn step(&mut self) -> Result<()> {
+        match &mut self.0 {
+            None => Ok(()),
+            Some(0) => Err(Error::plain(OVER_BUDGET, "read exceeded its budget")),
+            Some(n) => {
+                *n -= 1;
+                Ok(())
+            }
+        }
+    }
+}
+
+pub(crate) fn is_over_budget(e: &Error) -> bool {
+    matches!(e, Error::Plain { code, .. } if *code == OVER_BUDGET)
+}
+
 pub struct SqliteEngine {
     cfg: Config,
     db: Mutex<Option<Arc<Db>>>,
@@ -102,6 +130,8 @@ pub struct SqliteEngine {
     closed: Arc<std::sync::atomic::AtomicBool>,
     /// Whose exit removes a memory database's directory (see `scratch`).
     scratch_owner: u64,
+    /// Registered queries' rewrites (see `query::RewriteCache`).
+    rewrites: query::RewriteCache,
 }
 
 impl SqliteEngine {
@@ -112,6 +142,7 @@ impl SqliteEngine {
             loaded: Default::default(),
             closed: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             scratch_owner: scratch::this_thread(),
+            rewrites: Default::default(),
         }
     }
 

@@ -17,7 +17,7 @@ use crate::schema::{quote_ident, Table};
 use crate::telemetry::{self, Site, Slow};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ToSql};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,6 +55,9 @@ pub struct Bounds<'a> {
     pub tables: Vec<&'a Table>,
     pub limit: Duration,
     pub closed: &'a Arc<AtomicBool>,
+    /// Thousands of VM steps the run may take before it stops with
+    /// `OVER_BUDGET` (a run on the calling thread).
+    pub budget: Option<u32>,
 }
 
 impl<'a> Bounds<'a> {
@@ -72,6 +75,7 @@ impl<'a> Bounds<'a> {
                 .collect(),
             limit,
             closed,
+            budget: None,
         }
     }
 }
@@ -80,9 +84,21 @@ impl<'a> Bounds<'a> {
 fn execute(
     conn: &Connection, bounds: &Bounds<'_>, prepared: &Prepared, params: &[Value], partition: &str,
 ) -> Result<(Vec<String>, Vec<Vec<SqlValue>>)> {
-    let bounded = isolation::bound(conn, partition, &bounds.tables, bounds.limit, bounds.closed)?;
+    let bounded = isolation::bound(
+        conn,
+        partition,
+        &bounds.tables,
+        bounds.limit,
+        bounds.closed,
+        bounds.budget,
+    )?;
     let err = |e| bounded.err(e, bounds.limit, bounds.closed);
-    let mut st = conn.prepare_cached(&prepared.sql).map_err(err)?;
+    let text = if prepared.sql.starts_with(isolation::MARK) {
+        std::borrow::Cow::Borrowed(prepared.sql.as_str())
+    } else {
+        std::borrow::Cow::Owned(format!("{}{}", isolation::MARK, prepared.sql))
+    };
+    let mut st = conn.prepare_cached(&text).map_err(err)?;
     if !st.readonly() {
         return Err(refused("registered query must be one read-only SELECT"));
     }
@@ -154,6 +170,162 @@ pub fn scan_rows_by_index(
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(map_err)
 }
 
+// ---- the rewrite cache ---------------------------------------------------------------
+
+/// Rewrites of registered queries, per request text, relations and
+/// declared tables, for one loaded schema. The rewrite depends on the
+/// params only through the check that every bind has a value, which a hit
+/// repeats; failed rewrites are not kept.
+#[derive(Default)]
+pub struct RewriteCache {
+    inner: std::sync::Mutex<Option<Rewrites>>,
+}
+
+struct Rewrites {
+    /// The schema these rewrites are for (held, so its address is never
+    /// reused while it keys this map).
+    loaded: Arc<Loaded>,
+    map: std::collections::HashMap<u64, Vec<(Key, Arc<Rewrite>)>>,
+    len: usize,
+}
+
+/// Bounds the cache: a host registers a fixed set of queries, so reaching
+/// this means generated text, and the map starts over.
+const MAX_REWRITES: usize = 1024;
+
+/// A cached rewrite, and what its runs have shown.
+#[derive(Debug)]
+pub struct Rewrite {
+    pub prepared: Prepared,
+    /// Once a run on the calling thread outgrew its step budget, the query
+    /// always runs off-thread.
+    pub expensive: AtomicBool,
+}
+
+#[derive(PartialEq)]
+enum Key {
+    Legacy(String, Vec<String>),
+    Plan(String, Vec<(String, u64, u64, Option<String>)>, Vec<String>),
+}
+
+impl Key {
+    fn of(req: &Request, declared: &[String]) -> Option<Key> {
+        match req {
+            Request::Legacy { sql } => Some(Key::Legacy(sql.clone(), declared.to_vec())),
+            Request::Plan { sql, relations } => Some(Key::Plan(
+                sql.clone(),
+                relations
+                    .iter()
+                    .map(|r| {
+                        (
+                            r.table.clone(),
+                            r.start.to_bits(),
+                            r.end.to_bits(),
+                            r.alias.clone(),
+                        )
+                    })
+                    .collect(),
+                declared.to_vec(),
+            )),
+            Request::Malformed => None,
+        }
+    }
+
+    fn matches(&self, req: &Request, declared: &[String]) -> bool {
+        match (self, req) {
+            (Key::Legacy(k, d), Request::Legacy { sql }) => k == sql && d == declared,
+            (Key::Plan(k, rels, d), Request::Plan { sql, relations }) => {
+                k == sql
+                    && d == declared
+                    && rels.len() == relations.len()
+                    && rels.iter().zip(relations).all(|((t, s, e, a), r)| {
+                        *t == r.table
+                            && *s == r.start.to_bits()
+                            && *e == r.end.to_bits()
+                            && *a == r.alias
+                    })
+            }
+            _ => false,
+        }
+    }
+}
+
+fn key_hash(req: &Request, declared: &[String]) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    match req {
+        Request::Legacy { sql } => (0u8, sql).hash(&mut h),
+        Request::Plan { sql, relations } => {
+            (1u8, sql).hash(&mut h);
+            for r in relations {
+                (&r.table, r.start.to_bits(), r.end.to_bits(), &r.alias).hash(&mut h);
+            }
+        }
+        Request::Malformed => return None,
+    }
+    declared.hash(&mut h);
+    Some(h.finish())
+}
+
+impl RewriteCache {
+    /// The rewrite of `req` against `loaded`, from the cache when present.
+    fn prepare(
+        &self, loaded: &Arc<Loaded>, req: &Request, params: &[Value], declared: &[String],
+    ) -> Result<Arc<Rewrite>> {
+        let hash = key_hash(req, declared);
+        if let Some(hash) = hash {
+            let inner = lock(&self.inner);
+            let hit = inner
+                .as_ref()
+                .filter(|r| Arc::ptr_eq(&r.loaded, loaded))
+                .and_then(|r| r.map.get(&hash))
+                .and_then(|list| list.iter().find(|(k, _)| k.matches(req, declared)))
+                .map(|(_, p)| p.clone());
+            drop(inner);
+            if let Some(p) = hit {
+                // What `flatten` checks of the params.
+                for b in &p.prepared.binds {
+                    if let Bind::Param(i) = b {
+                        if matches!(params.get(*i), None | Some(Value::Undefined)) {
+                            return Err(Error::plain(query::PLAN_ERROR, query::MSG_BINDS));
+                        }
+                    }
+                }
+                return Ok(p);
+            }
+        }
+        let mut prepared = query::prepare_for(req, params, declared, &loaded.schema, Target::View)?;
+        prepared.sql.insert_str(0, isolation::MARK);
+        let prepared = Arc::new(Rewrite {
+            prepared,
+            expensive: AtomicBool::new(false),
+        });
+        if let (Some(hash), Some(key)) = (hash, Key::of(req, declared)) {
+            let mut inner = lock(&self.inner);
+            let fresh = match inner.as_ref() {
+                Some(r) => !Arc::ptr_eq(&r.loaded, loaded) || r.len >= MAX_REWRITES,
+                None => true,
+            };
+            if fresh {
+                *inner = Some(Rewrites {
+                    loaded: loaded.clone(),
+                    map: Default::default(),
+                    len: 0,
+                });
+            }
+            if let Some(r) = inner.as_mut() {
+                r.map.entry(hash).or_default().push((key, prepared.clone()));
+                r.len += 1;
+            }
+        }
+        Ok(prepared)
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl SqliteEngine {
     /// The loaded schema; registered queries refuse to run before
     /// `ensureSchema`.
@@ -163,9 +335,9 @@ impl SqliteEngine {
 
     fn prepare_query(
         &self, req: &Request, params: &[Value], declared: &[String],
-    ) -> Result<(Arc<Loaded>, Prepared)> {
+    ) -> Result<(Arc<Loaded>, Arc<Rewrite>)> {
         let loaded = self.registered_schema()?;
-        let prepared = query::prepare_for(req, params, declared, &loaded.schema, Target::View)?;
+        let prepared = self.rewrites.prepare(&loaded, req, params, declared)?;
         Ok((loaded, prepared))
     }
 
@@ -176,16 +348,64 @@ impl SqliteEngine {
         &self, partition: &str, req: &Request, params: &[Value], declared: &[String],
         gate_running: Option<i64>,
     ) -> Result<QueryOutput> {
-        let (loaded, prepared) = self.prepare_query(req, params, declared)?;
-        let bounds = Bounds::new(&loaded, &prepared, self.cfg.query_timeout, &self.closed);
+        let (loaded, rewrite) = self.prepare_query(req, params, declared)?;
+        self.run_query(
+            partition,
+            &loaded,
+            &rewrite.prepared,
+            params,
+            gate_running,
+            None,
+        )
+    }
+
+    /// [`query_authoritative`](Self::query_authoritative) on the calling
+    /// thread, for a query not yet seen to be expensive: it may take
+    /// `steps` thousand VM steps there. `None` when it must run off-thread
+    /// (it was stopped at the budget, and from now on always runs there).
+    pub fn try_query_authoritative_now(
+        &self, partition: &str, req: &Request, params: &[Value], declared: &[String],
+        gate_running: Option<i64>, steps: u32,
+    ) -> Option<Result<QueryOutput>> {
+        let (loaded, rewrite) = match self.prepare_query(req, params, declared) {
+            Ok(x) => x,
+            Err(e) => return Some(Err(e)),
+        };
+        if rewrite.expensive.load(Ordering::Relaxed) {
+            return None;
+        }
+        let budget = Some(steps);
+        match self.run_query(
+            partition,
+            &loaded,
+            &rewrite.prepared,
+            params,
+            gate_running,
+            budget,
+        ) {
+            Err(e) if super::is_over_budget(&e) => {
+                rewrite.expensive.store(true, Ordering::Relaxed);
+                None
+            }
+            r => Some(r),
+        }
+    }
+
+    fn run_query(
+        &self, partition: &str, loaded: &Loaded, prepared: &Prepared, params: &[Value],
+        gate_running: Option<i64>, budget: Option<u32>,
+    ) -> Result<QueryOutput> {
+        let mut bounds = Bounds::new(loaded, prepared, self.cfg.query_timeout, &self.closed);
+        bounds.budget = budget;
         let slow = Slow::start(telemetry::SQLITE, "query", Site::Text("queryAuthoritative"))
             .sql(&prepared.sql);
         self.read_snapshot_timed(slow, |c| {
             let gate = gate_running
                 .map(|running| meta::read_serve_gate(c, partition, running))
                 .transpose()?;
-            let (columns, rows, error) = match execute(c, &bounds, &prepared, params, partition) {
+            let (columns, rows, error) = match execute(c, &bounds, prepared, params, partition) {
                 Ok((columns, rows)) => (columns, rows, None),
+                Err(e) if super::is_over_budget(&e) => return Err(e),
                 Err(e) if gate.is_some() => (Vec::new(), Vec::new(), Some(e)),
                 Err(e) => return Err(e),
             };
@@ -205,13 +425,14 @@ impl SqliteEngine {
     pub fn tx_query_authoritative(
         &self, id: u32, req: &Request, params: &[Value], declared: &[String],
     ) -> Result<QueryOutput> {
-        let (loaded, prepared) = self.prepare_query(req, params, declared)?;
-        let bounds = Bounds::new(&loaded, &prepared, self.cfg.query_timeout, &self.closed);
+        let (loaded, rewrite) = self.prepare_query(req, params, declared)?;
+        let prepared = &rewrite.prepared;
+        let bounds = Bounds::new(&loaded, prepared, self.cfg.query_timeout, &self.closed);
         let site = Site::Text("tx.queryAuthoritative");
         let slow = || Slow::start(telemetry::SQLITE, "query", site).sql(&prepared.sql);
         self.with_lease_timed(id, slow, |h| {
             let p = h.partition()?;
-            let (columns, rows) = execute(h.conn, &bounds, &prepared, params, p)?;
+            let (columns, rows) = execute(h.conn, &bounds, prepared, params, p)?;
             Ok(QueryOutput {
                 gate: None,
                 error: None,
@@ -389,6 +610,100 @@ mod tests {
             )
             .unwrap();
         assert!(plan.contains("USING INDEX tasks_p"), "{plan}");
+    }
+
+    /// The authorizer stays installed, so running a registered query
+    /// recompiles neither it nor the connection's other cached statements,
+    /// and a denied query refused once stays refused when served from the
+    /// cache.
+    #[test]
+    fn registered_queries_leave_cached_statements_compiled() {
+        use rusqlite::StatementStatus::RePrepare;
+        let (conn, loaded) = setup();
+        let own = "SELECT count(*) FROM sync_commits WHERE partition = ?1";
+        let v = view(&loaded);
+        let sql = format!("SELECT title FROM {v}");
+        // The first run makes the view: a schema change, after which SQLite
+        // recompiles what was cached before, once.
+        raw(&conn, &loaded, &sql).unwrap();
+        for partition in ["p1", "p2", "p1"] {
+            conn.prepare_cached(own)
+                .unwrap()
+                .query_row(["p1"], |r| r.get::<_, i64>(0))
+                .unwrap();
+            raw_as(&conn, &loaded, &sql, partition).unwrap();
+            assert_eq!(
+                code(raw(&conn, &loaded, "SELECT * FROM sync_commits")),
+                query::REFUSED
+            );
+        }
+        let reprepared = |text: &str| conn.prepare_cached(text).unwrap().get_status(RePrepare);
+        assert_eq!(reprepared(own), 0);
+        assert_eq!(reprepared(&format!("{}{sql}", isolation::MARK)), 0);
+        // Outside a registered query the storage's own statements may read
+        // its tables; the same text as a registered query may not.
+        assert!(conn.prepare("SELECT * FROM sync_commits").is_ok());
+        assert_eq!(
+            code(raw(&conn, &loaded, "SELECT * FROM sync_commits")),
+            query::REFUSED
+        );
+    }
+
+    #[test]
+    fn rewrites_are_reused_per_text_and_schema() {
+        let (_, loaded) = setup();
+        let loaded = Arc::new(loaded);
+        let cache = RewriteCache::default();
+        let req = Request::Legacy {
+            sql: "SELECT title FROM tasks WHERE id = ?".into(),
+        };
+        let declared = vec!["tasks".to_owned()];
+        let one = [Value::Text("r1".into())];
+        let a = cache.prepare(&loaded, &req, &one, &declared).unwrap();
+        let b = cache.prepare(&loaded, &req, &one, &declared).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(a.prepared.sql.starts_with(isolation::MARK));
+        // A hit still checks that every bind has a value, as the rewrite does.
+        for params in [&[][..], &[Value::Undefined][..]] {
+            let e = cache.prepare(&loaded, &req, params, &declared).unwrap_err();
+            assert_eq!(code(Err(e)), query::PLAN_ERROR);
+        }
+        // Other declared tables, other text: their own rewrite (or error).
+        assert!(cache.prepare(&loaded, &req, &one, &[]).is_err());
+        let other = Request::Legacy {
+            sql: "SELECT title FROM tasks WHERE id = ? ".into(),
+        };
+        let c = cache.prepare(&loaded, &other, &one, &declared).unwrap();
+        assert!(!Arc::ptr_eq(&a, &c));
+        // A new schema starts over.
+        let (_, again) = setup();
+        let d = cache
+            .prepare(&Arc::new(again), &req, &one, &declared)
+            .unwrap();
+        assert!(!Arc::ptr_eq(&a, &d));
+        assert_eq!(a.prepared.sql, d.prepared.sql);
+    }
+
+    #[test]
+    fn a_budgeted_run_stops_at_its_step_budget() {
+        let (conn, loaded) = setup();
+        let prepared = Prepared {
+            sql: "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 100000) SELECT count(*) FROM r".into(),
+            binds: vec![],
+            tables: vec![],
+        };
+        let closed = Arc::new(AtomicBool::new(false));
+        let mut bounds = Bounds::new(&loaded, &prepared, Duration::from_secs(60), &closed);
+        bounds.budget = Some(2);
+        let r = execute(&conn, &bounds, &prepared, &[], "p1").map(|(_, r)| r);
+        assert_eq!(code(r), super::super::OVER_BUDGET);
+        // A small query fits; without a budget the big one runs to the end.
+        let small = format!("SELECT title FROM {}", view(&loaded));
+        let rows = raw(&conn, &loaded, &small).unwrap();
+        assert_eq!(rows.len(), 1);
+        bounds.budget = None;
+        let r = execute(&conn, &bounds, &prepared, &[], "p1").map(|(_, r)| r);
+        assert_eq!(r.unwrap(), vec![vec![SqlValue::Integer(100000)]]);
     }
 
     #[test]

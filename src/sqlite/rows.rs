@@ -251,6 +251,26 @@ pub fn scan_rows(
     conn: &Connection, table: &Table, sql: &TableSql, partition: &str, filter: &ScopeFilter,
     after_row_id: &str, limit: i64,
 ) -> Result<Vec<StoredRow>> {
+    scan_rows_within(
+        conn,
+        table,
+        sql,
+        partition,
+        filter,
+        after_row_id,
+        limit,
+        None,
+    )
+}
+
+/// [`scan_rows`], failing with [`super::OVER_BUDGET`] once it would step
+/// more than `budget` rows.
+#[allow(clippy::too_many_arguments)]
+pub fn scan_rows_within(
+    conn: &Connection, table: &Table, sql: &TableSql, partition: &str, filter: &ScopeFilter,
+    after_row_id: &str, limit: i64, budget: Option<usize>,
+) -> Result<Vec<StoredRow>> {
+    let mut budget = super::Budget::new(budget);
     let Some((var, values)) = filter.probe() else {
         return Err(Error::query("sync.storage.scan_requires_scope"));
     };
@@ -286,39 +306,100 @@ LEFT JOIN {} t ON t."_sync_partition" = ?1 AND t."_sync_row_id" = c.row_id"#,
     };
     let mut st = conn.prepare_cached(&text).map_err(map_err)?;
     let mut fold = crate::scan::ScanFold::new(filter, after_row_id, limit);
+    let mut after = String::new();
     loop {
-        let after = fold.after.clone();
+        after.clone_from(&fold.after);
         let mut binds: Vec<&dyn ToSql> = vec![&partition, &table.name, &var, &after, &batch];
         set.bind(&mut binds);
         let mut rows = st.query(&*binds).map_err(map_err)?;
-        let mut page: Vec<(String, Option<StoredRow>)> = Vec::new();
-        while let Some(r) = rows.next().map_err(map_err)? {
-            let row_id: String = r.get(0).map_err(map_err)?;
-            let payload: Option<Vec<u8>> = r.get(3).map_err(map_err)?;
-            let row = match payload {
-                Some(payload) => Some(StoredRow {
-                    row_id: row_id.clone(),
-                    server_version: r.get(1).map_err(map_err)?,
-                    scopes_json: r.get(2).map_err(map_err)?,
-                    payload,
-                    column_versions: r.get(4).map_err(map_err)?,
-                }),
-                None => None,
-            };
-            page.push((row_id, row));
-        }
-        drop(rows);
-        if !single {
+        if single {
+            // In order already: fold while stepping, and build only the
+            // rows that pass the filter.
+            while let Some(r) = rows.next().map_err(map_err)? {
+                budget.step()?;
+                let row_id = text_ref(r, 0)?;
+                let scopes = match r.get_ref(3).map_err(map_err)? {
+                    ValueRef::Null => None,
+                    _ => Some(text_ref(r, 2)?),
+                };
+                if !fold.offer(row_id, scopes, || {
+                    Ok(StoredRow {
+                        row_id: row_id.to_owned(),
+                        server_version: r.get(1).map_err(map_err)?,
+                        scopes_json: scopes.unwrap_or_default().to_owned(),
+                        payload: r.get(3).map_err(map_err)?,
+                        column_versions: r.get(4).map_err(map_err)?,
+                    })
+                })? {
+                    return Ok(fold.finish());
+                }
+            }
+        } else {
+            let mut page: Vec<(String, Option<StoredRow>)> = Vec::new();
+            while let Some(r) = rows.next().map_err(map_err)? {
+                budget.step()?;
+                let row_id: String = r.get(0).map_err(map_err)?;
+                let payload: Option<Vec<u8>> = r.get(3).map_err(map_err)?;
+                let row = match payload {
+                    Some(payload) => Some(StoredRow {
+                        row_id: row_id.clone(),
+                        server_version: r.get(1).map_err(map_err)?,
+                        scopes_json: r.get(2).map_err(map_err)?,
+                        payload,
+                        column_versions: r.get(4).map_err(map_err)?,
+                    }),
+                    None => None,
+                };
+                page.push((row_id, row));
+            }
             // SQLite's BINARY collation is byte order, which is str order.
             page.sort_by(|a, b| a.0.cmp(&b.0));
-        }
-        for (row_id, row) in page {
-            if !fold.add(row_id, row) {
-                return Ok(fold.finish());
+            for (row_id, row) in page {
+                if !fold.add(row_id, row) {
+                    return Ok(fold.finish());
+                }
             }
         }
+        drop(rows);
         if !fold.next_page() {
             return Ok(fold.finish());
         }
     }
+}
+
+/// Whether at most `cap` candidate rows of a one-value scan follow
+/// `after_row_id`: an index-only walk of at most `cap + 1` entries, the
+/// bound a scan is judged by before it runs on the calling thread.
+pub fn few_candidates(
+    conn: &Connection, table: &str, partition: &str, filter: &ScopeFilter, after_row_id: &str,
+    cap: i64,
+) -> Result<bool> {
+    let Some((var, [value])) = filter.probe() else {
+        return Ok(false);
+    };
+    let mut st = conn
+        .prepare_cached(
+            "SELECT count(*) FROM (SELECT 1 FROM sync_row_scopes
+             WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND value = ?4 AND row_id > ?5
+             LIMIT ?6)",
+        )
+        .map_err(map_err)?;
+    let n: i64 = st
+        .query_row(
+            params![partition, table, var, value, after_row_id, cap + 1],
+            |r| r.get(0),
+        )
+        .map_err(map_err)?;
+    Ok(n <= cap)
+}
+
+/// A TEXT column borrowed from the current row.
+fn text_ref<'r>(r: &'r rusqlite::Row<'_>, i: usize) -> Result<&'r str> {
+    r.get_ref(i)
+        .and_then(|v| {
+            v.as_str().map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(i, v.data_type(), Box::new(e))
+            })
+        })
+        .map_err(map_err)
 }

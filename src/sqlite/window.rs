@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::model::StoredCommit;
 use crate::scope::ScopeFilter;
 use crate::window::{ChangeRow, WindowFold};
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, ToSql};
 
 pub use crate::window::WindowQuery;
@@ -16,6 +17,15 @@ pub use crate::window::WindowQuery;
 pub fn read_commit_window(
     conn: &Connection, partition: &str, q: &WindowQuery<'_>,
 ) -> Result<Vec<StoredCommit>> {
+    read_commit_window_within(conn, partition, q, None)
+}
+
+/// [`read_commit_window`], failing with [`super::OVER_BUDGET`] once it
+/// would step more than `budget` rows.
+pub fn read_commit_window_within(
+    conn: &Connection, partition: &str, q: &WindowQuery<'_>, budget: Option<usize>,
+) -> Result<Vec<StoredCommit>> {
+    let mut budget = super::Budget::new(budget);
     let Some((var, values)) = q.probe() else {
         return Ok(Vec::new());
     };
@@ -36,6 +46,9 @@ LEFT JOIN sync_changes ch ON ch.partition = ?1 AND ch.commit_seq = c.commit_seq 
     let mut st = conn.prepare_cached(&text).map_err(map_err)?;
     let mut fold = WindowFold::new(q);
     let mut page: Vec<PageRow> = Vec::new();
+    // (seq, (actor, createdAtMs) when the commit row exists), once per
+    // candidate rather than once per change row.
+    let mut metas: Vec<(i64, Option<(String, i64)>)> = Vec::new();
     loop {
         let mut binds: Vec<&dyn ToSql> = vec![
             &partition,
@@ -47,41 +60,66 @@ LEFT JOIN sync_changes ch ON ch.partition = ?1 AND ch.commit_seq = c.commit_seq 
         ];
         values.bind(&mut binds);
         page.clear();
+        metas.clear();
         let mut rows = st.query(&*binds).map_err(map_err)?;
         while let Some(r) = rows.next().map_err(map_err)? {
-            page.push(PageRow {
-                seq: r.get(0).map_err(map_err)?,
-                meta: {
-                    let actor: Option<String> = r.get(1).map_err(map_err)?;
-                    let created: Option<i64> = r.get(2).map_err(map_err)?;
-                    actor.zip(created)
-                },
-                idx: r.get::<_, Option<i64>>(3).map_err(map_err)?.unwrap_or(-1),
-                change: match r.get::<_, Option<String>>(4).map_err(map_err)? {
-                    None => None,
-                    Some(row_id) => Some(ChangeRow {
-                        row_id,
-                        op: r.get(5).map_err(map_err)?,
-                        row_version: r.get(6).map_err(map_err)?,
-                        scopes_json: r.get(7).map_err(map_err)?,
-                        payload: r.get(8).map_err(map_err)?,
-                    }),
-                },
-            });
+            budget.step()?;
+            let seq = int(r, 0)?;
+            if metas.last().is_none_or(|m| m.0 != seq) {
+                let meta = match (r.get_ref(1), r.get_ref(2)) {
+                    (Ok(ValueRef::Null), _) | (_, Ok(ValueRef::Null)) => None,
+                    _ => Some((text_at(r, 1)?.to_owned(), int(r, 2)?)),
+                };
+                metas.push((seq, meta));
+            }
+            let idx = match r.get_ref(3).map_err(map_err)? {
+                ValueRef::Null => -1,
+                _ => int(r, 3)?,
+            };
+            // A change of the table joins each candidate; only those that
+            // pass the whole filter are built.
+            let change = match r.get_ref(4).map_err(map_err)? {
+                ValueRef::Null => None,
+                _ => {
+                    let scopes = text_at(r, 7)?;
+                    if fold.wants(scopes) {
+                        Some(ChangeRow {
+                            row_id: text_at(r, 4)?.to_owned(),
+                            op: int(r, 5)?,
+                            row_version: r.get(6).map_err(map_err)?,
+                            scopes_json: scopes.to_owned(),
+                            payload: match r.get_ref(8).map_err(map_err)? {
+                                ValueRef::Null => None,
+                                ValueRef::Blob(b) => Some(b.to_vec()),
+                                _ => Some(r.get(8).map_err(map_err)?),
+                            },
+                        })
+                    } else {
+                        None
+                    }
+                }
+            };
+            page.push(PageRow { seq, idx, change });
         }
         drop(rows);
         // Already in order in practice (nested loops over ordered
-        // candidates and the changes index), which the stable sort detects
-        // in one pass.
-        page.sort_by_key(|p| (p.seq, p.idx));
+        // candidates and the changes index); sorting only when not.
+        if !page.is_sorted_by_key(|p| (p.seq, p.idx)) {
+            page.sort_by_key(|p| (p.seq, p.idx));
+            metas.sort_by_key(|m| m.0);
+            metas.dedup_by_key(|m| m.0);
+        }
+        let mut meta = metas.iter_mut();
         for row in page.drain(..) {
-            if fold.is_new(row.seq) && !fold.start(row.seq, row.meta) {
-                return Ok(fold.finish());
+            if fold.is_new(row.seq) {
+                // Both lists ascend by seq, and every page seq has a meta.
+                let m = meta.find(|m| m.0 == row.seq).and_then(|m| m.1.take());
+                if !fold.start(row.seq, m) {
+                    return Ok(fold.finish());
+                }
             }
             if let Some(change) = row.change {
-                if fold.wants(&change.scopes_json) {
-                    fold.add(change);
-                }
+                fold.add(change);
             }
         }
         if !fold.next_page() {
@@ -92,9 +130,26 @@ LEFT JOIN sync_changes ch ON ch.partition = ?1 AND ch.commit_seq = c.commit_seq 
 
 struct PageRow {
     seq: i64,
-    meta: Option<(String, i64)>,
     idx: i64,
+    /// The change, when there is one and it passed the filter.
     change: Option<ChangeRow>,
+}
+
+fn int(r: &rusqlite::Row<'_>, i: usize) -> Result<i64> {
+    match r.get_ref(i).map_err(map_err)? {
+        ValueRef::Integer(v) => Ok(v),
+        _ => r.get(i).map_err(map_err),
+    }
+}
+
+fn text_at<'r>(r: &'r rusqlite::Row<'_>, i: usize) -> Result<&'r str> {
+    r.get_ref(i)
+        .and_then(|v| {
+            v.as_str().map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(i, v.data_type(), Box::new(e))
+            })
+        })
+        .map_err(map_err)
 }
 
 /// Upper bound of what a window read on this filter would deliver: the

@@ -1,0 +1,149 @@
+// SQLite only: windows and scans with a small limit or few candidates
+// answer on the calling thread, within a row budget; larger ones, and one
+// past the budget, run off-thread with the same answer.
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import { describe, test } from 'node:test';
+import { tempDbPath, sqliteFileUrl } from './support/engines.mjs';
+import { NativeStorage } from './support/package.mjs';
+import { fixtureSchema } from './support/schema.mjs';
+import { taskRow, writeCommit } from './support/harness.mjs';
+
+const require = createRequire(import.meta.url);
+const native = require('../lib/native.js');
+const V = require('../lib/values.js');
+
+/** A bare native engine on `path`, with the fixture schema loaded. */
+async function engineOn(path) {
+  const engine = new native.NativeEngine({ url: sqliteFileUrl(path) });
+  const lease = await engine.begin(null);
+  await engine.ensureSchema(lease, V.flattenSchema(fixtureSchema()), [], Date.now());
+  await engine.unlock(lease, true);
+  return engine;
+}
+
+async function filled(commits, other = { project: 'p1', owner: 'u2' }) {
+  const path = tempDbPath();
+  const storage = new NativeStorage({ url: sqliteFileUrl(path) });
+  await storage.ensureSchema(fixtureSchema());
+  // Each commit: one task of p1/u1 and two `other` ones (p1/u2 unless
+  // given), so a filter on both variables keeps one change in three.
+  for (let c = 0; c < commits; c++) {
+    await writeCommit(storage, 'p', [
+      { table: 'tasks', row: taskRow(`a${String(c).padStart(4, '0')}`, { project: 'p1', owner: 'u1' }) },
+      { table: 'tasks', row: taskRow(`b${String(c).padStart(4, '0')}`, other) },
+      { table: 'tasks', row: taskRow(`c${String(c).padStart(4, '0')}`, other) },
+    ]);
+  }
+  return { path, storage };
+}
+
+describe('sqlite reads on the calling thread', () => {
+  test('windows: small ones answer at once; over the row budget the same answer comes later', async () => {
+    const { path, storage } = await filled(70);
+    const engine = await engineOn(path);
+    try {
+      const both = JSON.stringify({ owner_id: ['u1'], project_id: ['p1'] });
+      const read = (filter, limit) => engine.readCommitWindow('p', 'tasks', filter, 0, 1000, limit);
+      // Two changes from 3 joined rows each: well inside the budget.
+      const small = read(JSON.stringify({ project_id: ['p1'] }), 2);
+      assert.ok(!(small instanceof Promise), 'a small window answers at once');
+      // A large limit over a short seq range (the last 5 commits): at once.
+      const tail = engine.readCommitWindow('p', 'tasks', both, 65, 70, 1000);
+      assert.ok(!(tail instanceof Promise), 'a short range answers at once');
+      assert.deepEqual(JSON.parse(tail[0]).filter((_, i) => i % 11 === 0), [66, 67, 68, 69, 70]);
+      const open = read(both, 1000);
+      assert.ok(open instanceof Promise, 'a long range: off-thread');
+      assert.equal(JSON.parse((await open)[0]).length, 70 * 11);
+      // 70 candidates: off-thread.
+      const big = read(both, 60);
+      assert.ok(big instanceof Promise, 'many candidates: off-thread');
+      // A small limit that no change matches: every candidate's 3 rows are
+      // read, past the row budget, so off-thread with the same (empty)
+      // answer.
+      const none = read(JSON.stringify({ owner_id: ['u1'], project_id: ['p2'] }), 32);
+      assert.ok(none instanceof Promise, 'over budget: off-thread');
+      assert.deepEqual(JSON.parse((await none)[0]), []);
+      const exact = read(both, 32);
+      assert.ok(!(exact instanceof Promise), '96 rows: within the budget');
+      assert.deepEqual(JSON.parse(exact[0]).filter((_, i) => i % 11 === 0), [...Array(32).keys()].map((i) => i + 1));
+      const many = await read(both, 1000);
+      const [json] = await big;
+      const seqs = JSON.parse(json).filter((_, i, a) => i % 11 === 0);
+      assert.equal(seqs.length, 60);
+      // The same commits as the first 60 of an unbounded read.
+      const all = await storage.readCommitWindow('p', { table: 'tasks', scopeFilter: { owner_id: ['u1'], project_id: ['p1'] }, afterSeq: 0, throughSeq: 1000, limitChanges: 60 });
+      assert.deepEqual(seqs, JSON.parse(many[0]).filter((_, i) => i % 11 === 0).slice(0, 60));
+      assert.deepEqual(all.map((c) => c.commitSeq), seqs);
+      assert.deepEqual(all.map((c) => c.changes.map((ch) => ch.rowId)), all.map((c, i) => [`a${String(i).padStart(4, '0')}`]));
+    } finally {
+      await engine.close();
+      await storage.close();
+    }
+  });
+
+  test('scans: small pages answer at once; over the row budget the same rows come later', async () => {
+    // Every row is u1's; a… rows are in p1, b… and c… rows in p2.
+    const { path, storage } = await filled(80, { project: 'p2', owner: 'u1' });
+    const engine = await engineOn(path);
+    try {
+      const scan = (filter, limit) => engine.scanRows('p', 'tasks', filter, '', limit);
+      const small = scan(JSON.stringify({ project_id: ['p1'] }), 5);
+      assert.ok(!(small instanceof Promise), 'a small page answers at once');
+      // The probe (owner_id, first in order) yields every row: 240
+      // candidates, so off-thread.
+      const late = scan(JSON.stringify({ owner_id: ['u1'], project_id: ['p2'] }), 100);
+      assert.ok(late instanceof Promise, 'many candidates: off-thread');
+      // A small limit, but a filter on p2 skips the 80 a… rows first: past
+      // the row budget, so off-thread with the same rows.
+      const skipping = scan(JSON.stringify({ owner_id: ['u1'], project_id: ['p2'] }), 30);
+      assert.ok(skipping instanceof Promise, 'over budget: off-thread');
+      assert.deepEqual(JSON.parse((await skipping)[0]).filter((_, i) => i % 7 === 0), [...Array(30).keys()].map((i) => `b${String(i).padStart(4, '0')}`));
+      // The last rows of the probe: a large limit over few candidates.
+      const last = scan(JSON.stringify({ owner_id: ['u1'] }), 1000);
+      assert.ok(last instanceof Promise, 'many candidates: off-thread');
+      await last;
+      const end = engine.scanRows('p', 'tasks', JSON.stringify({ owner_id: ['u1'] }), 'c0075', 1000);
+      assert.ok(!(end instanceof Promise), 'few candidates answer at once');
+      assert.deepEqual(JSON.parse(end[0]).filter((_, i) => i % 7 === 0), ['c0076', 'c0077', 'c0078', 'c0079']);
+      const [json] = await late;
+      const rows = await storage.scanRows('p', { table: 'tasks', scopeFilter: { owner_id: ['u1'], project_id: ['p2'] }, limit: 100 });
+      const ids = [...Array(80).keys()].map((i) => `b${String(i).padStart(4, '0')}`);
+      ids.push(...[...Array(20).keys()].map((i) => `c${String(i).padStart(4, '0')}`));
+      assert.deepEqual(rows.map((r) => r.rowId), ids);
+      assert.deepEqual(JSON.parse(json).filter((_, i) => i % 7 === 0), ids);
+      const few = await storage.scanRows('p', { table: 'tasks', scopeFilter: { project_id: ['p1'] }, limit: 5 });
+      assert.deepEqual(few.map((r) => r.rowId), ['a0000', 'a0001', 'a0002', 'a0003', 'a0004']);
+      assert.ok(few[0].payload instanceof Uint8Array && few[0].payload.length > 0);
+    } finally {
+      await engine.close();
+      await storage.close();
+    }
+  });
+
+  test('registered queries: cheap ones answer at once; one past its step budget moves off-thread for good', async () => {
+    const { path, storage } = await filled(200);
+    const engine = await engineOn(path);
+    try {
+      const ask = (sql, params) => engine.queryAuthoritative('p', { sql, tables: ['tasks'] }, params, undefined);
+      const point = ask('SELECT id FROM tasks WHERE id = ?', ['a0007']);
+      assert.ok(!(point instanceof Promise), 'a cheap query answers at once');
+      assert.deepEqual(point.rows, [{ id: 'a0007' }]);
+      // 600 rows, cross-joined with themselves: far past the budget.
+      const heavy = 'SELECT count(*) AS n FROM tasks AS a, tasks AS b WHERE a.title <> b.id';
+      const first = ask(heavy, []);
+      assert.ok(first instanceof Promise, 'over budget: off-thread');
+      assert.deepEqual((await first).rows, [{ n: 360000 }]);
+      const again = ask(heavy, []);
+      assert.ok(again instanceof Promise, 'known to be expensive: off-thread at once');
+      assert.deepEqual((await again).rows, [{ n: 360000 }]);
+      // Through the storage, the same answers.
+      const out = await storage.queryAuthoritative('p', { sql: heavy, params: [], tables: ['tasks'] });
+      assert.deepEqual(out.rows, [{ n: 360000 }]);
+      assert.ok(out.maxCommitSeq >= 200);
+    } finally {
+      await engine.close();
+      await storage.close();
+    }
+  });
+});
