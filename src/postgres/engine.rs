@@ -54,9 +54,6 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn begin(&self, partition: Option<String>) -> Call<u32> {
-        if let Some(id) = self.try_begin(partition.as_deref().unwrap_or_default()) {
-            return Call::Now(Ok(id));
-        }
         pg!(self, |e| e
             .begin(partition.as_deref().unwrap_or_default())
             .await)
@@ -418,13 +415,6 @@ impl Engine for Arc<PgEngine> {
     fn tx_put_push_result(
         &self, lease: u32, client_id: String, commit_id: String, result_json: String,
     ) -> Call<()> {
-        // Usually only recorded here (it travels with the next statement or
-        // COMMIT): no round trip, so no thread hop either.
-        let (client_id, commit_id, result_json) =
-            match self.try_put_push_result(lease, client_id, commit_id, result_json) {
-                Ok(done) => return Call::Now(done),
-                Err(args) => args,
-            };
         pg!(self, |e| e
             .tx_put_push_result(lease, &client_id, &commit_id, &result_json)
             .await)

@@ -319,18 +319,6 @@ impl PgEngine {
         conn
     }
 
-    /// A connection available without waiting (none when the pool has not
-    /// opened yet, or every connection is in use). Never drops one, so it
-    /// may run outside the runtime.
-    fn try_acquire(&self) -> Option<PoolConnection<Postgres>> {
-        let pool = self.pool.get()?;
-        if self.is_closed() {
-            return None;
-        }
-        let cached = lock(&self.idle).conns.pop();
-        cached.or_else(|| pool.try_acquire())
-    }
-
     /// A connection that answered a ping, after a connection turned out
     /// dead: the idle ones are likely dead too (a server restart), so they
     /// go back to the pool, which tests them on release.
@@ -432,13 +420,6 @@ impl PgEngine {
     pub async fn begin(&self, partition: &str) -> Result<u32> {
         let conn = self.acquire().await?;
         Ok(self.pin(conn, partition))
-    }
-
-    /// `begin` without a wait, when a connection is free now (the usual
-    /// case): the host's `begin()` then settles without a thread hop.
-    pub fn try_begin(&self, partition: &str) -> Option<u32> {
-        let conn = self.try_acquire()?;
-        Some(self.pin(conn, partition))
     }
 
     fn pin(&self, conn: PoolConnection<Postgres>, partition: &str) -> u32 {

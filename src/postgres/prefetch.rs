@@ -282,33 +282,6 @@ impl PgEngine {
         rows::clear_tombstone(st.conn()?, &partition, table, row_id).await
     }
 
-    /// `tx_put_push_result` answered at once, when the transaction is open
-    /// and idle with no deferred result yet; else the arguments back.
-    #[allow(clippy::type_complexity)]
-    pub fn try_put_push_result(
-        &self, id: u32, client_id: String, commit_id: String, json: String,
-    ) -> std::result::Result<Result<()>, (String, String, String)> {
-        let slot = match self.tx_slot(id) {
-            Ok(slot) => slot,
-            Err(e) => return Ok(Err(e)),
-        };
-        let Ok(mut st) = slot.try_lock() else {
-            return Err((client_id, commit_id, json));
-        };
-        if st.conn.is_none() {
-            return Ok(Err(Error::tx_finished()));
-        }
-        if !st.begun || st.pending_put.is_some() {
-            return Err((client_id, commit_id, json));
-        }
-        st.pending_put = Some(PendingPut {
-            client_id,
-            commit_id,
-            json,
-        });
-        Ok(Ok(()))
-    }
-
     /// Deferred: the insert goes out with the next statement of the
     /// transaction or with `COMMIT` (first writer wins either way).
     pub async fn tx_put_push_result(
