@@ -809,7 +809,9 @@ export type NativeErrorCode =
  * Every `code` a rejection of this package can carry: the codes above,
  * `sync.invalid_request` (`DecodeError`), and raw engine codes passed
  * through: `SQLITE_*` result-code names, PostgreSQL SQLSTATEs (five
- * characters), `PG_ERROR` and `PG_POOL_TIMEOUT`.
+ * characters), `PG_ERROR`, `PG_POOL_TIMEOUT` and `PG_CONNECTION` (the
+ * connection to PostgreSQL failed inside a transaction; the connection is
+ * closed).
  */
 export type ErrorCode =
   | StorageQueryErrorCode
@@ -819,6 +821,7 @@ export type ErrorCode =
   | `SQLITE_${string}`
   | 'PG_ERROR'
   | 'PG_POOL_TIMEOUT'
+  | 'PG_CONNECTION'
   | (string & {});
 
 /**

@@ -12,6 +12,7 @@ import { engines, freshPgSchema } from './support/engines.mjs';
 import { NativeStorage } from './support/package.mjs';
 import { hostPush, taskRow, within } from './support/harness.mjs';
 import { fixtureSchema } from './support/schema.mjs';
+import { Psql } from '../stress/lib/sql.mjs';
 
 const pg = engines.find((e) => e.dialect === 'postgres');
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -148,6 +149,83 @@ if (pg) {
         assert.equal((await storage.getMaxCommitSeq('p1')) + (await storage.getMaxCommitSeq('p2')), N);
       } finally {
         await storage.close();
+      }
+    });
+  });
+
+  describe('postgres: connections that died while idle', () => {
+    // The pool hands out connections without a ping first; a connection the
+    // server ended meanwhile (a restart, pg_terminate_backend, an idle
+    // timeout) must cost neither a failed read nor a failed push.
+    test('reads, writes and pushes after the server ended every idle connection still succeed', async () => {
+      const storage = new NativeStorage({ url: pg.url, schema: freshPgSchema(), maxConnections: 3 });
+      const psql = new Psql(pg.url);
+      const endAll = async () => {
+        const name = `syncular-${process.pid}-%`;
+        await psql.query(
+          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE '${name}' AND pid <> pg_backend_pid()`,
+        );
+        for (let i = 0; i < 100; i++) {
+          const [{ n }] = await psql.query(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE '${name}'`,
+          );
+          if (n === 0) return;
+          await new Promise((r) => setTimeout(r, 20));
+        }
+        assert.fail('backends still running');
+      };
+      try {
+        await storage.ensureSchema(fixtureSchema());
+        // three connections open and idle
+        await Promise.all(
+          [0, 1, 2].map((i) =>
+            hostPush(storage, `p${i}`, { clientId: 'c', clientCommitId: `warm-${i}`, ops: [{ table: 'tasks', row: taskRow(`w${i}`) }] }),
+          ),
+        );
+        await endAll();
+        assert.equal(await storage.getMaxCommitSeq('p0'), 1);
+        await endAll();
+        const r = await hostPush(storage, 'p0', { clientId: 'c', clientCommitId: 'after-1', ops: [{ table: 'tasks', row: taskRow('a1') }] });
+        assert.ok(r.applied);
+        assert.equal(r.commitSeq, 2);
+        await endAll();
+        const tx = await storage.begin('p1');
+        await tx.lockPartitionForPush();
+        await tx.rollback();
+        await endAll();
+        const q = await storage.queryAuthoritative('p0', { sql: 'SELECT id FROM tasks ORDER BY id', params: [], tables: ['tasks'] });
+        assert.deepEqual(q.rows.map((r) => r.id), ['a1', 'w0']);
+        await endAll();
+        await storage.setHorizonSeq('p2', 0);
+        assert.ok(await storage.getRow('p0', 'tasks', 'a1'));
+      } finally {
+        await storage.close();
+        psql.close();
+      }
+    });
+
+    test('a connection lost inside a transaction fails that call with code PG_CONNECTION or a SQLSTATE, and the storage goes on', async () => {
+      const storage = new NativeStorage({ url: pg.url, schema: freshPgSchema(), maxConnections: 2 });
+      const psql = new Psql(pg.url);
+      try {
+        await storage.ensureSchema(fixtureSchema());
+        const tx = await storage.begin('p1');
+        await tx.lockPartitionForPush();
+        await psql.query(
+          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'syncular-${process.pid}-%' AND pid <> pg_backend_pid()`,
+        );
+        await new Promise((r) => setTimeout(r, 100));
+        const err = await tx.getPushResult('c', 'k').then(
+          () => assert.fail('a read on an ended connection answered'),
+          (e) => e,
+        );
+        assert.match(String(err.code), /^(PG_CONNECTION|57P01)$/, `code ${err.code}: ${err.message}`);
+        await tx.rollback();
+        const r = await hostPush(storage, 'p1', { clientId: 'c', clientCommitId: 'k2', ops: [{ table: 'tasks', row: taskRow('t2') }] });
+        assert.ok(r.applied);
+      } finally {
+        await storage.close();
+        psql.close();
       }
     });
   });

@@ -141,6 +141,7 @@ pub struct ServeGate {
 pub const MAX_SAFE_INTEGER: i64 = 9_007_199_254_740_991;
 
 /// Which form of `pruneCommitsThrough` the host called.
+#[derive(Clone)]
 pub enum PruneTarget {
     /// 0.24 form: epoch-checked.
     Checked { log_epoch: String, through_seq: i64 },

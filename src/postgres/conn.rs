@@ -96,6 +96,11 @@ pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
     let pool = PgPoolOptions::new()
         .max_connections(cfg.max_connections)
         .acquire_timeout(Duration::from_secs(60))
+        // No ping before handing out a connection (sqlx's default costs one
+        // round trip per acquire); a connection that died while idle fails
+        // its next statement with a connection error (`PG_CONNECTION`) and
+        // is then closed, never pooled again.
+        .test_before_acquire(false)
         // No reaper task: a background task holding the pool would drop
         // connections during runtime shutdown at process exit.
         .idle_timeout(None)
@@ -165,6 +170,24 @@ async fn ensure_meta(conn: &mut sqlx::PgConnection, schema: Option<&str>) -> Res
     }
 }
 
+/// The code of an error that ended the connection (it is closed, never
+/// pooled again).
+pub const CONNECTION_LOST: &str = "PG_CONNECTION";
+
+/// True for an error that says the connection is gone (it died while idle,
+/// the server restarted or ended the session), not that the statement
+/// failed: the call may run again on another connection.
+pub fn is_connection_lost(e: &Error) -> bool {
+    match e {
+        Error::Engine { code, .. } => {
+            code == CONNECTION_LOST
+                || code.starts_with("08")
+                || matches!(code.as_str(), "57P01" | "57P02" | "57P03")
+        }
+        _ => false,
+    }
+}
+
 /// The SQLSTATE of a database error.
 pub fn sqlstate(e: &sqlx::Error) -> Option<String> {
     match e {
@@ -209,6 +232,10 @@ pub fn map_err(e: sqlx::Error) -> Error {
             message: e.to_string(),
         },
         sqlx::Error::PoolClosed => Error::plain("ERR_SYNCULAR_CLOSED", "storage is closed"),
+        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_) => Error::Engine {
+            code: CONNECTION_LOST.into(),
+            message: format!("the connection to PostgreSQL failed: {e}"),
+        },
         _ => Error::Engine {
             code: "PG_ERROR".into(),
             message: e.to_string(),

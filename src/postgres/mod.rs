@@ -74,16 +74,38 @@ pub struct PgEngine {
     tag: String,
     /// Registered queries: the storage's schema and the guard's cache.
     query: query::State,
+    /// Connections between calls (see [`Idle`]).
+    idle: Mutex<Idle>,
 }
 
 /// Runs `$body` with `$c: &mut PgConnection` on a pool connection
-/// (committed state, autocommit).
+/// (committed state, autocommit). A body that failed because the
+/// connection was gone (it died while idle) runs once more on a tested
+/// one: reads are safe to repeat.
 macro_rules! read {
     ($self:expr, |$c:ident| $body:expr) => {{
         let mut __conn = $self.acquire().await?;
         let _slow = $crate::postgres::slow!("read");
-        let $c: &mut sqlx::PgConnection = &mut *__conn;
-        $body
+        let mut __retried = false;
+        loop {
+            let __out = $crate::postgres::body(async {
+                let $c: &mut sqlx::PgConnection = &mut *__conn;
+                $body
+            })
+            .await;
+            match __out {
+                Err(ref e) if !__retried && $crate::postgres::conn::is_connection_lost(e) => {
+                    __retried = true;
+                    __conn.close_on_drop();
+                    drop(__conn);
+                    __conn = $self.acquire_tested().await?;
+                }
+                __out => {
+                    $self.recycle(__conn, __out.is_ok());
+                    break __out;
+                }
+            }
+        }
     }};
 }
 
@@ -103,18 +125,31 @@ macro_rules! slow {
 /// `Ok`, rolled back on `Err`. The body runs in an async block, so a `?`
 /// inside it ends the body, not the caller: the transaction is always
 /// finished before the connection goes back to the pool (it used to return
-/// to the pool still inside the failed transaction).
+/// to the pool still inside the failed transaction). A body that failed
+/// because the connection was gone runs once more on a tested connection
+/// (nothing of it was committed: `COMMIT` had not been sent).
 macro_rules! write {
     ($self:expr, |$c:ident| $body:expr) => {{
         let mut __conn = $self.acquire().await?;
         let _slow = $crate::postgres::slow!("write");
-        $crate::postgres::exec(&mut *__conn, "BEGIN").await?;
-        let __out = $crate::postgres::body(async {
-            let $c: &mut sqlx::PgConnection = &mut *__conn;
-            $body
-        })
-        .await;
-        $crate::postgres::finish(__conn, __out).await
+        let mut __retried = false;
+        loop {
+            let __out = $crate::postgres::body(async {
+                $crate::postgres::exec(&mut *__conn, "BEGIN").await?;
+                let $c: &mut sqlx::PgConnection = &mut *__conn;
+                $body
+            })
+            .await;
+            match __out {
+                Err(ref e) if !__retried && $crate::postgres::conn::is_connection_lost(e) => {
+                    __retried = true;
+                    __conn.close_on_drop();
+                    drop(__conn);
+                    __conn = $self.acquire_tested().await?;
+                }
+                __out => break $crate::postgres::finish($self, __conn, __out).await,
+            }
+        }
     }};
 }
 
@@ -138,9 +173,9 @@ macro_rules! snapshot {
 /// partition and `$st` the whole state. The transaction is open (`BEGIN`
 /// sent) and a deferred push result written before the body runs.
 macro_rules! with_tx {
-    (@locked $guard:ident, |$st:ident, $c:ident, $p:ident| $body:expr) => {{
+    (@locked $self:expr, $guard:ident, |$st:ident, $c:ident, $p:ident| $body:expr) => {{
         let $st: &mut $crate::postgres::TxState = &mut *$guard;
-        $st.ready().await?;
+        $st.ready($self).await?;
         let $p: String = $st.partition.clone();
         let Some(__conn) = $st.conn.as_mut() else {
             return Err($crate::error::Error::tx_finished());
@@ -152,13 +187,13 @@ macro_rules! with_tx {
     ($self:expr, $id:expr, untimed, |$st:ident, $c:ident, $p:ident| $body:expr) => {{
         let __slot = $self.tx_slot($id)?;
         let mut __guard = __slot.lock().await;
-        $crate::postgres::with_tx!(@locked __guard, |$st, $c, $p| $body)
+        $crate::postgres::with_tx!(@locked $self, __guard, |$st, $c, $p| $body)
     }};
     ($self:expr, $id:expr, |$st:ident, $c:ident, $p:ident| $body:expr) => {{
         let __slot = $self.tx_slot($id)?;
         let mut __guard = __slot.lock().await;
         let _slow = $crate::postgres::slow!("tx");
-        $crate::postgres::with_tx!(@locked __guard, |$st, $c, $p| $body)
+        $crate::postgres::with_tx!(@locked $self, __guard, |$st, $c, $p| $body)
     }};
 }
 
@@ -175,24 +210,47 @@ pub(crate) async fn exec(c: &mut PgConnection, sql: &'static str) -> Result<()> 
 }
 
 /// Commits on `Ok` (a failed COMMIT rolls back and reports), rolls back on
-/// `Err`; a connection whose ROLLBACK fails is closed, never pooled.
-pub(crate) async fn finish<T>(mut conn: PoolConnection<Postgres>, out: Result<T>) -> Result<T> {
-    match out {
+/// `Err`; a connection whose ROLLBACK fails is closed, never pooled. A
+/// connection that finished cleanly goes back to the engine's idle list.
+pub(crate) async fn finish<T>(
+    engine: &PgEngine, mut conn: PoolConnection<Postgres>, out: Result<T>,
+) -> Result<T> {
+    let (out, healthy) = match out {
         Ok(v) => match exec(&mut conn, "COMMIT").await {
-            Ok(()) => Ok(v),
+            Ok(()) => (Ok(v), true),
             Err(e) => {
-                if exec(&mut conn, "ROLLBACK").await.is_err() {
-                    conn.close_on_drop();
-                }
-                Err(e)
+                let healthy = exec(&mut conn, "ROLLBACK").await.is_ok();
+                (Err(e), healthy)
             }
         },
         Err(e) => {
-            if exec(&mut conn, "ROLLBACK").await.is_err() {
-                conn.close_on_drop();
-            }
-            Err(e)
+            let healthy = exec(&mut conn, "ROLLBACK").await.is_ok();
+            (Err(e), healthy)
         }
+    };
+    if !healthy {
+        conn.close_on_drop();
+    }
+    engine.recycle(conn, healthy);
+    out
+}
+
+/// Connections the engine keeps itself between calls: handing one back to
+/// sqlx's pool costs a spawned task and a ping round trip on every
+/// release. `waiting` counts callers waiting on the pool; while any
+/// wait, released connections go to the pool so they are served.
+#[derive(Default)]
+struct Idle {
+    conns: Vec<PoolConnection<Postgres>>,
+    waiting: usize,
+}
+
+/// Decrements `Idle::waiting` when a pool wait ends (or is dropped).
+struct Waiting<'a>(&'a Mutex<Idle>);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        lock(self.0).waiting -= 1;
     }
 }
 
@@ -214,6 +272,7 @@ impl PgEngine {
                 )
             },
             query: query::State::default(),
+            idle: Mutex::new(Idle::default()),
         }
     }
 
@@ -230,14 +289,74 @@ impl PgEngine {
             .await
     }
 
-    /// A pool connection; a wait above the slow threshold warns on
-    /// `syncular::pool`.
+    /// A pool connection, the most recently released first; a wait above
+    /// the slow threshold warns on `syncular::pool`. No ping: a connection
+    /// that died while idle fails its first statement (see `read!`).
     pub(crate) async fn acquire(&self) -> Result<PoolConnection<Postgres>> {
         let pool = self.pool().await?;
+        // Taking an idle one or counting as waiting is one step, so a
+        // connection released meanwhile is never left idle while this
+        // waits on the pool.
+        let waiting = {
+            let mut idle = lock(&self.idle);
+            if let Some(c) = idle.conns.pop() {
+                return Ok(c);
+            }
+            idle.waiting += 1;
+            Waiting(&self.idle)
+        };
+        self.pool_acquire(pool, waiting).await
+    }
+
+    /// A connection from sqlx's pool; while this waits (`_waiting`),
+    /// released connections go to the pool rather than to the idle list.
+    async fn pool_acquire(
+        &self, pool: &PgPool, _waiting: Waiting<'_>,
+    ) -> Result<PoolConnection<Postgres>> {
         let waited = telemetry::pool_wait_started();
         let conn = pool.acquire().await.map_err(map_err);
         telemetry::pool_waited(waited, telemetry::POSTGRES, pool.size(), pool.num_idle());
         conn
+    }
+
+    /// A connection that answered a ping, after a connection turned out
+    /// dead: the idle ones are likely dead too (a server restart), so they
+    /// go back to the pool, which tests them on release.
+    pub(crate) async fn acquire_tested(&self) -> Result<PoolConnection<Postgres>> {
+        let pool = self.pool().await?;
+        let mut last = None;
+        for _ in 0..=self.cfg.max_connections {
+            let (stale, waiting) = {
+                let mut idle = lock(&self.idle);
+                idle.waiting += 1;
+                (std::mem::take(&mut idle.conns), Waiting(&self.idle))
+            };
+            drop(stale);
+            let mut c = self.pool_acquire(pool, waiting).await?;
+            match sqlx::Connection::ping(&mut *c).await {
+                Ok(()) => return Ok(c),
+                Err(e) => {
+                    c.close_on_drop();
+                    last = Some(map_err(e));
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::plain("ERR_SYNCULAR_CLOSED", "storage is closed")))
+    }
+
+    /// Takes back a connection after a call: kept for the next call when
+    /// its last statement ended cleanly (`healthy`) and nobody waits on
+    /// the pool; otherwise handed to the pool (which pings it, or closes
+    /// it when marked so).
+    pub(crate) fn recycle(&self, conn: PoolConnection<Postgres>, healthy: bool) {
+        if healthy && !self.is_closed() {
+            let mut idle = lock(&self.idle);
+            if idle.waiting == 0 {
+                idle.conns.push(conn);
+                return;
+            }
+        }
+        drop(conn);
     }
 
     /// Rolls back open transactions and closes the pool; later calls fail
@@ -259,6 +378,8 @@ impl PgEngine {
                 }
             }
         }
+        let idle: Vec<_> = std::mem::take(&mut lock(&self.idle).conns);
+        drop(idle);
         if let Some(pool) = self.pool.get() {
             pool.close().await;
         }
@@ -269,6 +390,8 @@ impl PgEngine {
     /// by GC; must run inside the runtime.
     pub fn abandon_all(&self) {
         self.closed.store(true, Ordering::Release);
+        let idle: Vec<_> = std::mem::take(&mut lock(&self.idle).conns);
+        drop(idle);
         for (_, slot) in lock(&self.txs).drain() {
             if let Ok(mut st) = slot.try_lock() {
                 if let Some(mut c) = st.conn.take() {
@@ -296,6 +419,10 @@ impl PgEngine {
     /// out with the transaction's first statement.
     pub async fn begin(&self, partition: &str) -> Result<u32> {
         let conn = self.acquire().await?;
+        Ok(self.pin(conn, partition))
+    }
+
+    fn pin(&self, conn: PoolConnection<Postgres>, partition: &str) -> u32 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed).max(1);
         let slot = Arc::new(tokio::sync::Mutex::new(TxState {
             conn: Some(conn),
@@ -305,7 +432,7 @@ impl PgEngine {
             pending_put: None,
         }));
         lock(&self.txs).insert(id, slot);
-        Ok(id)
+        id
     }
 
     pub fn is_held(&self, id: u32) -> bool {
@@ -341,7 +468,8 @@ impl PgEngine {
             };
         };
         if !begun {
-            // Nothing was sent: the connection goes back to the pool as is.
+            // Nothing was sent: the connection goes back as is.
+            self.recycle(conn, true);
             return Ok(());
         }
         if commit {
@@ -351,14 +479,17 @@ impl PgEngine {
                 // The deferred push result and COMMIT in one round trip.
                 let out = prefetch::put_and_commit(&mut conn, &st.partition, &put).await;
                 return match out {
-                    Ok(true) => Ok(()),
-                    Ok(false) => finish(conn, Ok(())).await,
-                    Err(e) => finish::<()>(conn, Err(e)).await,
+                    Ok(true) => {
+                        self.recycle(conn, true);
+                        Ok(())
+                    }
+                    Ok(false) => finish(self, conn, Ok(())).await,
+                    Err(e) => finish::<()>(self, conn, Err(e)).await,
                 };
             }
-            finish(conn, Ok(())).await
+            finish(self, conn, Ok(())).await
         } else {
-            finish::<()>(conn, Err(Error::tx_finished()))
+            finish::<()>(self, conn, Err(Error::tx_finished()))
                 .await
                 .or(Ok(()))
         }

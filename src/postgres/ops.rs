@@ -67,7 +67,7 @@ impl PgEngine {
     pub async fn prune_commits_through(
         &self, partition: &str, target: log::PruneTarget,
     ) -> Result<PruneResult> {
-        write!(self, |c| log::prune(c, partition, target).await)
+        write!(self, |c| log::prune(c, partition, target.clone()).await)
     }
 
     pub async fn get_commit_seq_before(&self, partition: &str, before_ms: i64) -> Result<i64> {

@@ -88,10 +88,13 @@ impl TxState {
 
     /// Opens the transaction when nothing has been sent yet, and writes a
     /// deferred push result, so the next statement sees both.
-    pub async fn ready(&mut self) -> Result<()> {
+    pub async fn ready(&mut self, engine: &PgEngine) -> Result<()> {
         if !self.begun {
             self.begun = true;
-            exec(self.conn()?, "BEGIN").await?;
+            if let Err(e) = exec(self.conn()?, "BEGIN").await {
+                self.reconnect(engine, e).await?;
+                exec(self.conn()?, "BEGIN").await?;
+            }
         }
         if let Some(put) = self.pending_put.take() {
             let partition = self.partition.clone();
@@ -107,11 +110,27 @@ impl TxState {
         Ok(())
     }
 
+    /// After the transaction's first statement failed with `e`: when the
+    /// connection was gone (it died while idle; nothing of the transaction
+    /// had reached the server), pins a tested one instead, so the caller
+    /// sends again; any other error is returned.
+    async fn reconnect(&mut self, engine: &PgEngine, e: Error) -> Result<()> {
+        if !super::conn::is_connection_lost(&e) {
+            return Err(e);
+        }
+        if let Some(mut dead) = self.conn.take() {
+            dead.close_on_drop();
+        }
+        self.conn = Some(engine.acquire_tested().await?);
+        Ok(())
+    }
+
     /// `BEGIN` (when not yet sent), the counter row lock and the savepoint
     /// in one round trip; only a missing counter row costs more.
-    async fn lock_partition(&mut self) -> Result<()> {
+    async fn lock_partition(&mut self, engine: &PgEngine) -> Result<()> {
         let partition = self.partition.clone();
-        let begin = if self.begun { "" } else { "BEGIN; " };
+        let first = !self.begun;
+        let begin = if first { "BEGIN; " } else { "" };
         match (lit(&partition), self.pending_put.is_none()) {
             (Some(p), true) => {
                 self.begun = true;
@@ -120,10 +139,20 @@ impl TxState {
                     sql::SAVEPOINT
                 );
                 let waited = crate::telemetry::lock_wait_started();
-                let found = sqlx::raw_sql(AssertSqlSafe(text))
+                let mut found = sqlx::raw_sql(AssertSqlSafe(text.clone()))
                     .fetch_all(self.conn()?)
                     .await
                     .map_err(map_err);
+                if let (true, Err(e)) = (first, &found) {
+                    if super::conn::is_connection_lost(e) {
+                        let e = found.err().unwrap_or_else(Error::tx_finished);
+                        self.reconnect(engine, e).await?;
+                        found = sqlx::raw_sql(AssertSqlSafe(text))
+                            .fetch_all(self.conn()?)
+                            .await
+                            .map_err(map_err);
+                    }
+                }
                 crate::telemetry::lock_waited(waited, crate::telemetry::POSTGRES, Some(&partition));
                 let found = found?;
                 if found.is_empty() {
@@ -135,7 +164,7 @@ impl TxState {
                 }
             }
             _ => {
-                self.ready().await?;
+                self.ready(engine).await?;
                 let c = self.conn()?;
                 super::log::lock_partition(c, &partition).await?;
                 exec(c, sql::SAVEPOINT).await?;
@@ -164,7 +193,7 @@ impl PgEngine {
         let mut st = slot.lock().await;
         st.conn()?;
         if !st.savepoint {
-            st.lock_partition().await?;
+            st.lock_partition(self).await?;
         }
         Ok(())
     }
@@ -194,7 +223,7 @@ impl PgEngine {
                 stable,
             });
         }
-        st.ready().await?;
+        st.ready(self).await?;
         let found = sqlx::query(AssertSqlSafe(loaded.sql[i].prefetch.clone()))
             .bind(&st.partition)
             .bind(&want)
@@ -228,7 +257,7 @@ impl PgEngine {
         let slot = self.tx_slot(id)?;
         let mut st = slot.lock().await;
         st.conn()?;
-        st.ready().await?;
+        st.ready(self).await?;
         let partition = st.partition.clone();
         rows::get_row(st.conn()?, &loaded.sql[i], &partition, row_id).await
     }
@@ -239,7 +268,7 @@ impl PgEngine {
         let slot = self.tx_slot(id)?;
         let mut st = slot.lock().await;
         st.conn()?;
-        st.ready().await?;
+        st.ready(self).await?;
         let partition = st.partition.clone();
         rows::get_tombstone_seq(st.conn()?, &partition, table, row_id).await
     }
@@ -248,7 +277,7 @@ impl PgEngine {
         let slot = self.tx_slot(id)?;
         let mut st = slot.lock().await;
         st.conn()?;
-        st.ready().await?;
+        st.ready(self).await?;
         let partition = st.partition.clone();
         rows::clear_tombstone(st.conn()?, &partition, table, row_id).await
     }
@@ -261,7 +290,7 @@ impl PgEngine {
         let slot = self.tx_slot(id)?;
         let mut st = slot.lock().await;
         st.conn()?;
-        st.ready().await?;
+        st.ready(self).await?;
         st.pending_put = Some(PendingPut {
             client_id: client_id.to_owned(),
             commit_id: commit_id.to_owned(),

@@ -461,9 +461,20 @@ impl PgEngine {
             None => format!("{begin}; {}", confine(timeout)),
             Some(_) => begin.to_owned(),
         };
-        conn.execute(AssertSqlSafe(opening))
-            .await
-            .map_err(map_err)?;
+        if let Err(e) = conn.execute(AssertSqlSafe(opening.clone())).await {
+            // A connection that died while idle: once more on a tested one.
+            let e = map_err(e);
+            // Either way this connection is not used again (a failed
+            // opening may have left its transaction open).
+            conn.close_on_drop();
+            if !super::conn::is_connection_lost(&e) {
+                return Err(e);
+            }
+            conn = self.acquire_tested().await?;
+            conn.execute(AssertSqlSafe(opening))
+                .await
+                .map_err(map_err)?;
+        }
         // Nothing is ever committed: ROLLBACK also undoes any setting the
         // query might have changed. On success it travels with the
         // max_commit_seq read.
@@ -512,9 +523,11 @@ impl PgEngine {
             }
         })
         .await;
-        if !ended && super::exec(&mut conn, "ROLLBACK").await.is_err() {
+        let healthy = ended || super::exec(&mut conn, "ROLLBACK").await.is_ok();
+        if !healthy {
             conn.close_on_drop();
         }
+        self.recycle(conn, healthy);
         out.map_err(|e| self.cancelled_by_close(e))
     }
 
