@@ -68,13 +68,22 @@ const METHODS = [
 ];
 
 // Members that settle their own promise with coded errors (see guard.js).
-const SETTLED = new Set(['getRow', 'getPushResult']);
+// The host calls these on every request: one promise each, no async layers.
+const SETTLED = new Set(['getRow', 'getPushResult', 'getClientRecord', 'putClientRecord', 'touchPartition']);
 
 function storageUrl(options) {
   const url = options.url ?? options.path ?? options.filename;
   if (url === undefined || url === null) return undefined;
   if (typeof url !== 'string') throw invalidArgument('NativeStorage: url must be a string');
   return url;
+}
+
+function clientOrUndefined(c) {
+  return c === null || c === undefined ? undefined : V.clientOut(c);
+}
+
+function noValue() {
+  return undefined;
 }
 
 class NativeStorage {
@@ -177,6 +186,19 @@ class NativeStorage {
     return this.#settle(() => this.#engine.write(fn));
   }
 
+  /** A storage-level write settled as one promise of `out(result)` (or the result). */
+  #writeThen(fn, out) {
+    try {
+      const v = this.#settle(() => this.#engine.write(fn));
+      if (v instanceof Promise) {
+        return (out === undefined ? v : v.then(out)).catch((err) => Promise.reject(code(err)));
+      }
+      return Promise.resolve(out === undefined ? v : out(v));
+    } catch (err) {
+      return Promise.reject(code(err));
+    }
+  }
+
   // ---- schema ----------------------------------------------------------------
 
   async ensureSchema(schema, checkpoints) {
@@ -189,8 +211,8 @@ class NativeStorage {
 
   // ---- partitions --------------------------------------------------------------
 
-  async touchPartition(partition, authenticatedAtMs, initialLogEpoch) {
-    return this.#write((n, id) => n.touchPartition(id, partition, initialLogEpoch, authenticatedAtMs, false));
+  touchPartition(partition, authenticatedAtMs, initialLogEpoch) {
+    return this.#writeThen((n, id) => n.touchPartition(id, partition, initialLogEpoch, authenticatedAtMs, false));
   }
 
   async rotatePartitionLogEpoch(partition, logEpoch, authenticatedAtMs) {
@@ -360,28 +382,29 @@ class NativeStorage {
 
   // ---- clients ------------------------------------------------------------------------
 
-  async getClientRecord(partition, clientId) {
-    const c = await this.#read((n) => n.getClientRecord(partition, clientId));
-    return c === null ? undefined : V.clientOut(c);
+  getClientRecord(partition, clientId) {
+    return this.#readThen((n) => n.getClientRecord(partition, clientId), clientOrUndefined);
   }
 
-  async putClientRecord(partition, record) {
+  putClientRecord(partition, record) {
     if (!record || typeof record !== 'object') throw invalidArgument('putClientRecord: record must be a ClientRecord');
     if (record.subscriptions !== undefined && !Array.isArray(record.subscriptions)) {
       throw invalidArgument('putClientRecord: subscriptions must be an array');
     }
     const subscriptions = JSON.stringify(record.subscriptions ?? []);
-    await this.#write((n, id) =>
-      n.putClientRecord(
-        id,
-        partition,
-        record.clientId,
-        record.actorId,
-        record.wireVersion ?? 1,
-        record.cursor,
-        record.updatedAtMs,
-        subscriptions,
-      ),
+    return this.#writeThen(
+      (n, id) =>
+        n.putClientRecord(
+          id,
+          partition,
+          record.clientId,
+          record.actorId,
+          record.wireVersion ?? 1,
+          record.cursor,
+          record.updatedAtMs,
+          subscriptions,
+        ),
+      noValue,
     );
   }
 
