@@ -84,15 +84,35 @@ pub struct PgEngine {
 /// one: reads are safe to repeat.
 macro_rules! read {
     ($self:expr, |$c:ident| $body:expr) => {{
+        $crate::postgres::on_live_connection!(
+            $self,
+            "read",
+            |__conn| {
+                let $c: &mut sqlx::PgConnection = &mut **__conn;
+                $body
+            },
+            |__conn, __out| {
+                $self.recycle(__conn, __out.is_ok());
+                __out
+            }
+        )
+    }};
+}
+
+/// Runs `$attempt` (an async body over `$conn`) on a pool connection and
+/// hands connection and result to `$done`. An attempt that failed because
+/// the connection had died while idle runs once more on a tested one:
+/// nothing of it can have taken effect (no `COMMIT` was sent).
+macro_rules! on_live_connection {
+    ($self:expr, $kind:expr, |$conn:ident| $attempt:expr, |$dc:ident, $out:ident| $done:expr) => {{
         let mut __conn = $self.acquire().await?;
-        let _slow = $crate::postgres::slow!("read");
+        let _slow = $crate::postgres::slow!($kind);
         let mut __retried = false;
         loop {
-            let __out = $crate::postgres::body(async {
-                let $c: &mut sqlx::PgConnection = &mut *__conn;
-                $body
-            })
-            .await;
+            let __out = {
+                let $conn = &mut __conn;
+                $crate::postgres::body(async { $attempt }).await
+            };
             match __out {
                 Err(ref e) if !__retried && $crate::postgres::conn::is_connection_lost(e) => {
                     __retried = true;
@@ -100,9 +120,9 @@ macro_rules! read {
                     drop(__conn);
                     __conn = $self.acquire_tested().await?;
                 }
-                __out => {
-                    $self.recycle(__conn, __out.is_ok());
-                    break __out;
+                $out => {
+                    let $dc = __conn;
+                    break $done;
                 }
             }
         }
@@ -130,26 +150,16 @@ macro_rules! slow {
 /// (nothing of it was committed: `COMMIT` had not been sent).
 macro_rules! write {
     ($self:expr, |$c:ident| $body:expr) => {{
-        let mut __conn = $self.acquire().await?;
-        let _slow = $crate::postgres::slow!("write");
-        let mut __retried = false;
-        loop {
-            let __out = $crate::postgres::body(async {
-                $crate::postgres::exec(&mut *__conn, "BEGIN").await?;
-                let $c: &mut sqlx::PgConnection = &mut *__conn;
+        $crate::postgres::on_live_connection!(
+            $self,
+            "write",
+            |__conn| {
+                $crate::postgres::exec(&mut **__conn, "BEGIN").await?;
+                let $c: &mut sqlx::PgConnection = &mut **__conn;
                 $body
-            })
-            .await;
-            match __out {
-                Err(ref e) if !__retried && $crate::postgres::conn::is_connection_lost(e) => {
-                    __retried = true;
-                    __conn.close_on_drop();
-                    drop(__conn);
-                    __conn = $self.acquire_tested().await?;
-                }
-                __out => break $crate::postgres::finish($self, __conn, __out).await,
-            }
-        }
+            },
+            |__conn, __out| $crate::postgres::finish($self, __conn, __out).await
+        )
     }};
 }
 
@@ -197,7 +207,7 @@ macro_rules! with_tx {
     }};
 }
 
-pub(crate) use {read, slow, snapshot, with_tx, write};
+pub(crate) use {on_live_connection, read, slow, snapshot, with_tx, write};
 
 /// Awaits a `write!` body; fixes its error type so `?` works inside it.
 pub(crate) async fn body<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
