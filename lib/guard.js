@@ -65,9 +65,20 @@ function coded(err) {
   throw code(err);
 }
 
-/** `fn` bound to `self`, with argument errors coded. */
-function guarded(fn, self) {
+function partitionError(member) {
+  const err = new TypeError(`${member}: partition must be a string`);
+  err.code = CODE;
+  return err;
+}
+
+/**
+ * `fn` bound to `self`, with argument errors coded. With `member`, the
+ * first argument is a partition: anything but a string is refused, never
+ * passed on for the engine to interpret.
+ */
+function guarded(fn, self, member) {
   return function (...args) {
+    if (member !== undefined && typeof args[0] !== 'string') return Promise.reject(partitionError(member));
     try {
       for (let i = 0; i < args.length; i++) {
         if (malformed(args[i], DEPTH)) return Promise.reject(surrogateError());
@@ -88,8 +99,9 @@ function guarded(fn, self) {
  * this sits on the push path. The methods it wraps take at most six
  * arguments and never read `arguments.length`.
  */
-function settled(fn, self) {
+function settled(fn, self, member) {
   return function (a, b, c, d, e, f) {
+    if (member !== undefined && typeof a !== 'string') return Promise.reject(partitionError(member));
     try {
       checkText(a, b, c, d, e, f);
       return fn.call(self, a, b, c, d, e, f);

@@ -71,6 +71,10 @@ const METHODS = [
 // The host calls these on every request: one promise each, no async layers.
 const SETTLED = new Set(['getRow', 'getPushResult', 'getClientRecord', 'putClientRecord', 'touchPartition']);
 
+// Members whose first argument is not a partition; every other member's
+// must be a string (ERR_SYNCULAR_INVALID_ARGUMENT otherwise).
+const UNPARTITIONED = new Set(['ensureSchema', 'listPartitionRegistry', 'listPartitions', 'close']);
+
 function storageUrl(options) {
   const url = options.url ?? options.path ?? options.filename;
   if (url === undefined || url === null) return undefined;
@@ -107,7 +111,7 @@ class NativeStorage {
     }
     for (const name of METHODS) {
       const wrap = SETTLED.has(name) ? settled : guarded;
-      this[name] = wrap(NativeStorage.prototype[name], this);
+      this[name] = wrap(NativeStorage.prototype[name], this, UNPARTITIONED.has(name) ? undefined : name);
     }
     // The host ensures the schema on every request: once this version is
     // in place, answer before the argument check walks the whole schema.

@@ -137,7 +137,7 @@ class NativeTransaction {
       const hit = this.#cache.takeRow(table, rowId);
       if (hit !== MISS) return Promise.resolve(hit);
     }
-    return this.#call((n, id) => n.getRow(id, table, rowId), V.rowOut);
+    return this.#call((n, id) => n.txGetRow(id, table, rowId), V.rowOut);
   }
 
   getTombstoneSeq(table, rowId) {
@@ -161,7 +161,7 @@ class NativeTransaction {
 
   getPushResult(clientId, clientCommitId) {
     return this.#call(
-      (n, id) => n.getPushResult(id, clientId, clientCommitId),
+      (n, id) => n.txGetPushResult(id, clientId, clientCommitId),
       (text) => this.#storage._pushResultOut(text),
     );
   }
@@ -170,7 +170,7 @@ class NativeTransaction {
     if (!query || typeof query !== 'object') throw invalidArgument('scanRows: query must be an object');
     const filter = V.filterJson(query.scopeFilter);
     return this.#call(
-      (n, id) => n.scanRows(id, query.table, filter, query.afterRowId ?? '', query.limit),
+      (n, id) => n.txScanRows(id, query.table, filter, query.afterRowId ?? '', query.limit),
       V.unpackRows,
     );
   }
@@ -178,7 +178,7 @@ class NativeTransaction {
   scanRowsByIndex(query) {
     const q = Q.indexArgs('scanRowsByIndex', query);
     return this.#call(
-      (n, id) => n.scanRowsByIndex(id, q.table, q.index, q.values, q.afterRowId, q.limit),
+      (n, id) => n.txScanRowsByIndex(id, q.table, q.index, q.values, q.afterRowId, q.limit),
       V.unpackRows,
     );
   }
@@ -186,7 +186,7 @@ class NativeTransaction {
   /** Bound to this transaction: its connection, its staged writes, no gate. */
   queryAuthoritative(query) {
     const { request, params } = Q.requestIn(query);
-    return this.#call((n, id) => n.queryAuthoritative(id, request, params));
+    return this.#call((n, id) => n.txQueryAuthoritative(id, request, params));
   }
 
   lockPartitionForPush() {
@@ -262,7 +262,7 @@ class NativeTransaction {
   }
 
   readServeGate(runningSchemaVersion) {
-    return this.#call((n, id) => n.readServeGate(id, runningSchemaVersion), V.gateOut);
+    return this.#call((n, id) => n.txReadServeGate(id, runningSchemaVersion), V.gateOut);
   }
 
   advanceCheckpoint(name, ownerEpoch, watermark, observedRows, nowMs) {

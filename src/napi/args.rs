@@ -156,27 +156,12 @@ impl FromNapiValue for Buf {
 }
 
 /// Where a read runs: a partition name (committed state) or a lease
-/// number (inside that transaction, seeing its own writes). Members with
-/// a storage-level and a transaction form take one of these first.
+/// number (inside that transaction, seeing its own writes). Members with a
+/// storage-level and a transaction form have one N-API method per form
+/// (`getRow(partition, …)`, `txGetRow(lease, …)`) that names its `At`: what
+/// a call means is never inferred from an argument's JS type, so a number
+/// passed as a partition is refused, never taken for a lease.
 pub enum At {
     Committed(String),
     Tx(u32),
-}
-
-js_type!(At, "string | number", Unknown);
-
-impl ValidateNapiValue for At {}
-
-impl FromNapiValue for At {
-    unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> Result<Self> {
-        let mut ty = 0;
-        napi::check_status!(unsafe { sys::napi_typeof(env, value, &mut ty) })?;
-        if ty == sys::ValueType::napi_number {
-            Ok(At::Tx(unsafe { u32::from_napi_value(env, value) }?))
-        } else {
-            Ok(At::Committed(
-                unsafe { Str::from_napi_value(env, value) }?.into_string(),
-            ))
-        }
-    }
 }

@@ -24,15 +24,13 @@ fn progress(
 #[napi]
 impl NativeEngine {
     #[napi(ts_return_type = "Gate | Promise<Gate>")]
-    pub fn read_serve_gate(&self, at: At, running: f64) -> Reply<Gate> {
-        self.run("readServeGate", |e| {
-            let running = int(running, "runningSchemaVersion")?;
-            let gate = match at {
-                At::Committed(p) => e.read_serve_gate(p, running),
-                At::Tx(lease) => e.tx_read_serve_gate(lease, running),
-            };
-            Ok(gate.map(Gate::from))
-        })
+    pub fn read_serve_gate(&self, partition: String, running: f64) -> Reply<Gate> {
+        self.serve_gate_at(At::Committed(partition), running)
+    }
+
+    #[napi(ts_return_type = "Gate | Promise<Gate>")]
+    pub fn tx_read_serve_gate(&self, lease: u32, running: f64) -> Reply<Gate> {
+        self.serve_gate_at(At::Tx(lease), running)
     }
 
     #[napi(ts_return_type = "boolean | Promise<boolean>")]
@@ -106,6 +104,19 @@ impl NativeEngine {
                 e.activate_checkpoint(lease, partition, name, epoch, mark, sources, now)
                     .map(|a| a.as_str().to_owned()),
             )
+        })
+    }
+}
+
+impl NativeEngine {
+    fn serve_gate_at(&self, at: At, running: f64) -> Reply<Gate> {
+        self.run("readServeGate", |e| {
+            let running = int(running, "runningSchemaVersion")?;
+            let gate = match at {
+                At::Committed(p) => e.read_serve_gate(p, running),
+                At::Tx(lease) => e.tx_read_serve_gate(lease, running),
+            };
+            Ok(gate.map(Gate::from))
         })
     }
 }

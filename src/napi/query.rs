@@ -171,12 +171,53 @@ impl ToNapiValue for JsQueryResult {
 
 #[napi]
 impl NativeEngine {
-    /// `queryAuthoritative`, on committed state or inside a transaction
-    /// (its connection, its staged writes). With `gate_running` (committed
-    /// state only), the serve gate at that version is read in the query's
-    /// snapshot and returned as `gate`.
+    /// `queryAuthoritative` on committed state. With `gate_running`, the
+    /// serve gate at that version is read in the query's snapshot and
+    /// returned as `gate`.
     #[napi(ts_return_type = "QueryResult | Promise<QueryResult>")]
     pub fn query_authoritative(
+        &self, partition: String, request: JsQueryRequest, params: Vec<QueryValue>,
+        gate_running: Option<f64>,
+    ) -> Reply<JsQueryResult> {
+        self.query_at(At::Committed(partition), request, params, gate_running)
+    }
+
+    /// `tx.queryAuthoritative`: inside the lease's transaction (its
+    /// connection, its staged writes).
+    #[napi(ts_return_type = "QueryResult | Promise<QueryResult>")]
+    pub fn tx_query_authoritative(
+        &self, lease: u32, request: JsQueryRequest, params: Vec<QueryValue>,
+    ) -> Reply<JsQueryResult> {
+        self.query_at(At::Tx(lease), request, params, None)
+    }
+
+    /// `values_in` absent: the caller's `values` was not an array.
+    #[napi(ts_return_type = "Packed | Promise<Packed>")]
+    pub fn scan_rows_by_index(
+        &self, partition: String, table: String, index: String, values_in: Option<Vec<QueryValue>>,
+        after_row_id: String, limit: f64,
+    ) -> Reply<Packed> {
+        self.index_at(
+            At::Committed(partition),
+            table,
+            index,
+            values_in,
+            after_row_id,
+            limit,
+        )
+    }
+
+    #[napi(ts_return_type = "Packed | Promise<Packed>")]
+    pub fn tx_scan_rows_by_index(
+        &self, lease: u32, table: String, index: String, values_in: Option<Vec<QueryValue>>,
+        after_row_id: String, limit: f64,
+    ) -> Reply<Packed> {
+        self.index_at(At::Tx(lease), table, index, values_in, after_row_id, limit)
+    }
+}
+
+impl NativeEngine {
+    fn query_at(
         &self, at: At, request: JsQueryRequest, params: Vec<QueryValue>, gate_running: Option<f64>,
     ) -> Reply<JsQueryResult> {
         self.run("queryAuthoritative", |e| {
@@ -195,9 +236,7 @@ impl NativeEngine {
         })
     }
 
-    /// `values_in` absent: the caller's `values` was not an array.
-    #[napi(ts_return_type = "Packed | Promise<Packed>")]
-    pub fn scan_rows_by_index(
+    fn index_at(
         &self, at: At, table: String, index: String, values_in: Option<Vec<QueryValue>>,
         after_row_id: String, limit: f64,
     ) -> Reply<Packed> {

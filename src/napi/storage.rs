@@ -230,26 +230,27 @@ impl NativeEngine {
     // ---- reads --------------------------------------------------------------------
 
     #[napi(ts_return_type = "RowTuple | null | Promise<RowTuple | null>")]
-    pub fn get_row(&self, at: At, table: Str, row_id: Str) -> Reply<Option<RowTuple>> {
-        self.run("getRow", |e| {
-            let (t, r) = (table.into_string(), row_id.into_string());
-            let row = match at {
-                At::Committed(p) => e.get_row(p, t, r),
-                At::Tx(lease) => e.tx_get_row(lease, t, r),
-            };
-            Ok(row.map(|row| row.map(RowTuple)))
-        })
+    pub fn get_row(&self, partition: String, table: Str, row_id: Str) -> Reply<Option<RowTuple>> {
+        self.get_row_at(At::Committed(partition), table, row_id)
+    }
+
+    #[napi(ts_return_type = "RowTuple | null | Promise<RowTuple | null>")]
+    pub fn tx_get_row(&self, lease: u32, table: Str, row_id: Str) -> Reply<Option<RowTuple>> {
+        self.get_row_at(At::Tx(lease), table, row_id)
     }
 
     #[napi(ts_return_type = "string | null | Promise<string | null>")]
-    pub fn get_push_result(&self, at: At, client_id: Str, commit_id: Str) -> Reply<Option<String>> {
-        self.run("getPushResult", |e| {
-            let (c, k) = (client_id.into_string(), commit_id.into_string());
-            Ok(match at {
-                At::Committed(p) => e.get_push_result(p, c, k),
-                At::Tx(lease) => e.tx_get_push_result(lease, c, k),
-            })
-        })
+    pub fn get_push_result(
+        &self, partition: String, client_id: Str, commit_id: Str,
+    ) -> Reply<Option<String>> {
+        self.get_push_result_at(At::Committed(partition), client_id, commit_id)
+    }
+
+    #[napi(ts_return_type = "string | null | Promise<string | null>")]
+    pub fn tx_get_push_result(
+        &self, lease: u32, client_id: Str, commit_id: Str,
+    ) -> Reply<Option<String>> {
+        self.get_push_result_at(At::Tx(lease), client_id, commit_id)
     }
 
     #[napi(ts_return_type = "Packed | Promise<Packed>")]
@@ -280,20 +281,23 @@ impl NativeEngine {
 
     #[napi(ts_return_type = "Packed | Promise<Packed>")]
     pub fn scan_rows(
-        &self, at: At, table: String, filter_json: String, after_row_id: String, limit: f64,
+        &self, partition: String, table: String, filter_json: String, after_row_id: String,
+        limit: f64,
     ) -> Reply<Packed> {
-        self.run("scanRows", |e| {
-            let (filter, limit) = (filter(&filter_json)?, int(limit, "limit")?);
-            let rows = match at {
-                At::Committed(_) if filter.is_empty() => {
-                    return Err(Error::query("sync.storage.scan_requires_scope"))
-                }
-                At::Committed(p) => e.scan_rows(p, table, filter, after_row_id, limit),
-                At::Tx(lease) => e.tx_scan_rows(lease, table, filter, after_row_id, limit),
-            };
-            // Every row passed the filter, which accepts valid JSON only.
-            Ok(rows.map(packed::verified_rows))
-        })
+        self.scan_rows_at(
+            At::Committed(partition),
+            table,
+            filter_json,
+            after_row_id,
+            limit,
+        )
+    }
+
+    #[napi(ts_return_type = "Packed | Promise<Packed>")]
+    pub fn tx_scan_rows(
+        &self, lease: u32, table: String, filter_json: String, after_row_id: String, limit: f64,
+    ) -> Reply<Packed> {
+        self.scan_rows_at(At::Tx(lease), table, filter_json, after_row_id, limit)
     }
 
     // ---- clients ------------------------------------------------------------------
@@ -407,6 +411,47 @@ impl NativeEngine {
         self.run("tx.prefetchRows", |e| {
             Ok(e.tx_prefetch_rows(lease, table, row_ids)
                 .map(packed::prefetched))
+        })
+    }
+}
+
+/// The bodies of the members with a storage-level and a transaction form.
+impl NativeEngine {
+    fn get_row_at(&self, at: At, table: Str, row_id: Str) -> Reply<Option<RowTuple>> {
+        self.run("getRow", |e| {
+            let (t, r) = (table.into_string(), row_id.into_string());
+            let row = match at {
+                At::Committed(p) => e.get_row(p, t, r),
+                At::Tx(lease) => e.tx_get_row(lease, t, r),
+            };
+            Ok(row.map(|row| row.map(RowTuple)))
+        })
+    }
+
+    fn get_push_result_at(&self, at: At, client_id: Str, commit_id: Str) -> Reply<Option<String>> {
+        self.run("getPushResult", |e| {
+            let (c, k) = (client_id.into_string(), commit_id.into_string());
+            Ok(match at {
+                At::Committed(p) => e.get_push_result(p, c, k),
+                At::Tx(lease) => e.tx_get_push_result(lease, c, k),
+            })
+        })
+    }
+
+    fn scan_rows_at(
+        &self, at: At, table: String, filter_json: String, after_row_id: String, limit: f64,
+    ) -> Reply<Packed> {
+        self.run("scanRows", |e| {
+            let (filter, limit) = (filter(&filter_json)?, int(limit, "limit")?);
+            let rows = match at {
+                At::Committed(_) if filter.is_empty() => {
+                    return Err(Error::query("sync.storage.scan_requires_scope"))
+                }
+                At::Committed(p) => e.scan_rows(p, table, filter, after_row_id, limit),
+                At::Tx(lease) => e.tx_scan_rows(lease, table, filter, after_row_id, limit),
+            };
+            // Every row passed the filter, which accepts valid JSON only.
+            Ok(rows.map(packed::verified_rows))
         })
     }
 }
