@@ -92,6 +92,17 @@ pub fn ensured<S>(
         .ok_or_else(|| crate::error::Error::plain("ERR_SYNCULAR_NO_SCHEMA", MSG_NO_SCHEMA))
 }
 pub const MSG_ONE_SELECT: &str = "registered query must be one SELECT";
+
+/// Names starting with this (any letter case) are the engines' own (the
+/// partition views): a registered query may not write it anywhere in its
+/// text, so nothing it defines (a CTE, an alias) can pose as one of them.
+/// (Upstream's own names, such as the host's `_syncular_registered_query`
+/// wrapper alias, do not start with it.)
+pub const RESERVED_PREFIX: &str = "_syncular_q_";
+
+/// The longest registered query text, in bytes (64 KiB): the checks and
+/// parsers that run before any time limit applies stay bounded.
+pub const MAX_TEXT: usize = 64 << 10;
 pub const MSG_PLAN_REQUIRED: &str =
     "registered query requires generated relation plans; regenerate queries";
 pub const MSG_BOUNDARIES: &str =

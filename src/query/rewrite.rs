@@ -79,6 +79,10 @@ pub fn prepare_for(
     req: &Request, params: &[Value], declared: &[String], schema: &Schema, target: Target,
 ) -> Result<Prepared> {
     match req {
+        Request::Legacy { sql } | Request::Plan { sql, .. } => check_text(sql)?,
+        Request::Malformed => {}
+    }
+    match req {
         Request::Malformed => Err(plan_err(MSG_PLAN_REQUIRED)),
         Request::Legacy { sql } => prepare_legacy(sql, params, declared, schema, target),
         Request::Plan { sql, relations } => {
@@ -135,6 +139,31 @@ const WRITE_KEYWORDS: &[&str] = &[
 
 fn has_semicolon(sql: &str, toks: &[Token]) -> bool {
     toks.iter().any(|t| t.is_punct(sql, ';'))
+}
+
+/// Refusals that come before anything else reads the text: its length,
+/// and the storage's reserved names.
+fn check_text(sql: &str) -> Result<()> {
+    if sql.len() > MAX_TEXT {
+        return Err(refused(format!(
+            "registered query text is {} bytes; at most {MAX_TEXT} are allowed",
+            sql.len()
+        )));
+    }
+    // On the raw text, not the tokens: however a lexer reads it, a name
+    // SQLite reads is spelled out in the text (it has no escapes in names,
+    // and folds ASCII case only). PostgreSQL's U&"…" can spell any name;
+    // its guard decides by the parse tree instead (postgres::query::guard).
+    if sql
+        .as_bytes()
+        .windows(RESERVED_PREFIX.len())
+        .any(|w| w.eq_ignore_ascii_case(RESERVED_PREFIX.as_bytes()))
+    {
+        return Err(refused(format!(
+            "registered query must not write {RESERVED_PREFIX:?}: names starting with it are reserved for the storage"
+        )));
+    }
+    Ok(())
 }
 
 /// One read-only `SELECT` or `WITH … SELECT`, no statement separator, no
@@ -246,6 +275,21 @@ fn is_any_kw(sql: &str, t: &Token, list: &[&str]) -> bool {
     t.kind == Kind::Word && list.iter().any(|k| t.text(sql).eq_ignore_ascii_case(k))
 }
 
+/// `WINDOW` at `i` starts a WINDOW clause only when a name and `AS`
+/// follow, as SQLite's tokenizer decides; anywhere else it is a plain
+/// name (an alias: `FROM t window, u`).
+fn is_window_clause(sql: &str, toks: &[Token], i: usize) -> bool {
+    toks[i].is_kw(sql, "window")
+        && toks.get(i + 1).is_some_and(Token::is_name)
+        && toks.get(i + 2).is_some_and(|t| t.is_kw(sql, "as"))
+}
+
+/// A word that is a keyword of the FROM grammar at `i`, not a name.
+fn is_clause_kw(sql: &str, toks: &[Token], i: usize, list: &[&str]) -> bool {
+    is_any_kw(sql, &toks[i], list)
+        && (!toks[i].is_kw(sql, "window") || is_window_clause(sql, toks, i))
+}
+
 /// Finds every name SQLite would resolve as a table: after FROM (not `IS
 /// DISTINCT FROM`), JOIN, a comma of a FROM list, or `IN` without a
 /// parenthesis, through any number of opening parentheses; database-
@@ -293,7 +337,7 @@ fn relations(sql: &str, toks: &[Token]) -> Vec<Occurrence> {
                 let after = toks.get(tok + 1);
                 let alias = after.is_some_and(|a| {
                     a.is_kw(sql, "as")
-                        || (a.is_name() && !(a.kind == Kind::Word && is_any_kw(sql, a, NOT_ALIAS)))
+                        || (a.is_name() && !is_clause_kw(sql, toks, tok + 1, NOT_ALIAS))
                 });
                 out.push(Occurrence {
                     tok,
@@ -319,7 +363,7 @@ fn relations(sql: &str, toks: &[Token]) -> Vec<Occurrence> {
             expect = Some(Via::Comma);
         } else if t.is_kw(sql, "in") {
             expect = Some(Via::In);
-        } else if is_any_kw(sql, t, END_FROM) {
+        } else if is_clause_kw(sql, toks, i, END_FROM) {
             in_from[level] = false;
         }
         i += 1;

@@ -496,3 +496,85 @@ fn is_distinct_from_is_not_a_relation() {
     )
     .unwrap();
 }
+
+#[test]
+fn reserved_names_are_refused_in_any_spelling() {
+    // A CTE (or alias, or string used as a name) carrying a view's name
+    // would pose as the view to SQLite's authorizer.
+    for sql in [
+        r#"WITH "_syncular_q_tasks_0" AS (SELECT 1 AS id) SELECT * FROM "_syncular_q_tasks_0""#,
+        "WITH _SYNCULAR_Q_tasks AS (SELECT 1 AS id) SELECT * FROM tasks",
+        "WITH [_Syncular_q_x] AS (SELECT 1) SELECT * FROM tasks",
+    ] {
+        assert!(
+            refused(legacy(sql, &[], &["tasks"])).contains("reserved"),
+            "{sql}"
+        );
+    }
+    // Upstream's own names are not reserved.
+    assert!(legacy(
+        r#"SELECT * FROM (SELECT id FROM tasks) AS "_syncular_registered_query""#,
+        &[],
+        &["tasks"]
+    )
+    .is_ok());
+    for sql in [
+        "WITH `_syncular_Q_` AS (SELECT 1) SELECT * FROM tasks",
+        "WITH '_syncular_q_tasks' AS (SELECT 1) SELECT * FROM tasks",
+        "SELECT id FROM tasks AS _syncular_q_",
+        "SELECT id FROM tasks /* _syncular_q_ */",
+    ] {
+        assert!(
+            refused(legacy(sql, &[], &["tasks"])).contains("reserved"),
+            "{sql}"
+        );
+        let rels = plan_at(sql, "tasks", "tasks");
+        assert!(
+            refused(plan(sql, rels, &[], &["tasks"])).contains("reserved"),
+            "{sql}"
+        );
+    }
+}
+
+#[test]
+fn query_text_is_bounded() {
+    let long = format!(
+        "SELECT id FROM tasks WHERE {}",
+        "id = 'x' OR ".repeat(8000) + "1"
+    );
+    assert!(long.len() > MAX_TEXT);
+    assert!(refused(legacy(&long, &[], &["tasks"])).contains("bytes"));
+}
+
+#[test]
+fn window_is_an_alias_unless_a_window_definition_follows() {
+    // `window` as an alias does not end the FROM list: the next relation
+    // is rewritten (or refused), never left raw.
+    let p = legacy(
+        "SELECT t.title FROM Notes window, tasks t",
+        &[],
+        &["Notes", "tasks"],
+    )
+    .unwrap();
+    assert!(p.sql.contains(TASKS), "{}", p.sql);
+    assert!(refused(legacy(
+        "SELECT 1 FROM Notes window, sync_commits",
+        &[],
+        &["Notes"]
+    ))
+    .contains("internal"));
+    assert!(refused(legacy(
+        "SELECT 1 FROM Notes AS window, sqlite_master",
+        &[],
+        &["Notes"]
+    ))
+    .contains("internal"));
+    // A real WINDOW clause still ends it.
+    let p = legacy(
+        "SELECT count(*) OVER w AS n FROM tasks WINDOW w AS (ORDER BY id)",
+        &[],
+        &["tasks"],
+    )
+    .unwrap();
+    assert!(p.sql.contains("WINDOW w AS"), "{}", p.sql);
+}

@@ -450,7 +450,20 @@ impl Engine for Arc<SqliteEngine> {
     fn tx_query_authoritative(
         &self, lease: u32, request: Request, params: Vec<Value>, declared: Vec<String>,
     ) -> Call<QueryOutput> {
-        SqliteEngine::tx_query_authoritative(self, lease, &request, &params, &declared).into()
+        // As the storage-level form: on this thread within NOW_STEPS, else
+        // on the transaction's connection from a worker (the host awaits
+        // the call before its next one on this transaction).
+        let now = Some(NOW_STEPS);
+        if let Some(r) =
+            SqliteEngine::tx_query_authoritative(self, lease, &request, &params, &declared, now)
+        {
+            return Call::Now(r);
+        }
+        let e = self.clone();
+        blocking(move || {
+            SqliteEngine::tx_query_authoritative(&e, lease, &request, &params, &declared, None)
+                .unwrap_or_else(|| Err(crate::Error::plain(super::OVER_BUDGET, "unreachable")))
+        })
     }
 
     fn tx_lock_partition_for_push(&self, lease: u32) -> Call<()> {

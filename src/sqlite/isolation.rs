@@ -14,8 +14,25 @@
 //!   [`FUNCTIONS`]. Everything else is denied: `sync_*` and `sqlite_*`
 //!   tables, an app table named directly (`main.tasks`, or one the rewrite
 //!   missed), pragmas and pragma functions, ATTACH, every write and DDL.
+//!   The views' names start with `_syncular_q_`, which no registered query
+//!   may write anywhere in its text (`crate::query`), so no CTE or alias
+//!   can pose as a view: SQLite reports the FROM item being expanded as
+//!   the accessor, and that is a view only when the rewrite put it there.
+//! - A FROM item the query reads no column of (`SELECT count(*) FROM t`)
+//!   reaches the authorizer with no database name, whether it is a table,
+//!   a CTE or a view: admitted at once when it is one of the views or a
+//!   JSON table function, otherwise only after the statement compiled and
+//!   the name was shown to resolve to nothing outside the query (then it
+//!   was a CTE of the query's own).
 //! - A progress handler stops the query at its time limit, or at once when
-//!   the storage closes.
+//!   the storage closes, checking every [`PROGRESS_OPS`] VM instructions.
+//!   Inside one instruction, a function call runs to its end; while the
+//!   query runs, `SQLITE_LIMIT_LENGTH` bounds every value it makes or reads
+//!   ([`MAX_VALUE`]; `printf` answers NULL past it, other functions fail), the
+//!   functions whose cost is the product of their arguments' lengths run
+//!   in linear time (`super::linear_fns`), and LIKE/GLOB patterns are at
+//!   most [`MAX_PATTERN`] bytes, so one instruction costs time linear in
+//!   that bound.
 //!
 //! Temp objects live only in the connection that made them: the database
 //! file gains nothing, and the in-tree storage never sees them.
@@ -54,6 +71,10 @@ struct Rules {
     denied: bool,
     /// Set when the run was stopped at its step budget.
     over_budget: bool,
+    /// FROM items read without naming a column whose name SQLite could
+    /// not place in a database (see [`column_free_read`]); checked once the
+    /// statement has compiled or recompiled ([`Bounded::verify`]).
+    unresolved: Vec<String>,
 }
 
 /// Registered query text starts with this comment, and no statement of the
@@ -62,10 +83,25 @@ struct Rules {
 /// reverse.
 pub const MARK: &str = "/* syncular registered query */ ";
 
+/// VM instructions between two progress checks (deadline, close, budget).
+pub const PROGRESS_OPS: i32 = 100;
+/// The same for a run on the calling thread.
+pub const PROGRESS_OPS_NOW: i32 = 20;
+/// The largest string or BLOB a registered query may make or read (1 MiB).
+pub const MAX_VALUE: i32 = 1 << 20;
+/// The longest LIKE or GLOB pattern a registered query may use, in bytes.
+pub const MAX_PATTERN: i32 = 256;
+/// The longest a registered query may hold the calling thread before it is
+/// stopped there and run again off-thread.
+pub const NOW_STALL: Duration = Duration::from_millis(2);
+
 /// Functions a registered query may call (lower case). Pure functions of
 /// their arguments: none reads outside the query, writes, sleeps, loads
 /// code or allocates without bound from a small argument (so no
-/// `zeroblob`, `randomblob`, `load_extension`, `sqlite_*`, `fts3_*`).
+/// `zeroblob`, `randomblob`, `load_extension`, `sqlite_*`, `fts3_*`), and
+/// none costs more than linear time in its arguments (so no `json_patch`,
+/// whose merge compares every key of one object with every key of the
+/// other; `instr`, `replace` and the trims are `super::linear_fns`).
 /// `like`/`glob` are what the LIKE and GLOB operators call.
 const FUNCTIONS: &[&str] = &[
     // aggregates
@@ -158,8 +194,6 @@ const FUNCTIONS: &[&str] = &[
     "jsonb_insert",
     "json_object",
     "jsonb_object",
-    "json_patch",
-    "jsonb_patch",
     "json_remove",
     "jsonb_remove",
     "json_replace",
@@ -204,7 +238,7 @@ pub fn register(conn: &Connection) -> Result<()> {
         BOUND.with(|b| match b.borrow_mut().as_mut() {
             None => Authorization::Allow,
             Some(rules) => {
-                let verdict = authorize(&ctx, &rules.views);
+                let verdict = authorize(&ctx, rules);
                 if verdict != Authorization::Allow {
                     rules.denied = true;
                 }
@@ -220,7 +254,8 @@ pub fn register(conn: &Connection) -> Result<()> {
         FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
         |_| Ok(PARTITION.with(|p| p.borrow().clone())),
     )
-    .map_err(map_err)
+    .map_err(map_err)?;
+    super::linear_fns::register(conn)
 }
 
 /// The views `tables` read through (with their names) exist on `conn`
@@ -251,6 +286,8 @@ fn ensure_views(conn: &Connection, tables: &[(&Table, String)]) -> Result<()> {
 /// on drop, whatever happened.
 pub struct Bounded<'c> {
     conn: &'c Connection,
+    /// The connection's own limits, restored on drop.
+    saved: (i32, i32),
 }
 
 /// Makes the views of `tables` (the declared, materialized tables) when
@@ -274,27 +311,34 @@ pub fn bound<'c>(
             views,
             denied: false,
             over_budget: false,
+            unresolved: Vec::new(),
         })
     });
-    let deadline = Instant::now() + limit;
+    let now = budget.is_some();
+    let saved = limits(conn);
+    // The same limits on either thread: a run answers the same wherever
+    // it runs (`printf` answers NULL past the length limit).
+    set_limits(conn, MAX_VALUE, MAX_PATTERN);
+    let started = Instant::now();
+    let deadline = started + limit;
     let closed = closed.clone();
-    // Every 1000 VM steps: a few microseconds, and a clock read per call
-    // costs nothing next to it.
-    let mut left = budget;
+    // Every PROGRESS_OPS VM steps (PROGRESS_OPS_NOW on the calling thread,
+    // whose stall budget is tighter): a clock read per call costs little
+    // next to them. `budget` is in thousands of steps.
+    let ops = if now { PROGRESS_OPS_NOW } else { PROGRESS_OPS };
+    let per_call = 1000 / ops as u32;
+    let mut left = budget.map(|b| b.saturating_mul(per_call));
     conn.progress_handler(
-        1000,
+        ops,
         Some(move || {
-            if closed.load(Ordering::Relaxed) || Instant::now() >= deadline {
+            let at = Instant::now();
+            if closed.load(Ordering::Relaxed) || at >= deadline {
                 return true;
             }
             match left.as_mut() {
-                Some(0) => {
+                Some(n) if *n == 0 || at - started >= NOW_STALL => {
                     // Runs on the thread stepping the query, which bound it.
-                    BOUND.with(|b| {
-                        if let Some(r) = b.borrow_mut().as_mut() {
-                            r.over_budget = true;
-                        }
-                    });
+                    over_budget();
                     true
                 }
                 Some(n) => {
@@ -305,18 +349,49 @@ pub fn bound<'c>(
             }
         }),
     );
-    Ok(Bounded { conn })
+    Ok(Bounded { conn, saved })
+}
+
+/// Marks the run bound on this thread as stopped at its budget.
+fn over_budget() {
+    BOUND.with(|b| {
+        if let Some(r) = b.borrow_mut().as_mut() {
+            r.over_budget = true;
+        }
+    });
+}
+
+/// What any statement of `conn` may make or read, and its LIKE patterns.
+fn set_limits(conn: &Connection, value: i32, pattern: i32) {
+    use rusqlite::limits::Limit;
+    // Setting a limit only fails for an unknown limit.
+    let _ = conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, value);
+    let _ = conn.set_limit(Limit::SQLITE_LIMIT_LIKE_PATTERN_LENGTH, pattern);
+}
+
+/// The connection's limits, for the storage's own statements after the
+/// query.
+fn limits(conn: &Connection) -> (i32, i32) {
+    use rusqlite::limits::Limit;
+    (
+        conn.limit(Limit::SQLITE_LIMIT_LENGTH)
+            .unwrap_or(1_000_000_000),
+        conn.limit(Limit::SQLITE_LIMIT_LIKE_PATTERN_LENGTH)
+            .unwrap_or(50_000),
+    )
 }
 
 impl Drop for Bounded<'_> {
     fn drop(&mut self) {
         self.conn.progress_handler(0, None::<fn() -> bool>);
+        set_limits(self.conn, self.saved.0, self.saved.1);
         BOUND.with(|b| *b.borrow_mut() = None);
         PARTITION.with(|p| *p.borrow_mut() = None);
     }
 }
 
-fn authorize(ctx: &AuthContext<'_>, views: &[(String, String)]) -> Authorization {
+fn authorize(ctx: &AuthContext<'_>, rules: &mut Rules) -> Authorization {
+    let views = &rules.views;
     match ctx.action {
         AuthAction::Select | AuthAction::Recursive => Authorization::Allow,
         AuthAction::Function { function_name } => allow(
@@ -326,9 +401,12 @@ fn authorize(ctx: &AuthContext<'_>, views: &[(String, String)]) -> Authorization
                 .any(|f| f.eq_ignore_ascii_case(function_name)),
         ),
         AuthAction::Read { table_name, .. } => {
-            // No database: a CTE or subquery of the query itself.
+            // SQLite authorizes a read of a real table's column with the
+            // database it resolved to, and never asks about a CTE's or
+            // subquery's columns. No database: a FROM item none of whose
+            // columns is read, named as the query wrote it.
             let Some(db) = ctx.database_name else {
-                return Authorization::Allow;
+                return column_free_read(table_name, rules);
             };
             if db.eq_ignore_ascii_case("main") {
                 if TABLE_FUNCTIONS
@@ -337,7 +415,8 @@ fn authorize(ctx: &AuthContext<'_>, views: &[(String, String)]) -> Authorization
                 {
                     return Authorization::Allow;
                 }
-                // An app table, only from inside its own view.
+                // An app table, only from inside its own view (no query
+                // can name anything else like a view: see the module doc).
                 let table = table_name.to_ascii_lowercase();
                 allow(
                     views
@@ -354,6 +433,22 @@ fn authorize(ctx: &AuthContext<'_>, views: &[(String, String)]) -> Authorization
     }
 }
 
+/// A FROM item the query reads no column of: a view or a JSON table
+/// function is admitted; any other name is admitted for now and checked
+/// once the statement has compiled ([`Bounded::verify`]): it must name
+/// nothing outside the query, so it was one of the query's CTEs.
+fn column_free_read(name: &str, rules: &mut Rules) -> Authorization {
+    let known = rules
+        .views
+        .iter()
+        .any(|(_, v)| v.eq_ignore_ascii_case(name))
+        || TABLE_FUNCTIONS.iter().any(|f| f.eq_ignore_ascii_case(name));
+    if !known && !rules.unresolved.iter().any(|n| n == name) {
+        rules.unresolved.push(name.to_owned());
+    }
+    Authorization::Allow
+}
+
 fn allow(yes: bool) -> Authorization {
     if yes {
         Authorization::Allow
@@ -363,6 +458,36 @@ fn allow(yes: bool) -> Authorization {
 }
 
 impl Bounded<'_> {
+    /// After the statement compiled (and again after a run, which may
+    /// have compiled it again): refuses the query when a FROM item it
+    /// reads no column of names anything SQLite resolves outside the query
+    /// (a table, view or table-valued function of any database, an
+    /// `sqlite_` table): such an item was not one of the query's own CTEs.
+    /// Asks SQLite itself, by compiling `SELECT 1 FROM <name>` under the
+    /// storage's own rules, in the same transaction the query compiled in.
+    pub fn verify(&self) -> Result<()> {
+        let names = BOUND.with(|b| {
+            b.borrow_mut()
+                .as_mut()
+                .map(|r| std::mem::take(&mut r.unresolved))
+                .unwrap_or_default()
+        });
+        if names.is_empty() {
+            return Ok(());
+        }
+        let rules = BOUND.with(|b| b.borrow_mut().take());
+        let mut outcome = Ok(());
+        for name in names {
+            let probe = format!("SELECT 1 FROM {}", quote_ident(&name));
+            if self.conn.prepare(&probe).is_ok() {
+                outcome = Err(refused());
+                break;
+            }
+        }
+        BOUND.with(|b| *b.borrow_mut() = rules);
+        outcome
+    }
+
     /// The coded error for a failure while the query compiled or ran.
     pub fn err(&self, e: rusqlite::Error, limit: Duration, closed: &AtomicBool) -> Error {
         let (denied, over_budget) = BOUND.with(|b| {

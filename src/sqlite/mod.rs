@@ -17,6 +17,7 @@ mod checkpoints;
 pub(crate) mod conn;
 pub(crate) mod engine;
 mod isolation;
+mod linear_fns;
 mod log;
 mod meta;
 mod ops;

@@ -99,6 +99,23 @@ fn execute(
         std::borrow::Cow::Owned(format!("{}{}", isolation::MARK, prepared.sql))
     };
     let mut st = conn.prepare_cached(&text).map_err(err)?;
+    let out = run(&mut st, &bounded, &err, prepared, params, partition);
+    if out.is_err() {
+        // Not kept: a run that failed may have compiled it again with
+        // names not yet checked, and a later run that finds it compiled
+        // would skip the check (see `isolation::Bounded::verify`).
+        st.discard();
+    }
+    out
+}
+
+/// Checks, binds and steps a compiled registered query; its rows leave
+/// only once everything its compiles admitted has been checked.
+fn run(
+    st: &mut rusqlite::Statement<'_>, bounded: &isolation::Bounded<'_>,
+    err: &dyn Fn(rusqlite::Error) -> Error, prepared: &Prepared, params: &[Value], partition: &str,
+) -> Result<(Vec<String>, Vec<Vec<SqlValue>>)> {
+    bounded.verify()?;
     if !st.readonly() {
         return Err(refused("registered query must be one read-only SELECT"));
     }
@@ -127,6 +144,9 @@ fn execute(
         }
         out.push(row);
     }
+    drop(rows);
+    // A schema change compiles the statement again as it runs.
+    bounded.verify()?;
     Ok((columns, out))
 }
 
@@ -421,16 +441,25 @@ impl SqliteEngine {
     }
 
     /// `tx.queryAuthoritative`: on the transaction's connection, staged
-    /// writes visible, no gate.
+    /// writes visible, no gate. With `steps` (a run on the calling thread
+    /// for a query not yet seen to be expensive), `None` when it must run
+    /// off-thread instead, as every later run of its text.
     pub fn tx_query_authoritative(
-        &self, id: u32, req: &Request, params: &[Value], declared: &[String],
-    ) -> Result<QueryOutput> {
-        let (loaded, rewrite) = self.prepare_query(req, params, declared)?;
+        &self, id: u32, req: &Request, params: &[Value], declared: &[String], steps: Option<u32>,
+    ) -> Option<Result<QueryOutput>> {
+        let (loaded, rewrite) = match self.prepare_query(req, params, declared) {
+            Ok(x) => x,
+            Err(e) => return Some(Err(e)),
+        };
+        if steps.is_some() && rewrite.expensive.load(Ordering::Relaxed) {
+            return None;
+        }
         let prepared = &rewrite.prepared;
-        let bounds = Bounds::new(&loaded, prepared, self.cfg.query_timeout, &self.closed);
+        let mut bounds = Bounds::new(&loaded, prepared, self.cfg.query_timeout, &self.closed);
+        bounds.budget = steps;
         let site = Site::Text("tx.queryAuthoritative");
         let slow = || Slow::start(telemetry::SQLITE, "query", site).sql(&prepared.sql);
-        self.with_lease_timed(id, slow, |h| {
+        let out = self.with_lease_timed(id, slow, |h| {
             let p = h.partition()?;
             let (columns, rows) = execute(h.conn, &bounds, prepared, params, p)?;
             Ok(QueryOutput {
@@ -440,7 +469,14 @@ impl SqliteEngine {
                 rows,
                 max_commit_seq: log::max_commit_seq(h.conn, p)?,
             })
-        })
+        });
+        match out {
+            Err(e) if super::is_over_budget(&e) => {
+                rewrite.expensive.store(true, Ordering::Relaxed);
+                None
+            }
+            r => Some(r),
+        }
     }
 
     pub fn scan_rows_by_index(
@@ -724,5 +760,170 @@ mod tests {
         let bounds = Bounds::new(&loaded, &prepared, Duration::from_secs(60), &closed);
         let r = execute(&conn, &bounds, &prepared, &[], "p1").map(|(_, r)| r);
         assert_eq!(code(r), "ERR_SYNCULAR_CLOSED");
+    }
+
+    #[test]
+    fn a_column_free_read_names_only_a_view_or_the_query_s_own_cte() {
+        let (conn, loaded) = setup();
+        conn.execute_batch(
+            "CREATE TABLE host_secrets(x); INSERT INTO host_secrets VALUES (1), (2), (3);
+             CREATE VIEW host_view AS SELECT x FROM host_secrets;",
+        )
+        .unwrap();
+        let v = view(&loaded);
+        for sql in [
+            "SELECT count(*) FROM sync_commits".to_owned(),
+            "SELECT 1 FROM sqlite_master".into(),
+            "SELECT count(*) FROM sqlite_schema".into(),
+            "SELECT count(*) FROM sqlite_temp_master".into(),
+            "SELECT count(*) FROM tasks".into(),
+            "SELECT count(*) FROM TASKS".into(),
+            "SELECT count(*) FROM host_secrets".into(),
+            "SELECT count(*) FROM host_view".into(),
+            "SELECT count(*) FROM pragma_table_list".into(),
+            "SELECT count(*) FROM dbstat".into(),
+            "SELECT EXISTS (SELECT 1 FROM host_secrets)".into(),
+            format!("SELECT count(*) FROM {v} AS x, tasks"),
+            format!("SELECT x.title FROM {v} AS x, sync_commits"),
+            // A CTE in one scope does not cover the same name in another.
+            "SELECT (WITH host_secrets AS (SELECT 1) SELECT 1), (SELECT count(*) FROM host_secrets)".into(),
+            // A CTE named like a table is refused too (SQLite cannot tell).
+            "WITH host_secrets AS (SELECT 1) SELECT count(*) FROM host_secrets".into(),
+        ] {
+            assert_eq!(code(raw(&conn, &loaded, &sql)), query::REFUSED, "{sql}");
+        }
+        let one = |sql: String| raw(&conn, &loaded, &sql).unwrap();
+        assert_eq!(
+            one(format!("SELECT count(*) FROM {v}")),
+            vec![vec![SqlValue::Integer(1)]]
+        );
+        assert_eq!(
+            one(format!(
+                "WITH c AS (SELECT id FROM {v}) SELECT count(*) FROM c"
+            )),
+            vec![vec![SqlValue::Integer(1)]]
+        );
+        assert_eq!(
+            one("SELECT count(*) FROM json_each('[1,2]')".into()),
+            vec![vec![SqlValue::Integer(2)]]
+        );
+        assert_eq!(
+            one("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT count(*) FROM r".into()),
+            vec![vec![SqlValue::Integer(3)]]
+        );
+        // A refused text is not left compiled for a later run to skip the
+        // check: the same text is refused every time.
+        for _ in 0..3 {
+            assert_eq!(
+                code(raw(&conn, &loaded, "SELECT count(*) FROM host_secrets")),
+                query::REFUSED
+            );
+        }
+        // After a table of a CTE's name appears, a cached statement that
+        // reads the CTE without a column answers from the CTE (SQLite kept
+        // its program) or is refused (SQLite compiled it again, and the
+        // check ran again): never from the table.
+        for sql in [
+            "WITH late AS (SELECT 1) SELECT (SELECT count(*) FROM late) AS n".to_owned(),
+            format!("WITH late AS (SELECT 1) SELECT (SELECT count(*) FROM late), (SELECT count(*) FROM {v})"),
+        ] {
+            let before = raw(&conn, &loaded, &sql).unwrap();
+            assert_eq!(before[0][0], SqlValue::Integer(1), "{sql}");
+            conn.execute_batch("CREATE TABLE late(x); INSERT INTO late VALUES (1), (2);")
+                .unwrap();
+            match raw(&conn, &loaded, &sql) {
+                Ok(after) => assert_eq!(after, before, "{sql}"),
+                Err(e) => assert_eq!(code(Err(e)), query::REFUSED, "{sql}"),
+            }
+            conn.execute_batch("DROP TABLE late").unwrap();
+        }
+    }
+
+    #[test]
+    fn one_instruction_is_bounded_by_the_value_limit() {
+        let (conn, loaded) = setup();
+        let t = std::time::Instant::now();
+        // Past the 1 MiB limit: not built (printf answers NULL, other
+        // functions fail).
+        for sql in [
+            "SELECT printf('%.*c', 2000000000, 'x')",
+            "SELECT printf('%2000000000d', 1)",
+            "SELECT length(printf('%.*c', 1048577, 'x'))",
+        ] {
+            assert_eq!(
+                raw(&conn, &loaded, sql).unwrap(),
+                vec![vec![SqlValue::Null]],
+                "{sql}"
+            );
+        }
+        for sql in [
+            "SELECT length(printf('%.*c', 1000000, 'x') || printf('%.*c', 1000000, 'x'))",
+            "SELECT length(replace(printf('%.*c', 1000000, 'x'), 'x', 'xx'))",
+            "SELECT length(group_concat(printf('%.*c', 500000, 'x'))) FROM json_each('[1,2,3]')",
+        ] {
+            let r = raw(&conn, &loaded, sql);
+            assert!(r.is_err(), "{sql}: {r:?}");
+        }
+        // Quadratic built-ins run in linear time.
+        let rows = raw(
+            &conn,
+            &loaded,
+            "SELECT instr(printf('%.*c', 1000000, 'a'), printf('%.*c', 500000, 'a') || 'b')",
+        )
+        .unwrap();
+        assert_eq!(rows, vec![vec![SqlValue::Integer(0)]]);
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+        // The storage's own statements keep the connection's limits.
+        let n: i64 = conn
+            .query_row("SELECT length(printf('%.*c', 2000000, 'x'))", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(n, 2_000_000);
+    }
+
+    #[test]
+    fn a_run_on_the_calling_thread_hands_over_large_values_and_long_steps() {
+        let (conn, loaded) = setup();
+        let closed = Arc::new(AtomicBool::new(false));
+        for sql in [
+            // Few VM steps, each one slow: the thread's time budget.
+            "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 2000) SELECT count(*) FROM r WHERE instr(printf('%.*c', 60000 + n % 2, 'a'), 'b') = 0",
+        ] {
+            let prepared = Prepared {
+                sql: sql.into(),
+                binds: vec![],
+                tables: vec![],
+            };
+            let mut bounds = Bounds::new(&loaded, &prepared, Duration::from_secs(60), &closed);
+            bounds.budget = Some(1000);
+            let t = std::time::Instant::now();
+            let r = execute(&conn, &bounds, &prepared, &[], "p1").map(|(_, r)| r);
+            assert_eq!(code(r), super::super::OVER_BUDGET, "{sql}");
+            assert!(t.elapsed() < Duration::from_millis(200), "{sql}: {:?}", t.elapsed());
+            bounds.budget = None;
+            assert!(execute(&conn, &bounds, &prepared, &[], "p1").is_ok(), "{sql}");
+        }
+    }
+
+    #[test]
+    fn slow_instructions_stop_near_the_limit() {
+        let (conn, loaded) = setup();
+        let prepared = Prepared {
+            sql: "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r WHERE instr(printf('%.*c', 1000000, 'a'), printf('%.*c', 1000, 'a') || 'b') = 0".into(),
+            binds: vec![],
+            tables: vec![],
+        };
+        let closed = Arc::new(AtomicBool::new(false));
+        let bounds = Bounds::new(&loaded, &prepared, Duration::from_millis(200), &closed);
+        let t = std::time::Instant::now();
+        let r = execute(&conn, &bounds, &prepared, &[], "p1").map(|(_, r)| r);
+        assert_eq!(code(r), query::TIMEOUT);
+        // Generous for a loaded machine; typically within a few ms.
+        assert!(
+            t.elapsed() < Duration::from_millis(1200),
+            "{:?}",
+            t.elapsed()
+        );
     }
 }
