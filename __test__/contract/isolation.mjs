@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
-import { fixtureSchema } from '../support/schema.mjs';
+import { ACCOUNT_COLUMNS, TASK_COLUMNS, fixtureSchema } from '../support/schema.mjs';
 import { taskRow, withStorage, writeCommit } from '../support/harness.mjs';
 import { OWN, VICTIM, VICTIM_MARK, attempt, digest, endRunaways, planFor, scanAnswer, seedTenants } from '../support/isolation.mjs';
 
@@ -36,6 +36,32 @@ function planOf(sql, tables, firstOnly = false) {
     if (m && !NOT_ALIAS.has(m[1].toLowerCase())) r.alias = m[1].replace(/"/g, '');
   }
   return p;
+}
+
+/**
+ * The name of the SQLite engine's partition view of a table (FNV-1a over
+ * the table's and its columns' names, as src/query/rewrite.rs names it):
+ * derived from the schema, so an attacker knows it too.
+ */
+function viewName(table, columns) {
+  let h = 0x811c9dc5;
+  const eat = (text) => {
+    for (const b of Buffer.from(text, 'utf8')) {
+      h = Math.imul(h ^ b, 0x01000193) >>> 0;
+    }
+    h = Math.imul(h ^ 0xff, 0x01000193) >>> 0;
+  };
+  eat(table);
+  for (const c of columns) eat(c.name);
+  return `_syncular_q_${table}_${h.toString(16).padStart(8, '0')}`;
+}
+
+/** A count answer that is not the count of the caller's own rows: counts of other partitions or internal tables. */
+function countNot(expected) {
+  return (rows) => {
+    const n = Number(rows[0]?.n);
+    return rows.length === 1 && n === expected ? undefined : `counted rows beyond the caller's own: ${show(rows).slice(0, 120)}`;
+  };
 }
 
 /**
@@ -65,6 +91,52 @@ function attackCases() {
       ],
     });
   }
+
+  // -- A CTE named like a table's view poses as the view to SQLite's
+  // authorizer (it reports the FROM item being expanded as the accessor);
+  // a `window` alias hid the raw table inside it from the rewrite.
+  const taskView = viewName('tasks', TASK_COLUMNS);
+  const accountView = viewName('accounts', ACCOUNT_COLUMNS);
+  add({
+    label: "a CTE named like a table's partition view",
+    mustRefuse: true,
+    variants: [
+      `WITH "${taskView}" AS (SELECT t.* FROM accounts window, tasks t) SELECT * FROM "${taskView}"`,
+      `WITH ${taskView} AS (SELECT t._sync_partition AS p, t._sync_payload AS b, t.* FROM accounts AS window, tasks AS t) SELECT * FROM ${taskView}`,
+      `WITH "${accountView}" AS (SELECT a.* FROM tasks window, accounts a) SELECT * FROM "${accountView}"`,
+      `WITH "${taskView.toUpperCase()}" AS (SELECT t.title FROM accounts window, tasks t) SELECT title FROM "${taskView.toUpperCase()}"`,
+      { sql: `WITH '${taskView}' AS (SELECT * FROM tasks) SELECT title FROM tasks`, tables: ['tasks'] },
+      { sql: `SELECT x.title FROM tasks AS "${taskView}", tasks x`, tables: ['tasks'] },
+    ],
+  });
+
+  // -- A FROM item read without naming a column reaches SQLite's
+  // authorizer with no database: row counts of every tenant's tables, of
+  // internal tables and of the catalog.
+  add({
+    label: 'a count of a relation the rewrite did not see',
+    check: countNot(6),
+    variants: [
+      { sql: 'SELECT count(*) AS n FROM accounts window, tasks', tables: ['accounts', 'tasks'] },
+      { sql: 'SELECT count(*) AS n FROM accounts window, tasks', tables: ['accounts'] },
+      { sql: 'SELECT count(*) AS n FROM accounts AS window, tasks', tables: ['accounts'] },
+      { sql: 'SELECT (SELECT count(*) FROM accounts window, tasks) AS n', tables: ['accounts'] },
+      { sql: 'SELECT count(*) AS n FROM accounts window, tasks WHERE 1', tables: ['accounts', 'tasks'] },
+    ],
+  });
+  add({
+    label: 'a count of an internal table or the catalog',
+    mustRefuse: true,
+    variants: [
+      { sql: 'SELECT count(*) AS n FROM accounts window, sync_commits', tables: ['accounts'] },
+      { sql: 'SELECT count(*) AS n FROM accounts window, sync_partitions', tables: ['accounts'] },
+      { sql: 'SELECT count(*) AS n FROM accounts AS window, sync_row_scopes', tables: ['accounts'] },
+      { sql: 'SELECT 1 AS n FROM accounts window, sqlite_master', tables: ['accounts'] },
+      { sql: 'SELECT count(*) AS n FROM accounts window, sqlite_schema', tables: ['accounts'] },
+      { sql: 'SELECT EXISTS (SELECT 1 FROM accounts window, sync_commits) AS n', tables: ['accounts'] },
+      { sql: 'SELECT count(*) AS n FROM accounts window, pragma_table_list', tables: ['accounts'] },
+    ],
+  });
 
   // -- Variables the rewrite does not count as SQLite numbers them.
   add({

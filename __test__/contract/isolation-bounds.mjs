@@ -1,0 +1,168 @@
+// Two boundaries of registered queries and point reads that hold whatever
+// the caller sends (issue 19, classes 3 and 5):
+// - a partition is a string, always: a storage-level member refuses any
+//   other value with ERR_SYNCULAR_INVALID_ARGUMENT, and never takes a
+//   number for a transaction lease (which would read inside another
+//   tenant's open push, uncommitted rows included);
+// - a registered query stops near its time limit even when one function
+//   call is made expensive by its arguments, and a query that turns out
+//   expensive does not hold the host's event loop.
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { taskRow, withStorage, writeCommit } from '../support/harness.mjs';
+import { OWN, VICTIM, VICTIM_MARK, scanAnswer, seedTenants } from '../support/isolation.mjs';
+
+const INVALID = 'ERR_SYNCULAR_INVALID_ARGUMENT';
+const TIMEOUT = 'ERR_SYNCULAR_QUERY_TIMEOUT';
+
+// Storage members whose first argument is not a partition.
+const UNPARTITIONED = new Set(['ensureSchema', 'listPartitionRegistry', 'listPartitions', 'close']);
+
+/** Settles `fn()` as { ok, value } or { ok: false, error }; a synchronous throw counts as a rejection. */
+async function settle(fn) {
+  try {
+    return { ok: true, value: await fn() };
+  } catch (error) {
+    return { ok: false, error };
+  }
+}
+
+/** The longest gap between ticks of a 5 ms interval while `fn` runs. */
+async function maxStall(fn) {
+  let last = performance.now();
+  let worst = 0;
+  const timer = setInterval(() => {
+    const now = performance.now();
+    worst = Math.max(worst, now - last);
+    last = now;
+  }, 5);
+  try {
+    const out = await settle(fn);
+    return { out, stall: Math.max(worst, performance.now() - last) };
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+export function define(engine) {
+  const sqlite = engine.dialect === 'sqlite';
+
+  describe(`${engine.name}: a partition is a string`, () => {
+    test("a number where a partition belongs never reads inside another tenant's open transaction", async () => {
+      await withStorage(engine, async (storage) => {
+        await seedTenants(storage);
+        // The victim's push is open, with a row not yet committed.
+        const tx = await storage.begin(VICTIM);
+        try {
+          await tx.lockPartitionForPush();
+          await tx.upsertRow('tasks', taskRow(`${VICTIM_MARK}-uncommitted`, { title: `${VICTIM_MARK} uncommitted`, project: 'p' }));
+          const problems = [];
+          for (let lease = -1; lease <= 32; lease += 1) {
+            const calls = {
+              getRow: () => storage.getRow(lease, 'tasks', `${VICTIM_MARK}-uncommitted`),
+              getPushResult: () => storage.getPushResult(lease, 'c', 'k'),
+              scanRows: () => storage.scanRows(lease, { table: 'tasks', scopeFilter: { project: 'p' }, limit: 10 }),
+              scanRowsByIndex: () => storage.scanRowsByIndex(lease, { table: 'tasks', index: 'tasks_by_title', values: [`${VICTIM_MARK} uncommitted`], limit: 10 }),
+              readServeGate: () => storage.readServeGate(lease, 1),
+              queryAuthoritative: () => storage.queryAuthoritative(lease, { sql: 'SELECT id, title FROM tasks', params: [], tables: ['tasks'] }),
+            };
+            for (const [name, call] of Object.entries(calls)) {
+              const r = await settle(call);
+              if (r.ok) problems.push(`${name}(${lease}) answered ${JSON.stringify(scanAnswer({ rows: [r.value ?? {}] }))}`);
+              else if (r.error?.code !== INVALID) problems.push(`${name}(${lease}) → ${r.error?.code} ${r.error?.message}`);
+            }
+          }
+          assert.deepEqual(problems, []);
+        } finally {
+          await tx.rollback();
+        }
+      });
+    });
+
+    test('every storage-level member refuses a partition that is not a string', async () => {
+      await withStorage(engine, async (storage) => {
+        await seedTenants(storage);
+        const members = Object.keys(storage).filter((k) => typeof storage[k] === 'function' && !UNPARTITIONED.has(k));
+        assert.ok(members.length > 40, `only ${members.length} members`);
+        const problems = [];
+        for (const name of members) {
+          for (const bad of [0, 1, 7.5, null, undefined, true, {}, ['p'], 1n, new String(OWN)]) {
+            const r = await settle(() => storage[name](bad, 'tasks', 'x', 1, 1, 1));
+            if (r.ok) problems.push(`${name}(${String(bad)}) answered`);
+            else if (r.error?.code !== INVALID) problems.push(`${name}(${String(bad)}) → ${r.error?.code} ${r.error?.message}`);
+          }
+        }
+        assert.deepEqual(problems, []);
+        // A string partition still works.
+        assert.equal((await storage.getRow(OWN, 'tasks', 'own-1'))?.rowId, 'own-1');
+      });
+    });
+  });
+
+  describe(`${engine.name}: registered queries stop near their limit`, { skip: !sqlite && 'PostgreSQL: __test__/postgres-isolation.test.mjs' }, () => {
+    // Each row makes a 1 MiB string and searches it for a needle that is
+    // almost there: seconds per row with SQLite's own instr, where the
+    // progress handler cannot interrupt.
+    const slowRows =
+      "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) AS n FROM r WHERE instr(printf('%.*c', 1000000, 'a'), printf('%.*c', 100000, 'a') || 'b') = 0";
+
+    for (const form of ['storage', 'tx']) {
+      test(`${form}: one expensive call per row still stops at the time limit, off the event loop`, async () => {
+        await withStorage(
+          engine,
+          async (storage) => {
+            await seedTenants(storage);
+            const run = async (sql) => {
+              if (form === 'storage') return storage.queryAuthoritative(OWN, { sql, params: [], tables: [] });
+              const tx = await storage.begin(OWN);
+              try {
+                return await tx.queryAuthoritative({ sql, params: [], tables: [] });
+              } finally {
+                await tx.rollback();
+              }
+            };
+            const started = performance.now();
+            const { out, stall } = await maxStall(() => run(slowRows));
+            const took = performance.now() - started;
+            assert.equal(out.ok, false);
+            assert.equal(out.error.code, TIMEOUT, out.error.message);
+            // The limit is 200 ms; one instruction costs at most milliseconds.
+            assert.ok(took < 1500, `took ${took.toFixed(0)} ms`);
+            assert.ok(stall < 150, `event loop stalled ${stall.toFixed(0)} ms`);
+
+            // Sizes set by an argument are bounded (1 MiB): not built.
+            // printf answers NULL past the limit; other functions fail.
+            const sized = [
+              ["SELECT printf('%.*c', 2000000000, 'x') AS s", { rows: [{ s: null }] }],
+              ["SELECT printf('%1000000000d', 1) AS s", { rows: [{ s: null }] }],
+              ["SELECT length(printf('%.*c', 1000000, 'x') || printf('%.*c', 1000000, 'x')) AS s", { code: 'string' }],
+              ["SELECT length(replace(printf('%.*c', 1000000, 'x'), 'x', 'xx')) AS s", { code: 'string' }],
+            ];
+            for (const [sql, want] of sized) {
+              const t = performance.now();
+              const r = await maxStall(() => run(sql));
+              if (want.rows) assert.deepEqual(r.out.value?.rows, want.rows, sql);
+              else assert.equal(typeof r.out.error?.code, 'string', sql);
+              assert.ok(performance.now() - t < 1000, sql);
+              assert.ok(r.stall < 150, `${sql}: event loop stalled ${r.stall.toFixed(0)} ms`);
+            }
+            // Within the bounds, the same functions answer.
+            const ok = await run("SELECT instr(printf('%.*c', 1000000, 'a'), printf('%.*c', 500000, 'a') || 'b') AS n, length(replace(printf('%.*c', 100000, 'a'), 'aa', 'b')) AS m");
+            assert.deepEqual(ok.rows, [{ n: 0, m: 50000 }]);
+          },
+          { opts: { queryTimeoutMs: 200 } },
+        );
+      });
+    }
+
+    test('an own row larger than the calling thread takes is still answered', async () => {
+      await withStorage(engine, async (storage) => {
+        await writeCommit(storage, OWN, [{ table: 'tasks', row: taskRow('big', { title: 'x'.repeat(200_000), project: 'p' }) }]);
+        const r = await storage.queryAuthoritative(OWN, { sql: 'SELECT length(title) AS n FROM tasks', params: [], tables: ['tasks'] });
+        assert.deepEqual(r.rows, [{ n: 200_000 }]);
+        const t = await storage.queryAuthoritative(OWN, { sql: 'SELECT title FROM tasks', params: [], tables: ['tasks'] });
+        assert.equal(t.rows[0].title.length, 200_000);
+      });
+    });
+  });
+}
