@@ -6,7 +6,9 @@
 // refused (by code), leaks (cells of the other partition), internal (cells
 // of internal tables or catalogs), writes (digest of both partitions
 // changed), uncoded errors, hangs (not settled within queryTimeoutMs +
-// margin), transactions unusable after their query, child crashes.
+// margin), transactions unusable after their query, child crashes, limit
+// overruns (settled past queryTimeoutMs + OVERRUN_MS) and event-loop stalls
+// (past STALL_MS); see lib/attack-child.mjs for the oracles.
 // The queries run in child processes (stress/lib/attack-child.mjs); a hang
 // ends its child and the run goes on from the next query in a new one.
 import { spawn } from 'node:child_process';
@@ -62,7 +64,7 @@ function runChild(cfg, onLine) {
  */
 export async function runEngine(engine, { queries = Number(process.env.STRESS_ATTACK_QUERIES ?? 10_000), seed = Number(process.env.STRESS_ATTACK_SEED ?? 20240624), queryTimeoutMs = 200, marginMs = 3000, pgUrl, log = () => {} } = {}) {
   const t0 = Date.now();
-  const r = { engine, queries: 0, answered: 0, refused: {}, leaks: 0, internal: 0, writes: 0, uncoded: 0, hangs: 0, txBroken: 0, crashes: 0, examples: [] };
+  const r = { engine, queries: 0, answered: 0, refused: {}, leaks: 0, internal: 0, writes: 0, uncoded: 0, hangs: 0, txBroken: 0, crashes: 0, overruns: 0, stalls: 0, maxMs: 0, maxStallMs: 0, examples: [] };
   const example = (what, l) => {
     if (r.examples.filter((e) => e.what === what).length < 8) r.examples.push({ what, i: l.i, form: l.form, sql: l.sql, params: l.params, detail: l.foreign ?? l.internal ?? l.txBroken ?? l.message ?? l.code });
   };
@@ -102,6 +104,16 @@ export async function runEngine(engine, { queries = Number(process.env.STRESS_AT
           r.txBroken += 1;
           example('tx unusable', l);
         }
+        if (l.overrun) {
+          r.overruns += 1;
+          example('overrun', l);
+        }
+        if (l.stall) {
+          r.stalls += 1;
+          example('stall', l);
+        }
+        r.maxMs = Math.max(r.maxMs, l.ms ?? 0);
+        r.maxStallMs = Math.max(r.maxStallMs, l.stall ?? 0);
         if (r.queries % 1000 === 0) log(`${engine}: ${r.queries} queries`);
       });
       if (pgUrl) await endRunaways(pgUrl);
@@ -140,7 +152,7 @@ async function dropSchemas(url, prefix) {
 
 /** Whether an engine's figures pass: no leak, internal read, write, uncoded error, hang, broken transaction or crash. */
 export function clean(r) {
-  return r.queries > 0 && r.leaks + r.internal + r.writes + r.uncoded + r.hangs + r.txBroken + r.crashes === 0;
+  return r.queries > 0 && r.leaks + r.internal + r.writes + r.uncoded + r.hangs + r.txBroken + r.crashes + r.overruns + r.stalls === 0;
 }
 
 /** The table text of one engine's figures. */
@@ -150,7 +162,7 @@ export function describeRun(r) {
     .sort((a, b) => b[1] - a[1])
     .map(([c, n]) => `${c} ${n}`)
     .join(', ');
-  return `${r.queries}: answered ${r.answered}, refused ${refused} (${codes}); leaks ${r.leaks}, internal ${r.internal}, writes ${r.writes}, uncoded ${r.uncoded}, hangs ${r.hangs}, tx unusable ${r.txBroken}, crashes ${r.crashes}`;
+  return `${r.queries}: answered ${r.answered}, refused ${refused} (${codes}); leaks ${r.leaks}, internal ${r.internal}, writes ${r.writes}, uncoded ${r.uncoded}, hangs ${r.hangs}, tx unusable ${r.txBroken}, crashes ${r.crashes}, limit overruns ${r.overruns} (longest call ${r.maxMs} ms), stalls ${r.stalls}`;
 }
 
 /** The engines of a stress run: SQLite (memory and file), PostgreSQL when `pgUrl` is given. */

@@ -6,32 +6,106 @@
 // parent goes on from the next index in a new process.
 // argv[2]: JSON { engine: 'sqlite-memory' | 'sqlite-file' | 'postgres', url?,
 // schemaPrefix?, dir?, start, end, seed, queryTimeoutMs, marginMs }.
+// Beyond the answer scan, each call is judged by:
+// - a differential oracle: a storage-level call that answered is run again
+//   on a control storage holding the same own partition but other data in
+//   every other partition and internal table; any difference is a leak
+//   (row counts, EXISTS, aggregates carry no marker to scan for);
+// - its error message, scanned for the other partitions' markers;
+// - its duration (past queryTimeoutMs + OVERRUN_MS is an overrun) and the
+//   longest event-loop stall while it ran (past STALL_MS is a stall);
+// - for a partition that is not a string: anything but a refusal with
+//   ERR_SYNCULAR_INVALID_ARGUMENT is a leak.
+// PostgreSQL storages also hold many tenants' rows and are ANALYZEd, so
+// the planner has the choice of plans that would leak.
 import { join } from 'node:path';
 import { NativeStorage } from '../../__test__/support/package.mjs';
 import { fixtureSchema } from '../../__test__/support/schema.mjs';
-import { OWN, attempt, digest, scanAnswer, seedTenants } from '../../__test__/support/isolation.mjs';
+import { taskRow, writeCommit } from '../../__test__/support/harness.mjs';
+import { INTERNAL_MARK, OWN, VICTIM, VICTIM_MARK, attempt, digest, scanAnswer, seedTenants } from '../../__test__/support/isolation.mjs';
 import { generate } from './attack-grammar.mjs';
+import { Psql } from './sql.mjs';
+
+/** How far past its limit a call may settle (one uninterruptible step, on a loaded machine). */
+export const OVERRUN_MS = 300;
+/** The longest event-loop stall a call may cause. */
+export const STALL_MS = 100;
 
 const cfg = JSON.parse(process.argv[2]);
 const dialect = cfg.engine === 'postgres' ? 'postgres' : 'sqlite';
 const deadline = cfg.queryTimeoutMs + cfg.marginMs;
 let generation = 0;
 
-async function open() {
-  generation += 1;
+/** A seeded storage; `tenants` more partitions of `rows` marked rows each (`variant` changes their data). */
+async function openOne(name, { tenants, rows, variant }) {
   const opts = { queryTimeoutMs: cfg.queryTimeoutMs };
   let storage;
+  let schema;
   if (cfg.engine === 'sqlite-memory') storage = new NativeStorage({ url: 'sqlite::memory:', ...opts });
-  else if (cfg.engine === 'sqlite-file') storage = new NativeStorage({ url: `sqlite:${join(cfg.dir, `attack-${process.pid}-${generation}.db`)}`, ...opts });
-  else storage = new NativeStorage({ url: cfg.url, schema: `${cfg.schemaPrefix}_${process.pid}_${generation}`, maxConnections: 4, ...opts });
+  else if (cfg.engine === 'sqlite-file') storage = new NativeStorage({ url: `sqlite:${join(cfg.dir, `attack-${process.pid}-${generation}-${name}.db`)}`, ...opts });
+  else {
+    schema = `${cfg.schemaPrefix}_${process.pid}_${generation}_${name}`;
+    storage = new NativeStorage({ url: cfg.url, schema, maxConnections: 4, ...opts });
+  }
   await storage.ensureSchema(fixtureSchema());
   await seedTenants(storage);
+  for (let t = 0; t < tenants; t += 1) {
+    const ops = [];
+    for (let k = 0; k < rows; k += 1) {
+      const title = `${VICTIM_MARK} t${t} r${k} ${variant}`;
+      ops.push({ table: 'tasks', row: taskRow(`${VICTIM_MARK}-t${t}-${k}`, { title, project: `${VICTIM_MARK}-p${t}`, owner: `${VICTIM_MARK}`, count: 777001 }) });
+    }
+    await writeCommit(storage, `${VICTIM}-${t}`, ops, { clientId: `${VICTIM_MARK}-client-${variant}` });
+  }
+  if (schema !== undefined) {
+    // Statistics, as autovacuum would have them: the planner's choice of plans is open.
+    const psql = new Psql(cfg.url, { schema });
+    try {
+      await psql.exec('ANALYZE');
+    } finally {
+      await psql.close();
+    }
+  }
   return storage;
+}
+
+async function open() {
+  generation += 1;
+  const many = dialect === 'postgres' ? 30 : 4;
+  const storage = await openOne('a', { tenants: many, rows: 20, variant: 'a' });
+  // The control: the same own partition, different data everywhere else.
+  const control = await openOne('b', { tenants: many + 3, rows: 23, variant: 'b' });
+  return { storage, control };
+}
+
+/** A call's outcome, with its duration and the longest event-loop stall while it ran. */
+async function timed(fn, deadlineMs) {
+  let last = performance.now();
+  let stall = 0;
+  const ticker = setInterval(() => {
+    const now = performance.now();
+    stall = Math.max(stall, now - last);
+    last = now;
+  }, 5);
+  const t0 = performance.now();
+  try {
+    const outcome = await attempt(fn, deadlineMs);
+    const ms = performance.now() - t0;
+    return { outcome, ms, stall: Math.max(stall, performance.now() - last) };
+  } finally {
+    clearInterval(ticker);
+  }
+}
+
+/** Rows in a comparable form (bytes spelled out, order ignored). */
+function canonical(value) {
+  const rows = (value?.rows ?? []).map((r) => JSON.stringify(r, (_, x) => (typeof x === 'bigint' ? `${x}n` : x instanceof Uint8Array ? Buffer.from(x).toString('hex') : x)));
+  return JSON.stringify(rows.sort());
 }
 
 const out = (o) => process.stdout.write(`${JSON.stringify(o)}\n`);
 
-let storage = await open();
+let { storage, control } = await open();
 let baseline = await digest(storage, { light: true });
 
 for (let i = cfg.start; i < cfg.end; i += 1) {
@@ -41,11 +115,24 @@ for (let i = cfg.start; i < cfg.end; i += 1) {
   // Tells the parent's watchdog a call is under way (a synchronous runaway call blocks this thread).
   out({ start: i });
   let outcome;
-  if (q.form.startsWith('tx')) {
+  let took;
+  if (typeof q.partition !== 'string') {
+    // Refused, whatever the form: never taken for a lease or made a string.
+    took = await timed(() => (q.form.startsWith('tx') ? storage.begin(q.partition) : storage.queryAuthoritative(q.partition, body)), deadline);
+    outcome = took.outcome;
+    const row = await attempt(() => storage.getRow(q.partition, 'tasks', 'own-1'), deadline);
+    if (outcome.kind === 'answered' && typeof outcome.value?.rollback === 'function') await attempt(() => outcome.value.rollback(), deadline);
+    for (const o of [outcome, row]) {
+      if (o.kind === 'answered' || (o.kind === 'refused' && o.code !== 'ERR_SYNCULAR_INVALID_ARGUMENT')) {
+        line.foreign = [`partition ${JSON.stringify(q.partition)} not refused: ${o.kind} ${o.code ?? ''}`];
+      }
+    }
+  } else if (q.form.startsWith('tx')) {
     const tx = await storage.begin(OWN);
     try {
       await tx.lockPartitionForPush();
-      outcome = await attempt(() => tx.queryAuthoritative(body), deadline);
+      took = await timed(() => tx.queryAuthoritative(body), deadline);
+      outcome = took.outcome;
       if (outcome.kind !== 'hang') {
         // The push goes on after the query, refused or not, and commits what it staged.
         const own = await attempt(() => tx.getRow('tasks', 'own-1'), deadline);
@@ -59,7 +146,23 @@ for (let i = cfg.start; i < cfg.end; i += 1) {
       if (outcome?.kind !== 'hang') await attempt(() => tx.rollback(), deadline);
     }
   } else {
-    outcome = await attempt(() => storage.queryAuthoritative(OWN, body), deadline);
+    took = await timed(() => storage.queryAuthoritative(OWN, body), deadline);
+    outcome = took.outcome;
+    if (outcome.kind === 'answered') {
+      const other = await attempt(() => control.queryAuthoritative(OWN, body), deadline);
+      if (other.kind !== 'answered' || canonical(other.value) !== canonical(outcome.value)) {
+        line.foreign = [`differs on a storage with other tenants' data: ${other.kind} ${other.code ?? ''} ${canonical(other.value).slice(0, 120)} vs ${canonical(outcome.value).slice(0, 120)}`];
+      }
+    }
+  }
+  if (took !== undefined && outcome.kind !== 'hang') {
+    if (took.ms > cfg.queryTimeoutMs + OVERRUN_MS) line.overrun = Math.round(took.ms);
+    if (took.stall > STALL_MS) line.stall = Math.round(took.stall);
+    line.ms = Math.round(took.ms);
+  }
+  if (outcome.kind === 'refused' || outcome.kind === 'uncoded') {
+    if (outcome.message?.includes(VICTIM_MARK)) line.foreign = [`error message: ${outcome.message.slice(0, 160)}`];
+    else if (outcome.message?.includes(INTERNAL_MARK)) line.internal = [`error message: ${outcome.message.slice(0, 160)}`];
   }
   line.kind = outcome.kind;
   if (outcome.code !== undefined) line.code = outcome.code;
@@ -80,12 +183,13 @@ for (let i = cfg.start; i < cfg.end; i += 1) {
       line.write = true;
       // Start over on a fresh storage: the next query must not meet this one's damage.
       await attempt(() => storage.close(), deadline);
-      storage = await open();
+      await attempt(() => control.close(), deadline);
+      ({ storage, control } = await open());
       baseline = await digest(storage, { light: true });
     }
   }
   if (outcome.kind === 'uncoded') line.message = outcome.message;
-  if (line.foreign || line.internal || line.write || line.txBroken || outcome.kind === 'uncoded') {
+  if (line.foreign || line.internal || line.write || line.txBroken || line.overrun || line.stall || outcome.kind === 'uncoded') {
     line.sql = q.sql;
     line.params = q.params;
     if (outcome.message) line.message = outcome.message;
@@ -93,4 +197,5 @@ for (let i = cfg.start; i < cfg.end; i += 1) {
   out(line);
 }
 await attempt(() => storage.close(), deadline);
+await attempt(() => control.close(), deadline);
 process.exit(0);

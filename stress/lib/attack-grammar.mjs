@@ -8,7 +8,14 @@
 // and function calls (harmless and dangerous). Each query is a pure
 // function of (seed, index), so a run restarted at an index reproduces the
 // same queries.
+// Since the second isolation review, also: CTEs and aliases named like the
+// engines' partition views or like real tables, reads that name no column
+// (count(*), SELECT 1, EXISTS), non-string partitions, functions whose cost
+// or size an argument or a client parameter sets, and functions that fail
+// with their argument in the message (over every tenant's rows, on tables
+// with statistics, where the attack child seeds many partitions).
 import { OWN, VICTIM, planFor } from '../../__test__/support/isolation.mjs';
+import { ACCOUNT_COLUMNS, TASK_COLUMNS } from '../../__test__/support/schema.mjs';
 
 function rng(seed) {
   let s = seed >>> 0 || 1;
@@ -47,6 +54,72 @@ const INTERNAL = [
   ...D('postgres', 'pg_class', '"pg_tables"', 'U&"sync\\005fcommits"', 'information_schema.tables', 'pg_stat_activity', 'pg_settings', "pg_ls_dir('.')", 'U&"pg\\005fclass"', 'pg_catalog.pg_namespace'),
 ];
 
+/** The SQLite engine's partition view of a table (src/query/rewrite.rs `view_name`): derivable from the schema. */
+function viewName(table, columns) {
+  let h = 0x811c9dc5;
+  const eat = (text) => {
+    for (const b of Buffer.from(text, 'utf8')) h = Math.imul(h ^ b, 0x01000193) >>> 0;
+    h = Math.imul(h ^ 0xff, 0x01000193) >>> 0;
+  };
+  eat(table);
+  for (const c of columns) eat(c.name);
+  return `_syncular_q_${table}_${h.toString(16).padStart(8, '0')}`;
+}
+
+// Names a CTE or alias may take to pose as something it is not.
+const POSING_NAMES = [
+  ...D(undefined, `"${viewName('tasks', TASK_COLUMNS)}"`, viewName('accounts', ACCOUNT_COLUMNS), `"${viewName('tasks', TASK_COLUMNS).toUpperCase()}"`, 'tasks', 'accounts', 'sync_commits', '"_syncular_q_tasks"'),
+  ...D('sqlite', `'${viewName('tasks', TASK_COLUMNS)}'`, `[${viewName('accounts', ACCOUNT_COLUMNS)}]`, 'sqlite_master', 'json_each'),
+  ...D('postgres', 'pg_class', 'U&"\\005fsyncular_q_tasks"'),
+];
+
+// A raw relation hidden from a lexer (a keyword alias before it), for CTE bodies and column-free reads.
+const HIDDEN = [
+  ...D(undefined, 'accounts window, tasks', 'accounts AS window, tasks', 'tasks window, accounts', 'accounts window, sync_commits', 'tasks window, sync_partitions'),
+  ...D('sqlite', 'accounts window, sqlite_master', 'tasks window, sqlite_schema', 'accounts window, pragma_table_list', 'tasks window, main.tasks'),
+  ...D('postgres', 'accounts, ONLY tasks', 'accounts, (TABLE tasks) x', 'accounts, pg_class'),
+];
+
+// Select items that read no column of what they count.
+const COLUMN_FREE = ['count(*)', '1', 'count(1)', 'EXISTS (SELECT 1 FROM HIDDEN)', '(SELECT count(*) FROM HIDDEN)', 'max(1)'];
+
+// Non-string partitions a host (or attacker) might pass: lease numbers and anything else.
+const PARTITIONS = [0, 1, 2, 3, 4, 7, -1, 1.5, null, true, false, {}, [OWN], { toString: () => OWN }];
+
+// Functions whose cost or result size an argument (or a client parameter) sets.
+const SIZED_FUNCS = [
+  ...D(
+    'sqlite',
+    "printf('%.*c', VAR, 'x')",
+    "printf('%.*c', 2000000000, 'x')",
+    "printf('%*d', 2000000000, 1)",
+    "length(printf('%.*c', 1000000, 'x'))",
+    "instr(printf('%.*c', 1000000, 'a'), printf('%.*c', 100000, 'a') || 'b')",
+    "replace(printf('%.*c', 1000000, 'a'), printf('%.*c', 1000, 'a') || 'b', 'c')",
+    "trim(printf('%.*c', 1000000, 'a'), printf('%.*c', 1000, 'b'))",
+    "printf('%.*c', 1000000, 'a') LIKE printf('%.*c', 200, '%') || 'b'",
+    "group_concat(printf('%.*c', 1000000, 'x'))",
+  ),
+  ...D(
+    'postgres',
+    "lpad('x', VAR)",
+    "rpad('x', 1000000000)",
+    "lpad(REF.title, 1000000000, 'ab')",
+    "repeat('x', 1000000000)",
+    "repeat('xy', VAR)",
+    "format('%1000000000s', 'x')",
+    "format('%*s', VAR, 'x')",
+    "strpos(repeat('a', 10000000), repeat('a', 100000) || 'b')",
+  ),
+];
+
+// Functions that fail with their argument in the error message.
+const ERROR_FUNCS = [
+  ...D(undefined, 'CAST(REF.title AS INTEGER) = 1'),
+  ...D('sqlite', "json(REF.title) IS NOT NULL", "json_extract(REF.title, '$') IS NULL"),
+  ...D('postgres', 'REF.title::int = 1', "to_timestamp(REF.title, 'YYYY') IS NULL", "(now() AT TIME ZONE REF.title) IS NULL", 'REF.title::date IS NULL', 'REF.title::jsonb IS NULL', "REF.title::numeric > 0", 'REF.title::uuid IS NULL'),
+];
+
 const KEYWORD_ALIASES = ['window', 'over', 'filter', 'rows', 'range', 'groups', 'do', 'key', 'match', 'first', 'last', 'nulls', 'current', 'exclude', 'replace', 'offset', 'within', 'only', 'lateral', 'table'];
 
 const VARIABLES = [
@@ -55,7 +128,7 @@ const VARIABLES = [
   ...D('postgres', '$1', '$2'),
 ];
 
-const PARAM_VALUES = [VICTIM, VICTIM, VICTIM, OWN, 'p-own', 'own-1', 1, 42, 1.5, null, true, 'x\u0000y', ''];
+const PARAM_VALUES = [VICTIM, VICTIM, VICTIM, OWN, 'p-own', 'own-1', 1, 42, 1.5, null, true, 'x\u0000y', '', 2000000000, 1000000000, 100000000];
 
 const HARMLESS_FUNCS = [
   ...D(undefined, 'lower(REF.title)', 'length(REF.id)', "coalesce(REF.title, 'x')", "replace(REF.title, 'o', '0')", 'upper(VAR)', 'abs(1)'),
@@ -132,7 +205,7 @@ const COLUMNS = { tasks: ['id', 'title', 'project_id', 'count'], accounts: ['id'
 
 // The hostile traits one query may combine (one or two per query, so that
 // most queries get past the first check and the later ones are exercised).
-const TRAITS = ['relation', 'internal', 'keyword-alias', 'variable', 'function', 'comment', 'string', 'dml', 'params', 'tail', 'nested'];
+const TRAITS = ['relation', 'internal', 'keyword-alias', 'variable', 'function', 'comment', 'string', 'dml', 'params', 'tail', 'nested', 'posing-cte', 'column-free', 'partition', 'sized', 'error-fn'];
 
 /** Placeholders SQLite would count: bare `?` and the largest `?NNN` (outside quotes, roughly). */
 function placeholders(sql) {
@@ -194,6 +267,14 @@ export function generate(seed, index, dialect) {
     items.push({ text, ref, table: t });
   }
 
+  if (hostile.has('posing-cte')) {
+    // A CTE named like a view or a table, its body reading a relation hidden from the lexer.
+    const name = pick(POSING_NAMES);
+    ctes.push(`${name} AS (SELECT * FROM ${pick(HIDDEN)})`);
+    items.unshift({ text: name, ref: name, table: 'tasks' });
+    if (r.chance(0.3)) items[0] = { text: `tasks AS ${name}`, ref: name, table: 'tasks' };
+  }
+
   const col = (setOp) => {
     const it = r.pick(items);
     const c = setOp ? (it.table === 'tasks' ? 'title' : 'email') : r.pick(COLUMNS[it.table]);
@@ -227,9 +308,22 @@ export function generate(seed, index, dialect) {
     }
     selectItems.push(e === '*' ? e : `${e} AS c${k}`);
   }
+  if (hostile.has('column-free') && !setOp) {
+    selectItems.length = 0;
+    selectItems.push(`${r.pick(COLUMN_FREE).replace('HIDDEN', pick(HIDDEN))} AS n`);
+    if (r.chance(0.5)) items.splice(0, items.length, { text: pick(HIDDEN), ref: 'window', table: 'tasks' });
+  }
+  if (hostile.has('sized') && !setOp) {
+    const it = r.pick(items);
+    selectItems.push(`${pick(SIZED_FUNCS).replaceAll('REF.title', `${it.ref}.${COLUMNS[it.table][1]}`).replaceAll('VAR', variable())} AS z`);
+  }
   let sql = `SELECT ${selectItems.join(', ')} FROM ${items.map((i) => i.text).join(r.chance(0.7) ? ', ' : ' CROSS JOIN ')}`;
+  if (hostile.has('error-fn')) {
+    const it = r.pick(items);
+    sql += ` WHERE ${pick(ERROR_FUNCS).replaceAll('REF.title', `${it.ref}.${COLUMNS[it.table][1]}`)}`;
+  }
 
-  const w = r.below(100);
+  const w = hostile.has('error-fn') ? 100 : r.below(100);
   if (w < 20) sql += ` WHERE ${variable()} IS NULL`;
   else if (w < 28) sql += ` WHERE ${variable()} IS NULL OR ${variable()} IS NULL`;
   else if (w < 38) {
@@ -294,5 +388,7 @@ export function generate(seed, index, dialect) {
   }
   // The legacy form declares what the text names (now and then nothing or everything).
   const declared = hostile.has('params') && r.chance(0.4) ? (r.chance(0.5) ? [] : [...TABLES]) : plan.tables;
-  return { form, sql, params, tables: form.includes('plan') ? plan.tables : declared, plan: plan.plan, tags: [...new Set(tags)] };
+  // Now and then a partition that is not a string, in any form.
+  const partition = hostile.has('partition') ? r.pick(PARTITIONS) : OWN;
+  return { form, sql, params, partition, tables: form.includes('plan') ? plan.tables : declared, plan: plan.plan, tags: [...new Set(tags)] };
 }
