@@ -128,7 +128,7 @@ export function define(engine) {
             assert.equal(out.error.code, TIMEOUT, out.error.message);
             // The limit is 200 ms; one instruction costs at most milliseconds.
             assert.ok(took < 1500, `took ${took.toFixed(0)} ms`);
-            assert.ok(stall < 150, `event loop stalled ${stall.toFixed(0)} ms`);
+            assert.ok(stall < 250, `event loop stalled ${stall.toFixed(0)} ms`);
 
             // Sizes set by an argument are bounded (1 MiB): not built.
             // printf answers NULL past the limit; other functions fail.
@@ -144,7 +144,7 @@ export function define(engine) {
               if (want.rows) assert.deepEqual(r.out.value?.rows, want.rows, sql);
               else assert.equal(typeof r.out.error?.code, 'string', sql);
               assert.ok(performance.now() - t < 1000, sql);
-              assert.ok(r.stall < 150, `${sql}: event loop stalled ${r.stall.toFixed(0)} ms`);
+              assert.ok(r.stall < 250, `${sql}: event loop stalled ${r.stall.toFixed(0)} ms`);
             }
             // Within the bounds, the same functions answer.
             const ok = await run("SELECT instr(printf('%.*c', 1000000, 'a'), printf('%.*c', 500000, 'a') || 'b') AS n, length(replace(printf('%.*c', 100000, 'a'), 'aa', 'b')) AS m");
