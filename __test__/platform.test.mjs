@@ -3,7 +3,8 @@
 // detection, and the npm/<id>/ folders agreeing with it and packing.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
@@ -123,5 +124,49 @@ test('npm pack --dry-run succeeds in every platform folder', { timeout: 120_000 
     // release workflow copies the binary in before it publishes.
     for (const f of ['README.md', 'package.json']) assert.ok(files.includes(f), `${f} in npm/${id}: ${files}`);
     assert.ok(files.every((f) => ['README.md', 'package.json', readManifest(id).main].includes(f)), `npm/${id} packs ${files}`);
+  }
+});
+
+test('stage-release puts each binary into its package, and refuses a missing binary or another version', { timeout: 60_000 }, () => {
+  const tmp = mkdtempSync(join(tmpdir(), 'syncular-stage-test-'));
+  try {
+    const copy = join(tmp, 'repo');
+    mkdirSync(join(copy, 'lib'), { recursive: true });
+    cpSync(join(root, 'package.json'), join(copy, 'package.json'));
+    cpSync(join(root, 'lib', 'platform.js'), join(copy, 'lib', 'platform.js'));
+    cpSync(join(root, 'npm'), join(copy, 'npm'), { recursive: true });
+    const artifacts = join(tmp, 'artifacts');
+    mkdirSync(artifacts);
+    const ids = Object.keys(TARGETS);
+    for (const id of ids.slice(1)) writeFileSync(join(artifacts, `${manifest.napi.binaryName}.${id}.node`), `binary for ${id}`);
+    const stage = (version) =>
+      spawnSync(process.execPath, [join(root, 'scripts', 'stage-release.mjs'), '--root', copy, '--artifacts', artifacts, '--version', version], {
+        encoding: 'utf8',
+      });
+
+    let r = stage(manifest.version);
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, new RegExp(`no binary for ${ids[0]}`));
+    writeFileSync(join(artifacts, `${manifest.napi.binaryName}.${ids[0]}.node`), `binary for ${ids[0]}`);
+    r = stage('9.9.9');
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /package\.json has version/);
+    assert.equal(readdirSync(join(copy, 'npm', ids[0])).filter((f) => f.endsWith('.node')).length, 0, 'nothing staged on refusal');
+
+    r = stage(manifest.version);
+    assert.equal(r.status, 0, r.stderr);
+    for (const id of ids) {
+      const main = readManifest(id).main;
+      assert.equal(readFileSync(join(copy, 'npm', id, main), 'utf8'), `binary for ${id}`);
+    }
+    const packed = spawnSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], {
+      cwd: join(copy, 'npm', ids[0]),
+      encoding: 'utf8',
+      shell: process.platform === 'win32',
+    });
+    assert.equal(packed.status, 0, packed.stderr);
+    assert.ok(JSON.parse(packed.stdout)[0].files.some((f) => f.path === readManifest(ids[0]).main), 'the staged binary is packed');
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
   }
 });
