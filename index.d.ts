@@ -250,6 +250,19 @@ export interface StoredCommit {
 
 // ------------------------------------------------------------ push outcomes
 
+/**
+ * Host rejection metadata, the shape of `@syncular/core`'s `RejectionDetails`.
+ * A type alias, not an interface: an object type written this way has an
+ * implicit index signature, so a stored result's `details` assigns both to
+ * upstream's interface and to a host's `Record<string, unknown>`.
+ */
+export type RejectionDetails = {
+  readonly fieldPaths?: readonly string[];
+  readonly reason?: string;
+  readonly requiredAction?: string;
+  readonly references?: Readonly<Record<string, string>>;
+};
+
 export type PushOperationResult =
   | { readonly opIndex: number; readonly status: 'applied' }
   | {
@@ -268,7 +281,7 @@ export type PushOperationResult =
       readonly message: string;
       readonly retryable: boolean;
       /** Stored and returned as given (JSON). */
-      readonly details?: { readonly [key: string]: unknown };
+      readonly details?: RejectionDetails;
     };
 
 /** An operation result as `putPushResult` accepts it (`conflictColumns` may be missing on old hosts). */
@@ -289,7 +302,8 @@ export type PushOperationResultInput =
       readonly code: string;
       readonly message: string;
       readonly retryable: boolean;
-      readonly details?: { readonly [key: string]: unknown } | undefined;
+      /** Upstream's `RejectionDetails` (an interface) or any JSON object; stored as given. */
+      readonly details?: RejectionDetails | { readonly [key: string]: unknown } | undefined;
     };
 
 export interface StoredPushResult {
@@ -372,6 +386,8 @@ export interface ClientSubscription {
   readonly id: string;
   readonly table: string;
   readonly scopes: ScopeMap;
+  /** 0.30.6: the schema version the subscription was made at; omitted when the host gave none. */
+  readonly schemaVersion?: number;
 }
 
 export interface ClientRecord {
@@ -394,6 +410,7 @@ export interface ClientRecordInput {
     readonly id: string;
     readonly table: string;
     readonly scopes: ScopeFilter;
+    readonly schemaVersion?: number | undefined;
   }[];
 }
 

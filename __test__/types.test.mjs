@@ -1,9 +1,12 @@
 // The hand-written index.d.ts: TypeScript hosts (0.24 and 0.15.x forms)
-// accept NativeStorage under --strict --exactOptionalPropertyTypes, typed
+// typed as upstream declares them (interfaces stay interfaces), accept
+// NativeStorage under upstream's strictness flags (strict,
+// exactOptionalPropertyTypes, noUncheckedIndexedAccess, ...), typed
 // mistakes are rejected, and what it declares is what the JS provides.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
@@ -32,7 +35,7 @@ test('package.json points TypeScript at index.d.ts', () => {
   assert.ok(manifest.files.includes('index.d.ts'), 'index.d.ts is published');
 });
 
-test('the 0.24, post-0.24 and 0.15.x hosts accept NativeStorage (tsc --strict --exactOptionalPropertyTypes)', () => {
+test('the 0.24, post-0.24 and 0.15.x hosts, typed as upstream declares them, accept NativeStorage (upstream strictness)', () => {
   const { status, output } = tsc('tsconfig.json');
   assert.equal(status, 0, `tsc reported errors:\n${output}`);
 });
@@ -121,5 +124,46 @@ test('every declared option is read: valid values construct, invalid ones throw 
   ]) {
     const s = new pkg.NativeStorage(opts);
     await s.close();
+  }
+});
+
+/** A stand-in upstream tree: the file layout upstream-types.mjs reads, with a tiny ServerStorage. */
+function fakeTree(dir, getRowResult) {
+  const server = join(dir, 'packages', 'server', 'src');
+  const core = join(dir, 'packages', 'core', 'src');
+  mkdirSync(server, { recursive: true });
+  mkdirSync(core, { recursive: true });
+  writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { strict: true, exactOptionalPropertyTypes: true, noUncheckedIndexedAccess: true, module: 'ESNext', moduleResolution: 'bundler', target: 'ES2023', types: ['bun'] } }));
+  writeFileSync(join(core, 'index.ts'), 'export interface RejectionDetails { readonly reason?: string }\n');
+  writeFileSync(join(server, 'schema.ts'), 'export interface CompiledSchema { readonly version: number }\n');
+  writeFileSync(
+    join(server, 'storage.ts'),
+    [
+      "import type { RejectionDetails } from '@syncular/core';",
+      'export interface StoredPushResult { readonly status: "applied" | "rejected"; readonly results: readonly { opIndex: number; status: "error"; code: string; message: string; retryable: boolean; details?: RejectionDetails }[] }',
+      'export interface StorageTransaction { commitRejectedPushResult?(clientId: string, clientCommitId: string, result: StoredPushResult): Promise<void>; commit(): Promise<void> }',
+      `export interface ServerStorage { begin(partition: string): Promise<StorageTransaction>; getRow(partition: string, table: string, rowId: string): Promise<${getRowResult}> }`,
+    ].join('\n'),
+  );
+}
+
+test('test:upstream-types compiles against a given tree, and fails with the compiler errors when a declaration disagrees', { timeout: 120_000 }, () => {
+  const tmp = mkdtempSync(join(tmpdir(), 'syncular-upstream-types-test-'));
+  try {
+    const script = join(root, 'scripts', 'upstream-types.mjs');
+    const run = (tree) => spawnSync(process.execPath, [script, tree], { encoding: 'utf8', env: { ...process.env, SYNCULAR_INTERFACE_024: '' } });
+    fakeTree(join(tmp, 'good'), '{ readonly rowId: string } | undefined');
+    fakeTree(join(tmp, 'bad'), 'number');
+    const good = run(join(tmp, 'good'));
+    assert.equal(good.status, 0, good.stdout + good.stderr);
+    assert.match(good.stdout, /tree: ok/);
+    const bad = run(join(tmp, 'bad'));
+    assert.equal(bad.status, 1, bad.stdout + bad.stderr);
+    assert.match(bad.stderr, /host\.ts\(\d+,\d+\): error TS2322/);
+    const none = run(join(tmp, 'missing'));
+    assert.equal(none.status, 2);
+    assert.match(none.stderr, /not an upstream tree/);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
   }
 });

@@ -7,38 +7,17 @@
 // run what it built, never a same-named package fetched from the registry.
 
 const path = require('node:path');
-
-const BINARY = 'syncular-native-storage';
-
-function isMusl() {
-  // glibc reports its runtime version in the process report; musl does not.
-  try {
-    return !process.report.getReport().header.glibcVersionRuntime;
-  } catch {
-    return false;
-  }
-}
-
-/** napi-rs's platform id for this process (`linux-x64-gnu`, `darwin-arm64`, ...). */
-function platformId() {
-  const { platform, arch } = process;
-  if (platform === 'linux') {
-    if (arch === 'arm') return 'linux-arm-gnueabihf';
-    return `linux-${arch}-${isMusl() ? 'musl' : 'gnu'}`;
-  }
-  if (platform === 'win32') return `win32-${arch}-msvc`;
-  return `${platform}-${arch}`;
-}
+const { BINARY, TARGETS, currentPlatformPackage } = require('./platform');
 
 function firstLine(err) {
   return String(err?.message ?? err).split('\n')[0];
 }
 
 function load() {
-  const id = platformId();
+  const { id, packageName, supported } = currentPlatformPackage();
   const candidates = [
     { label: 'local build', request: path.join(__dirname, '..', 'native', `${BINARY}.node`) },
-    { label: `platform package ${BINARY}-${id}`, request: `${BINARY}-${id}` },
+    { label: `platform package ${packageName}`, request: packageName },
   ];
   const tried = [];
   for (const c of candidates) {
@@ -51,9 +30,11 @@ function load() {
   const lines = tried.map((t) => `  - ${t.label} (${t.request}): ${firstLine(t.err)}`);
   const hint = new Error(
     `syncular-native-storage: no loadable native addon for ${id} (node ${process.version}). Tried:\n${lines.join('\n')}\n` +
-      `A published install takes the binary from the optional dependency ${BINARY}-${id}: ` +
-      `reinstall without --omit=optional / --no-optional, or use a platform that has a prebuilt package. ` +
-      'In a clone, `npm install` (or `npm run build`) compiles the addon into native/ (needs cargo).',
+      (supported
+        ? `A published install takes the binary from the optional dependency ${packageName}: ` +
+          'reinstall without --omit=optional / --no-optional. '
+        : `No prebuilt package exists for ${id} (prebuilt: ${Object.keys(TARGETS).join(', ')}); build from source. `) +
+      'In a clone, `npm install` (or `npm run build`) compiles the addon into native/ (needs cargo and libclang; README, "Source build").',
   );
   hint.code = 'ERR_SYNCULAR_ADDON_MISSING';
   hint.cause = tried[tried.length - 1].err;

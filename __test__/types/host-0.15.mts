@@ -26,14 +26,24 @@ interface CompiledSchema {
   readonly declaredVariables: ReadonlySet<string>;
 }
 
+// @syncular/core's declarations, as upstream writes them (an interface for
+// the details, mutable result fields, no `| undefined` on optional fields).
+interface RejectionDetails {
+  readonly fieldPaths?: readonly string[];
+  readonly reason?: string;
+  readonly requiredAction?: string;
+  readonly references?: Readonly<Record<string, string>>;
+}
+
+type PushOperationResult =
+  | { opIndex: number; status: 'applied' }
+  | { opIndex: number; status: 'conflict'; code: string; message: string; serverVersion: number; serverRow: Uint8Array }
+  | { opIndex: number; status: 'error'; code: string; message: string; retryable: boolean; details?: RejectionDetails };
+
 interface LegacyPushResult {
   readonly status: 'applied' | 'rejected';
   readonly commitSeq?: number;
-  readonly results: readonly (
-    | { readonly opIndex: number; readonly status: 'applied' }
-    | { readonly opIndex: number; readonly status: 'conflict'; readonly code: string; readonly message: string; readonly serverVersion: number; readonly serverRow: Uint8Array }
-    | { readonly opIndex: number; readonly status: 'error'; readonly code: string; readonly message: string; readonly retryable: boolean }
-  )[];
+  readonly results: readonly PushOperationResult[];
 }
 
 interface LegacyTransaction {

@@ -2,6 +2,14 @@
 // the storage interface the way such a host sees it (written for this test
 // from the contract's member list, not imported from upstream) and must
 // accept a NativeStorage, and its transactions, without casts.
+//
+// The types are written the way upstream declares them: interfaces stay
+// interfaces (an interface has no implicit index signature, so it does not
+// assign to `{ [key: string]: unknown }`), `@syncular/core`'s result types
+// keep their mutable fields, and optional fields carry no `| undefined`
+// (upstream compiles with exactOptionalPropertyTypes). A restatement in
+// friendlier words would hide exactly the mismatches a real host hits;
+// `npm run test:upstream-types` checks the real declarations.
 import { NativeStorage, createStorage } from 'syncular-native-storage';
 
 // ---- the host's value types -------------------------------------------------
@@ -37,24 +45,33 @@ interface CompiledSchema {
   readonly declaredVariables: ReadonlySet<string>;
 }
 
-type PushOperationResult =
-  | { readonly opIndex: number; readonly status: 'applied' }
+// @syncular/core (rejection-details.ts, message.ts), as upstream writes them;
+// `conflictColumns` arrived with wire version 3 (before 0.24).
+export interface RejectionDetails {
+  readonly fieldPaths?: readonly string[];
+  readonly reason?: string;
+  readonly requiredAction?: string;
+  readonly references?: Readonly<Record<string, string>>;
+}
+
+export type PushOperationResult =
+  | { opIndex: number; status: 'applied' }
   | {
-      readonly opIndex: number;
-      readonly status: 'conflict';
-      readonly code: string;
-      readonly message: string;
-      readonly serverVersion: number;
-      readonly serverRow: Uint8Array;
-      readonly conflictColumns: Uint8Array;
+      opIndex: number;
+      status: 'conflict';
+      code: string;
+      message: string;
+      serverVersion: number;
+      serverRow: Uint8Array;
+      conflictColumns: Uint8Array;
     }
   | {
-      readonly opIndex: number;
-      readonly status: 'error';
-      readonly code: string;
-      readonly message: string;
-      readonly retryable: boolean;
-      readonly details?: Readonly<Record<string, unknown>>;
+      opIndex: number;
+      status: 'error';
+      code: string;
+      message: string;
+      retryable: boolean;
+      details?: RejectionDetails;
     };
 
 interface StoredRow {
@@ -148,13 +165,19 @@ interface StoredReaction extends NewReaction {
   readonly lastFailure?: ReactionFailure;
 }
 
+interface ClientSubscription {
+  readonly id: string;
+  readonly table: string;
+  readonly scopes: ScopeMap;
+}
+
 interface ClientRecord {
   readonly clientId: string;
   readonly actorId: string;
   readonly wireVersion: number;
   readonly cursor: number;
   readonly updatedAtMs: number;
-  readonly subscriptions: readonly { readonly id: string; readonly table: string; readonly scopes: ScopeMap }[];
+  readonly subscriptions: readonly ClientSubscription[];
 }
 
 interface PartitionEntry {
@@ -313,10 +336,24 @@ export interface ServerStorage {
   listPartitions(): Promise<string[]>;
 }
 
-/** A newer host (after 0.24): one more required storage member and a transaction hint. */
+/**
+ * A newer host (after 0.24): one more required storage member, a transaction
+ * hint, and (0.30.6) the schema version of each stored subscription.
+ */
 export interface NewerServerStorage extends ServerStorage {
   latestScopedChangeSeq(partition: string, query: { readonly table: string; readonly scopeFilter: ScopeMap }): Promise<number>;
   begin(partition: string): Promise<NewerStorageTransaction>;
+  getClientRecord(partition: string, clientId: string): Promise<NewerClientRecord | undefined>;
+  putClientRecord(partition: string, record: NewerClientRecord): Promise<void>;
+  listClientRecords?(partition: string): Promise<NewerClientRecord[]>;
+}
+
+export interface NewerClientSubscription extends ClientSubscription {
+  readonly schemaVersion?: number;
+}
+
+export interface NewerClientRecord extends ClientRecord {
+  readonly subscriptions: readonly NewerClientSubscription[];
 }
 
 export interface NewerStorageTransaction extends StorageTransaction {
@@ -341,6 +378,15 @@ export const newer: NewerServerStorage = createStorage({
   queryTimeoutMs: 2_000,
   errors: server,
 });
+
+// Upstream declares its members as methods, whose parameters TypeScript
+// compares both ways. Restated as function-typed properties they compare
+// strictly (strictFunctionTypes): every argument the host passes is accepted.
+type Strictly<T> = {
+  [K in keyof T]-?: NonNullable<T[K]> extends (...args: infer A) => infer R ? (...args: A) => R : T[K];
+};
+export const strictStorage: Strictly<NewerServerStorage> = new NativeStorage();
+export const strictTransaction: Promise<Strictly<NewerStorageTransaction>> = new NativeStorage().begin('p');
 
 export async function push(s: ServerStorage, schema: CompiledSchema): Promise<number> {
   await s.ensureSchema(schema, [{ partition: 'p', name: 'cp', schemaVersion: schema.version }]);

@@ -1,0 +1,195 @@
+// `npm run test:upstream-types -- <upstream tree> [--interface FILE] [--keep]`
+//
+// Compiles a small TypeScript host against upstream's own declarations:
+// `ServerStorage` and `StorageTransaction` from the given extracted
+// @syncular/server tree (packages/server/src, with @syncular/core from
+// packages/core/src), under the compiler options of the tree's root
+// tsconfig.json. The host assigns `new NativeStorage(...)` and
+// `createStorage(...)` to upstream's `ServerStorage` with no cast.
+//
+// A second host does the same against the 0.24 declaration
+// (interface-0.24.d.ts), copied into the work folder at run time from
+// --interface FILE, $SYNCULAR_INTERFACE_024, or ../shared/spec/ when that
+// exists (an empty $SYNCULAR_INTERFACE_024 skips it). It resolves
+// @syncular/core and @syncular/server's CompiledSchema from the same tree.
+//
+// Nothing upstream is part of this repository: the tree is read where it
+// lies. Exits non-zero with the compiler's errors when a host fails.
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const require = createRequire(join(root, 'package.json'));
+const ts = require('typescript');
+const tsc = join(dirname(require.resolve('typescript/package.json')), 'bin', 'tsc');
+
+function fail(message) {
+  console.error(`upstream-types: ${message}`);
+  process.exit(2);
+}
+
+// ---- arguments
+const argv = process.argv.slice(2);
+const keep = argv.includes('--keep');
+const ifIndex = argv.indexOf('--interface');
+const interfaceArg = ifIndex >= 0 ? argv[ifIndex + 1] : undefined;
+const positional = argv.filter((a, i) => !a.startsWith('--') && (ifIndex < 0 || i !== ifIndex + 1));
+if (positional.length !== 1) {
+  fail('usage: npm run test:upstream-types -- <extracted upstream tree> [--interface interface-0.24.d.ts] [--keep]');
+}
+const tree = resolve(positional[0]);
+const serverSrc = join(tree, 'packages', 'server', 'src');
+const coreSrc = join(tree, 'packages', 'core', 'src');
+for (const dir of [serverSrc, coreSrc]) if (!existsSync(dir)) fail(`${dir} does not exist: not an upstream tree`);
+
+const defaultInterface = join(root, '..', 'shared', 'spec', 'interface-0.24.d.ts');
+const interfaceFile = interfaceArg ?? process.env.SYNCULAR_INTERFACE_024 ?? (existsSync(defaultInterface) ? defaultInterface : undefined);
+if (interfaceArg !== undefined && !existsSync(interfaceArg)) fail(`--interface ${interfaceArg} does not exist`);
+
+/** The non-test .ts file under packages/server/src that declares `export interface ServerStorage`. */
+function findStorageFile(dir) {
+  for (const entry of readdirSync(dir).sort()) {
+    const path = join(dir, entry);
+    if (statSync(path).isDirectory()) {
+      if (entry === 'node_modules' || entry === '__tests__') continue;
+      const found = findStorageFile(path);
+      if (found) return found;
+    } else if (entry.endsWith('.ts') && !entry.endsWith('.test.ts') && !entry.endsWith('.d.ts')) {
+      if (/^export interface ServerStorage\b/m.test(readFileSync(path, 'utf8'))) return path;
+    }
+  }
+  return undefined;
+}
+
+const storageFile = findStorageFile(serverSrc) ?? fail(`no file under ${serverSrc} declares \`export interface ServerStorage\``);
+// The host's own error classes, passed as `errors` as a host does, where the
+// tree has them where 0.15.48 keeps them.
+const errorFiles = { 'upstream:errors': join(serverSrc, 'errors.ts'), 'upstream:storage-errors': join(serverSrc, 'storage-errors.ts') };
+const hostErrors = Object.values(errorFiles).every(existsSync);
+const schemaFile = join(serverSrc, 'schema.ts');
+if (!existsSync(schemaFile)) fail(`${schemaFile} is missing (CompiledSchema)`);
+
+/** Upstream's own compiler options, from the tree's root tsconfig.json. */
+function upstreamOptions() {
+  const file = join(tree, 'tsconfig.json');
+  if (!existsSync(file)) fail(`${file} is missing`);
+  const { config, error } = ts.readConfigFile(file, ts.sys.readFile);
+  if (error) fail(ts.flattenDiagnosticMessageText(error.messageText, '\n'));
+  let options = config.compilerOptions ?? {};
+  if (config.extends) fail(`${file} extends another config; not supported`);
+  // Ambient type packages (upstream's "types": ["bun"]) live in upstream's
+  // node_modules, which an extracted tree has not got; the storage seam
+  // names none of them.
+  options = { ...options, types: [], noEmit: true };
+  delete options.baseUrl;
+  delete options.paths;
+  return options;
+}
+
+const options = upstreamOptions();
+const work = mkdtempSync(join(tmpdir(), 'syncular-upstream-types-'));
+
+const HOST = (label) => `// Generated by syncular-native-storage scripts/upstream-types.mjs (${label}).
+import type { ServerStorage, StorageTransaction } from 'upstream:storage';
+import { NativeStorage, createStorage } from 'syncular-native-storage';
+${
+  hostErrors
+    ? `import { SyncError } from 'upstream:errors';
+import { StorageConstraintError, StorageQueryError } from 'upstream:storage-errors';
+import { DecodeError } from '@syncular/core';
+`
+    : ''
+}
+// The swap as a host writes it: no cast.
+export const storage: ServerStorage = new NativeStorage({ url: 'sqlite::memory:' });
+export const viaFactory: ServerStorage = createStorage({ url: 'sqlite:/var/lib/app/sync.db', synchronous: 'full' });
+export const postgres: ServerStorage = createStorage({ url: 'postgres://app@db/app', schema: 'tenant_a', maxConnections: 4 });
+export const defaults: ServerStorage = new NativeStorage();
+// Every optional member is present, with upstream's signature.
+export const complete: Required<ServerStorage> = new NativeStorage();
+
+${
+  hostErrors
+    ? `// The host's own error classes, so its instanceof checks hold.
+export const withHostErrors: ServerStorage = createStorage({ errors: { SyncError, StorageQueryError, StorageConstraintError, DecodeError } });
+`
+    : ''
+}
+export async function begin(s: ServerStorage): Promise<StorageTransaction> {
+  return s.begin('p');
+}
+// Every optional transaction member is present, with upstream's signature.
+export async function fullTransaction(): Promise<Required<StorageTransaction>> {
+  return new NativeStorage().begin('p');
+}
+
+// Upstream declares its members as methods, whose parameters TypeScript
+// compares both ways. Restated as function-typed properties they compare
+// strictly (strictFunctionTypes): whatever upstream passes must be accepted.
+type Strictly<T> = {
+  [K in keyof T]-?: NonNullable<T[K]> extends (...args: infer A) => infer R ? (...args: A) => R : T[K];
+};
+export const strictStorage: Strictly<ServerStorage> = new NativeStorage();
+export async function strictTransaction(): Promise<Strictly<StorageTransaction>> {
+  return new NativeStorage().begin('p');
+}
+`;
+
+/** Writes one host and its tsconfig into its own folder; returns tsc's result. */
+function check(label, storageModule, extraPaths = {}) {
+  const dir = join(work, label);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'host.ts'), HOST(label));
+  const tsconfig = {
+    compilerOptions: {
+      ...options,
+      paths: {
+        'upstream:storage': [storageModule],
+        '@syncular/core': [join(coreSrc, 'index.ts')],
+        'syncular-native-storage': [join(root, 'index.d.ts')],
+        ...(hostErrors ? Object.fromEntries(Object.entries(errorFiles).map(([k, v]) => [k, [v]])) : {}),
+        ...extraPaths,
+      },
+    },
+    files: ['host.ts'],
+  };
+  writeFileSync(join(dir, 'tsconfig.json'), `${JSON.stringify(tsconfig, null, 2)}\n`);
+  const r = spawnSync(process.execPath, [tsc, '-p', join(dir, 'tsconfig.json'), '--pretty', 'false'], { cwd: dir, encoding: 'utf8' });
+  if (r.error) fail(`tsc: ${r.error.message}`);
+  return { label, status: r.status, output: (r.stdout + r.stderr).trim() };
+}
+
+const results = [];
+console.log(`upstream-types: tree ${tree}`);
+console.log(`upstream-types: ServerStorage from ${relative(tree, storageFile)}; compiler options from tsconfig.json (types: [])`);
+console.log(`upstream-types: ${hostErrors ? "the tree's SyncError, StorageQueryError, StorageConstraintError, DecodeError passed as errors" : 'no errors.ts / storage-errors.ts in the tree: errors option not checked'}`);
+console.log(`upstream-types: TypeScript ${ts.version}; work folder ${work}`);
+results.push(check('tree', storageFile));
+
+if (interfaceFile) {
+  const copy = join(work, 'interface-0.24.d.ts');
+  copyFileSync(interfaceFile, copy);
+  console.log(`upstream-types: 0.24 declaration from ${interfaceFile}`);
+  // The declaration imports CompiledSchema from '@syncular/server'.
+  results.push(check('interface-0.24', copy, { '@syncular/server': [schemaFile] }));
+} else {
+  console.log('upstream-types: no 0.24 declaration (give --interface FILE or SYNCULAR_INTERFACE_024); skipped');
+}
+
+let failed = 0;
+for (const r of results) {
+  if (r.status === 0) {
+    console.log(`upstream-types: ${r.label}: ok`);
+  } else {
+    failed += 1;
+    console.error(`upstream-types: ${r.label}: tsc exited with ${r.status}\n${r.output}`);
+  }
+}
+if (keep) console.log(`upstream-types: kept ${work}`);
+else rmSync(work, { recursive: true, force: true });
+process.exit(failed === 0 ? 0 : 1);
