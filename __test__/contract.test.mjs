@@ -18,8 +18,9 @@ import * as admin from './contract/admin.mjs';
 import * as query from './contract/query.mjs';
 import * as indexScan from './contract/index-scan.mjs';
 import * as isolation from './contract/isolation.mjs';
+import * as migrationFence from './contract/migration-fence.mjs';
 
-export const modules = [schema, registry, transaction, pull, prune, clients, concurrency, pitfalls, badInput, errors, durability, checkpoints, reactions, admin, query, indexScan, isolation];
+export const modules = [schema, registry, transaction, pull, prune, clients, concurrency, pitfalls, badInput, errors, durability, checkpoints, reactions, admin, query, indexScan, isolation, migrationFence];
 
 const only = process.env.SYNCULAR_TEST_ENGINE;
 for (const engine of engines) {

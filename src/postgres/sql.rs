@@ -179,6 +179,15 @@ pub const SCHEMA_META_DDL: &str = "CREATE TABLE IF NOT EXISTS sync_schema_meta(
   layouts TEXT NOT NULL DEFAULT '{}'
 )";
 
+/// The migration fence (see the SQLite text).
+pub const FENCE_EXISTING_PARTITIONS: &str =
+    "INSERT INTO sync_writer_fence (partition, required_writer_version)
+SELECT partition, $1 FROM (SELECT partition FROM sync_partitions
+  UNION SELECT partition FROM sync_partition_registry
+  UNION SELECT partition FROM sync_clients) p
+ON CONFLICT (partition) DO UPDATE SET required_writer_version =
+  GREATEST(sync_writer_fence.required_writer_version, EXCLUDED.required_writer_version)";
+
 /// The serve gate in one statement, so one snapshot (see the SQLite text).
 pub const SERVE_GATE: &str = "SELECT 0::int AS k, (SELECT schema_version FROM sync_schema_meta WHERE id = 1)::text AS a, \
 (SELECT log_epoch FROM sync_partition_registry WHERE partition = $1) AS b \
