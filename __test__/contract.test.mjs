@@ -19,8 +19,9 @@ import * as query from './contract/query.mjs';
 import * as indexScan from './contract/index-scan.mjs';
 import * as isolation from './contract/isolation.mjs';
 import * as migrationFence from './contract/migration-fence.mjs';
+import * as rollbackFailure from './contract/rollback-failure.mjs';
 
-export const modules = [schema, registry, transaction, pull, prune, clients, concurrency, pitfalls, badInput, errors, durability, checkpoints, reactions, admin, query, indexScan, isolation, migrationFence];
+export const modules = [schema, registry, transaction, pull, prune, clients, concurrency, pitfalls, badInput, errors, durability, checkpoints, reactions, admin, query, indexScan, isolation, migrationFence, rollbackFailure];
 
 const only = process.env.SYNCULAR_TEST_ENGINE;
 for (const engine of engines) {

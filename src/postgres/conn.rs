@@ -178,7 +178,7 @@ pub const CONNECTION_LOST: &str = "PG_CONNECTION";
 /// the server restarted or ended the session), not that the statement
 /// failed: the call may run again on another connection.
 pub fn is_connection_lost(e: &Error) -> bool {
-    match e {
+    match e.primary() {
         Error::Engine { code, .. } => {
             code == CONNECTION_LOST
                 || code.starts_with("08")
