@@ -20,8 +20,9 @@ import * as indexScan from './contract/index-scan.mjs';
 import * as isolation from './contract/isolation.mjs';
 import * as migrationFence from './contract/migration-fence.mjs';
 import * as rollbackFailure from './contract/rollback-failure.mjs';
+import * as scopeReplacement from './contract/scope-replacement.mjs';
 
-export const modules = [schema, registry, transaction, pull, prune, clients, concurrency, pitfalls, badInput, errors, durability, checkpoints, reactions, admin, query, indexScan, isolation, migrationFence, rollbackFailure];
+export const modules = [schema, registry, transaction, pull, prune, clients, concurrency, pitfalls, badInput, errors, durability, checkpoints, reactions, admin, query, indexScan, isolation, migrationFence, rollbackFailure, scopeReplacement];
 
 const only = process.env.SYNCULAR_TEST_ENGINE;
 for (const engine of engines) {
