@@ -110,6 +110,11 @@ export function define(engine) {
           assert.equal(err.code, 'SQLITE_AUTH');
           assert.ok(!('rollbackError' in err));
           assert.equal(await storage.getRow('p1', 'tasks', 't1'), undefined);
+          // As upstream's storage test has it: later transactions proceed.
+          const next = await storage.begin('p1');
+          await next.upsertRow('tasks', taskRow('t2'));
+          await next.commit();
+          assert.ok(await storage.getRow('p1', 'tasks', 't2'));
         }));
     }
 
