@@ -19,8 +19,12 @@ import * as query from './contract/query.mjs';
 import * as indexScan from './contract/index-scan.mjs';
 import * as isolation from './contract/isolation.mjs';
 import * as isolationBounds from './contract/isolation-bounds.mjs';
+import * as migrationFence from './contract/migration-fence.mjs';
+import * as rollbackFailure from './contract/rollback-failure.mjs';
+import * as scopeReplacement from './contract/scope-replacement.mjs';
+import * as pullConcurrency from './contract/pull-concurrency.mjs';
 
-export const modules = [schema, registry, transaction, pull, prune, clients, concurrency, pitfalls, badInput, errors, durability, checkpoints, reactions, admin, query, indexScan, isolation, isolationBounds];
+export const modules = [schema, registry, transaction, pull, prune, clients, concurrency, pitfalls, badInput, errors, durability, checkpoints, reactions, admin, query, indexScan, isolation, isolationBounds, migrationFence, rollbackFailure, scopeReplacement, pullConcurrency];
 
 const only = process.env.SYNCULAR_TEST_ENGINE;
 for (const engine of engines) {

@@ -176,7 +176,7 @@ describe('sqlite physical layout', () => {
     withFile(async (storage, path) => {
       await storage.touchPartition('p1', 55, 'ep');
       await storage.setHorizonSeq('p1', 4);
-      const subs = [{ id: 's', table: 'tasks', scopes: { project_id: ['a', 'b'] } }];
+      const subs = [{ id: 's', table: 'tasks', scopes: { project_id: ['a', 'b'] } }, { id: 'v', table: 'notes', scopes: { project_id: [] }, schemaVersion: 4 }];
       await storage.putClientRecord('p1', { clientId: 'c', actorId: 'u', wireVersion: 3, cursor: 9, updatedAtMs: 99, subscriptions: subs });
       await storage.close();
       assert.deepEqual(query(path, 'SELECT partition, log_epoch, epoch_required, last_authenticated_at_ms FROM sync_partition_registry'), [

@@ -95,6 +95,39 @@ function translate(err, classes) {
   } catch {
     return err;
   }
+  const out = fromWire(w, classes);
+  if (w.rollbackError !== null && typeof w.rollbackError === 'object') {
+    attachRollbackError(out, fromWire(w.rollbackError, classes));
+  } else if (Object.hasOwn(err, 'rollbackError')) {
+    // attached on the JS side (lib/write-queue.js) before translation
+    attachRollbackError(out, translate(err.rollbackError, classes));
+  }
+  return out;
+}
+
+/**
+ * 0.30.7: the ROLLBACK after a failure failed too. The first error stays
+ * the error; the rollback's rides on it, non-enumerable (a host that logs
+ * or serializes the error sees it unchanged). A first rollback error is
+ * kept.
+ */
+function attachRollbackError(err, rollbackError) {
+  if (err === null || typeof err !== 'object' || Object.hasOwn(err, 'rollbackError')) return err;
+  try {
+    Object.defineProperty(err, 'rollbackError', {
+      value: rollbackError,
+      enumerable: false,
+      writable: true,
+      configurable: true,
+    });
+  } catch {
+    // a frozen error: it stays as it is
+  }
+  return err;
+}
+
+/** The error a wire description names. */
+function fromWire(w, classes) {
   switch (w.kind) {
     case 'query':
       return new classes.StorageQueryError(w.code, w.details);
@@ -118,6 +151,7 @@ module.exports = {
   ...OWN,
   resolveErrorClasses,
   translate,
+  attachRollbackError,
   invalidArgument,
   withCode,
   WIRE_PREFIX,

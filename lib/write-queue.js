@@ -29,6 +29,8 @@
 //
 // Either way a read submitted after a storage-level write waits for it.
 
+const { attachRollbackError } = require('./errors');
+
 const noop = () => {};
 
 const TX = 'tx';
@@ -254,11 +256,16 @@ class WriteQueue {
     return done;
   }
 
-  /** `fn(id)` under `lease`, then commit (roll back if it failed). */
+  /**
+   * `fn(id)` under `lease`, then commit (roll back if it failed; a failed
+   * rollback rides on `fn`'s error as its `rollbackError`, never replaces it).
+   */
   #finish(lease, fn) {
-    const rollback = () => {
+    const rollback = (err) => {
       try {
         this.native.unlock(lease.id, false);
+      } catch (rollbackError) {
+        attachRollbackError(err, rollbackError);
       } finally {
         lease.release();
       }
@@ -267,14 +274,14 @@ class WriteQueue {
     try {
       out = fn(lease.id);
     } catch (err) {
-      rollback();
+      rollback(err);
       throw err;
     }
     if (out instanceof Promise) {
       return out.then(
         (v) => Promise.resolve(lease.commit()).then(() => v),
         (err) => {
-          rollback();
+          rollback(err);
           throw err;
         },
       );

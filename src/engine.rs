@@ -100,6 +100,13 @@ pub trait Engine: Send + Sync + 'static {
         Call::Now(Ok(true))
     }
     fn is_held(&self, lease: u32) -> bool;
+    /// Test hook: the next COMMIT and/or ROLLBACK fail (SQLite only; see
+    /// `SqliteEngine::arm_faults`).
+    fn arm_faults(&self, _commit: bool, _rollback: bool) -> crate::Result<()> {
+        Err(crate::Error::invalid(
+            "fault injection is a test hook of the SQLite engine",
+        ))
+    }
 
     // ---- schema and partitions
     fn ensure_schema(

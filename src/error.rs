@@ -33,6 +33,13 @@ pub enum Error {
     /// The database writer lock is held by another connection; the caller
     /// retries off the JS thread.
     Busy,
+    /// `error`, after which the ROLLBACK meant to clean up failed too
+    /// (0.30.7): the host sees `error`, with `rollback` attached as its
+    /// non-enumerable `rollbackError`. Never the other way round.
+    RollbackFailed {
+        error: Box<Error>,
+        rollback: Box<Error>,
+    },
 }
 
 impl Error {
@@ -73,6 +80,26 @@ impl Error {
         )
     }
 
+    /// `self`, with the failure of the ROLLBACK that followed it attached.
+    pub fn with_rollback_failure(self, rollback: Error) -> Self {
+        match self {
+            // The first failure stays the error; a later rollback's is not kept.
+            Error::RollbackFailed { .. } => self,
+            error => Error::RollbackFailed {
+                error: Box::new(error),
+                rollback: Box::new(rollback),
+            },
+        }
+    }
+
+    /// The error itself, without an attached rollback failure.
+    pub fn primary(&self) -> &Error {
+        match self {
+            Error::RollbackFailed { error, .. } => error,
+            e => e,
+        }
+    }
+
     pub fn tx_finished() -> Self {
         Error::plain("ERR_SYNCULAR_TX_FINISHED", "transaction already finished")
     }
@@ -86,12 +113,17 @@ impl Error {
             Error::InvalidArgument(_) => "argument",
             Error::Engine { .. } => "engine",
             Error::Busy => "busy",
+            Error::RollbackFailed { error, .. } => error.kind(),
         }
     }
 
     /// Serialized form carried across N-API inside the error message; the
     /// shim parses it back. JSON keeps it unambiguous for any message text.
     pub fn to_wire(&self) -> String {
+        serde_json::Value::Object(self.wire_object()).to_string()
+    }
+
+    fn wire_object(&self) -> serde_json::Map<String, serde_json::Value> {
         let mut o = serde_json::Map::new();
         o.insert("kind".into(), self.kind().into());
         match self {
@@ -131,8 +163,13 @@ impl Error {
                 o.insert("code".into(), "SQLITE_BUSY".into());
                 o.insert("message".into(), "database is locked".into());
             }
+            Error::RollbackFailed { error, rollback } => {
+                o = error.wire_object();
+                o.insert("rollbackError".into(), rollback.wire_object().into());
+                return o;
+            }
         }
-        serde_json::Value::Object(o).to_string()
+        o
     }
 }
 
@@ -144,6 +181,7 @@ impl fmt::Display for Error {
             Error::Decode(m) | Error::InvalidArgument(m) => f.write_str(m),
             Error::Plain { message, .. } | Error::Engine { message, .. } => f.write_str(message),
             Error::Busy => f.write_str("database is locked"),
+            Error::RollbackFailed { error, .. } => error.fmt(f),
         }
     }
 }

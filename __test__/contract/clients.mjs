@@ -112,6 +112,32 @@ export function define(engine) {
         assert.strictEqual(await storage.getActiveClientCursorFloor('p3', 0), null);
       }));
 
+    test('ClientSubscription.schemaVersion (0.30.6) is stored and returned exactly; absent stays absent', () =>
+      withStorage(engine, async (storage) => {
+        const subscriptions = [
+          { id: 'v1', table: 'tasks', scopes: { project_id: ['p1'] }, schemaVersion: 1 },
+          { id: 'v0', table: 'tasks', scopes: { project_id: ['p2'] }, schemaVersion: 0 },
+          { id: 'vmax', table: 'notes', scopes: { project_id: [] }, schemaVersion: Number.MAX_SAFE_INTEGER },
+          { id: 'none', table: 'notes', scopes: { project_id: ['p3'] } },
+        ];
+        await storage.touchPartition('p1', 1, 'epoch-1');
+        await storage.putClientRecord('p1', record('c1', { subscriptions }));
+        const got = await storage.getClientRecord('p1', 'c1');
+        assertSame(got.subscriptions, subscriptions);
+        for (const [i, sub] of got.subscriptions.entries()) {
+          assert.strictEqual(sub.schemaVersion, subscriptions[i].schemaVersion);
+        }
+        assert.ok(!Object.hasOwn(got.subscriptions[3], 'schemaVersion'), 'no schemaVersion key when none was given');
+        // Cursor moves keep the subscriptions as they are.
+        await storage.advanceClientCursor('p1', 'c1', 'actor-1', 'epoch-1', 15, 1500);
+        await storage.updateClientCursor('p1', 'c1', 16, 1600);
+        assertSame((await storage.getClientRecord('p1', 'c1')).subscriptions, subscriptions);
+        // A later put replaces the version with the record.
+        const bumped = subscriptions.map((s) => (s.id === 'v1' ? { ...s, schemaVersion: 2 } : s));
+        await storage.putClientRecord('p1', record('c1', { subscriptions: bumped }));
+        assert.strictEqual((await storage.getClientRecord('p1', 'c1')).subscriptions[0].schemaVersion, 2);
+      }));
+
     test('client records need no ensureSchema', () =>
       withStorage(
         engine,

@@ -156,6 +156,13 @@ impl NativeEngine {
         self.engine().is_held(lease)
     }
 
+    /// Test hook (not part of the package's API): the next COMMIT and/or
+    /// ROLLBACK of the SQLite writer connection fail.
+    #[napi]
+    pub fn test_arm_faults(&self, commit: bool, rollback: bool) -> Result<()> {
+        super::guard(|| self.engine().arm_faults(commit, rollback))
+    }
+
     // ---- schema and partitions --------------------------------------------------
 
     #[napi(ts_return_type = "boolean | Promise<boolean>")]

@@ -153,8 +153,18 @@ async fn ensure_meta(conn: &mut sqlx::PgConnection, schema: Option<&str>) -> Res
         {
             conn.execute(AssertSqlSafe(stmt)).await.map_err(map_err)?;
         }
-        for stmt in sql::FENCE_DDL {
-            conn.execute(*stmt).await.map_err(map_err)?;
+        let quoted: Option<String> = sqlx::query_scalar("SELECT quote_ident(current_schema())")
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(map_err)?;
+        let quoted = quoted.ok_or_else(|| {
+            Error::plain(
+                "ERR_SYNCULAR_NO_SCHEMA",
+                "the connection has no current schema (search_path names none that exists)",
+            )
+        })?;
+        for stmt in sql::fence_ddl(&quoted) {
+            conn.execute(AssertSqlSafe(stmt)).await.map_err(map_err)?;
         }
         Ok::<(), Error>(())
     };
@@ -178,7 +188,7 @@ pub const CONNECTION_LOST: &str = "PG_CONNECTION";
 /// the server restarted or ended the session), not that the statement
 /// failed: the call may run again on another connection.
 pub fn is_connection_lost(e: &Error) -> bool {
-    match e {
+    match e.primary() {
         Error::Engine { code, .. } => {
             code == CONNECTION_LOST
                 || code.starts_with("08")

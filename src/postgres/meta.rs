@@ -292,6 +292,18 @@ fn version_i32(v: i64) -> Result<i32> {
     i32::try_from(v).map_err(|_| Error::invalid("schemaVersion out of range"))
 }
 
+/// The migration fence (0.30.4): raises the writer fence of every partition
+/// this database knows to `version`, never lowering one, inside the
+/// schema-bump transaction.
+pub async fn fence_existing_partitions(c: &mut PgConnection, version: i64) -> Result<()> {
+    sqlx::query(super::sql::FENCE_EXISTING_PARTITIONS)
+        .bind(version_i32(version)?)
+        .execute(&mut *c)
+        .await
+        .map_err(map_err)?;
+    Ok(())
+}
+
 /// Inserts a `declared` row when absent and raises the writer fence.
 pub async fn declare_checkpoint(
     c: &mut PgConnection, d: &CheckpointDeclaration, now_ms: i64,

@@ -220,23 +220,26 @@ pub(crate) async fn exec(c: &mut PgConnection, sql: &'static str) -> Result<()> 
 }
 
 /// Commits on `Ok` (a failed COMMIT rolls back and reports), rolls back on
-/// `Err`; a connection whose ROLLBACK fails is closed, never pooled. A
-/// connection that finished cleanly goes back to the engine's idle list.
+/// `Err`; a connection whose ROLLBACK fails is closed, never pooled, and
+/// the ROLLBACK's error rides on the first one as its `rollbackError`
+/// (0.30.7). A connection that finished cleanly goes back to the engine's
+/// idle list.
 pub(crate) async fn finish<T>(
     engine: &PgEngine, mut conn: PoolConnection<Postgres>, out: Result<T>,
 ) -> Result<T> {
-    let (out, healthy) = match out {
+    let failed = match out {
         Ok(v) => match exec(&mut conn, "COMMIT").await {
-            Ok(()) => (Ok(v), true),
-            Err(e) => {
-                let healthy = exec(&mut conn, "ROLLBACK").await.is_ok();
-                (Err(e), healthy)
+            Ok(()) => {
+                engine.recycle(conn, true);
+                return Ok(v);
             }
+            Err(e) => e,
         },
-        Err(e) => {
-            let healthy = exec(&mut conn, "ROLLBACK").await.is_ok();
-            (Err(e), healthy)
-        }
+        Err(e) => e,
+    };
+    let (out, healthy) = match exec(&mut conn, "ROLLBACK").await {
+        Ok(()) => (Err(failed), true),
+        Err(rb) => (Err(failed.with_rollback_failure(rb)), false),
     };
     if !healthy {
         conn.close_on_drop();

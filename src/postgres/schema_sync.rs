@@ -109,6 +109,7 @@ pub async fn ensure_schema(
             .execute(&mut *c)
             .await
             .map_err(map_err)?;
+            meta::fence_existing_partitions(c, schema.version).await?;
             for d in declarations {
                 meta::declare_checkpoint(c, d, now_ms).await?;
             }

@@ -114,12 +114,16 @@ CREATE TABLE IF NOT EXISTS sync_schema_meta(
 /// The writer fence (storage-layout §4.2), sent as separate statements: the
 /// plpgsql body cannot go through the `;` split. Same names and condition
 /// as the in-tree storage, so processes of either implementation fence each
-/// other.
-pub const FENCE_DDL: &[&str] = &[
-    r#"CREATE OR REPLACE FUNCTION syncular_writer_fence() RETURNS trigger AS $fence$
+/// other. Every name is qualified with `schema` (as PostgreSQL's
+/// `quote_ident` renders it): the trigger fires in whatever session inserts
+/// into `sync_commits`, whose `search_path` may not name our schema.
+pub fn fence_ddl(schema: &str) -> [String; 3] {
+    [
+        format!(
+            r#"CREATE OR REPLACE FUNCTION {schema}.syncular_writer_fence() RETURNS trigger AS $fence$
 BEGIN
   IF EXISTS (
-    SELECT 1 FROM sync_writer_fence f
+    SELECT 1 FROM {schema}.sync_writer_fence f
     WHERE f.partition = NEW.partition
       AND (NEW.writer_version IS NULL OR NEW.writer_version < f.required_writer_version)
   ) THEN
@@ -127,11 +131,15 @@ BEGIN
   END IF;
   RETURN NEW;
 END
-$fence$ LANGUAGE plpgsql"#,
-    "DROP TRIGGER IF EXISTS sync_commits_writer_fence ON sync_commits",
-    "CREATE TRIGGER sync_commits_writer_fence BEFORE INSERT ON sync_commits \
-     FOR EACH ROW EXECUTE FUNCTION syncular_writer_fence()",
-];
+$fence$ LANGUAGE plpgsql"#
+        ),
+        format!("DROP TRIGGER IF EXISTS sync_commits_writer_fence ON {schema}.sync_commits"),
+        format!(
+            "CREATE TRIGGER sync_commits_writer_fence BEFORE INSERT ON {schema}.sync_commits \
+             FOR EACH ROW EXECUTE FUNCTION {schema}.syncular_writer_fence()"
+        ),
+    ]
+}
 
 /// Relations whose presence (in the first schema of the search path), with
 /// the fence trigger and the two late columns, means the meta DDL has run.
@@ -161,7 +169,10 @@ pub const META_OBJECTS: &[&str] = &[
 ];
 
 /// Counts `META_OBJECTS`, counting the relation set as one short when the
-/// trigger or a late column is missing.
+/// trigger or a late column is missing, or when the fence function names
+/// its table without our schema (written by an older version of this
+/// package, or by the in-tree storage, whose `migrate()` replaces it with
+/// an unqualified body on every `ensureSchema`).
 pub const COUNT_META_OBJECTS: &str = "SELECT (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
    WHERE n.nspname = current_schema() AND c.relname = ANY($1))
  - CASE WHEN EXISTS (SELECT 1 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
@@ -171,6 +182,9 @@ pub const COUNT_META_OBJECTS: &str = "SELECT (SELECT count(*) FROM pg_class c JO
         AND table_name = 'sync_commits' AND column_name = 'writer_version')
      AND EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
         AND table_name = 'sync_clients' AND column_name = 'wire_version')
+     AND EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname = current_schema() AND p.proname = 'syncular_writer_fence'
+        AND strpos(p.prosrc, quote_ident(current_schema()) || '.sync_writer_fence') > 0)
    THEN 0 ELSE 1 END";
 
 pub const SCHEMA_META_DDL: &str = "CREATE TABLE IF NOT EXISTS sync_schema_meta(
@@ -178,6 +192,15 @@ pub const SCHEMA_META_DDL: &str = "CREATE TABLE IF NOT EXISTS sync_schema_meta(
   schema_version BIGINT NOT NULL,
   layouts TEXT NOT NULL DEFAULT '{}'
 )";
+
+/// The migration fence (see the SQLite text).
+pub const FENCE_EXISTING_PARTITIONS: &str =
+    "INSERT INTO sync_writer_fence (partition, required_writer_version)
+SELECT partition, $1 FROM (SELECT partition FROM sync_partitions
+  UNION SELECT partition FROM sync_partition_registry
+  UNION SELECT partition FROM sync_clients) p
+ON CONFLICT (partition) DO UPDATE SET required_writer_version =
+  GREATEST(sync_writer_fence.required_writer_version, EXCLUDED.required_writer_version)";
 
 /// The serve gate in one statement, so one snapshot (see the SQLite text).
 pub const SERVE_GATE: &str = "SELECT 0::int AS k, (SELECT schema_version FROM sync_schema_meta WHERE id = 1)::text AS a, \

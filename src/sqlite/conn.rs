@@ -258,6 +258,45 @@ fn ensure_meta(conn: &Connection) -> Result<()> {
     }
 }
 
+/// ROLLBACK after `e` failed. A ROLLBACK that fails too is attached to `e`
+/// (0.30.7), never put in its place. Nothing to roll back when SQLite has
+/// already ended the transaction (some errors do).
+pub fn rollback_after(conn: &Connection, e: Error) -> Error {
+    if conn.is_autocommit() {
+        return e;
+    }
+    match exec(conn, "ROLLBACK") {
+        Ok(()) => e,
+        Err(rb) => e.with_rollback_failure(map_err(rb)),
+    }
+}
+
+/// See `SqliteEngine::arm_faults`. Replaces the connection's authorizer
+/// with one that refuses the armed statements and otherwise answers as
+/// the registered-query authorizer ([`super::isolation::register`]) does.
+/// Setting an authorizer expires the prepared statements, so the cached
+/// COMMIT/ROLLBACK are prepared again and meet it.
+pub fn arm_faults(conn: &Connection, commit: bool, rollback: bool) {
+    use rusqlite::hooks::{AuthAction, AuthContext, Authorization, TransactionOperation};
+    let mut commit = commit;
+    let mut rollback = rollback;
+    conn.authorizer(Some(move |ctx: AuthContext<'_>| match ctx.action {
+        AuthAction::Transaction {
+            operation: TransactionOperation::Unknown, // COMMIT (rusqlite names only BEGIN, RELEASE, ROLLBACK)
+        } if commit => {
+            commit = false;
+            Authorization::Deny
+        }
+        AuthAction::Transaction {
+            operation: TransactionOperation::Rollback,
+        } if rollback => {
+            rollback = false;
+            Authorization::Deny
+        }
+        _ => super::isolation::bound_verdict(&ctx),
+    }));
+}
+
 pub fn has_column(conn: &Connection, table: &str, column: &str) -> Result<bool> {
     let n: i64 = conn
         .query_row(
@@ -288,6 +327,7 @@ fn code_name(e: &rusqlite::ffi::Error) -> String {
             ErrorCode::DatabaseCorrupt => "SQLITE_CORRUPT",
             ErrorCode::SystemIoFailure => "SQLITE_IOERR",
             ErrorCode::TooBig => "SQLITE_TOOBIG",
+            ErrorCode::AuthorizationForStatementDenied => "SQLITE_AUTH",
             _ => "SQLITE_ERROR",
         },
     };

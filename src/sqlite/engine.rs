@@ -83,6 +83,10 @@ impl Engine for Arc<SqliteEngine> {
         SqliteEngine::is_held(self, lease)
     }
 
+    fn arm_faults(&self, commit: bool, rollback: bool) -> crate::Result<()> {
+        SqliteEngine::arm_faults(self, commit, rollback)
+    }
+
     fn ensure_schema(
         &self, lease: u32, schema: Schema, declarations: Vec<CheckpointDeclaration>, now_ms: i64,
     ) -> Call<bool> {

@@ -234,18 +234,7 @@ const TABLE_FUNCTIONS: &[&str] = &["json_each", "json_tree"];
 /// `sqlite3_prepare` or `sqlite3_step` under [`bound`]), so its checks
 /// always run under its own rules.
 pub fn register(conn: &Connection) -> Result<()> {
-    conn.authorizer(Some(|ctx: AuthContext<'_>| {
-        BOUND.with(|b| match b.borrow_mut().as_mut() {
-            None => Authorization::Allow,
-            Some(rules) => {
-                let verdict = authorize(&ctx, rules);
-                if verdict != Authorization::Allow {
-                    rules.denied = true;
-                }
-                verdict
-            }
-        })
-    }));
+    conn.authorizer(Some(|ctx: AuthContext<'_>| bound_verdict(&ctx)));
     conn.create_scalar_function(
         PARTITION_FN,
         0,
@@ -256,6 +245,20 @@ pub fn register(conn: &Connection) -> Result<()> {
     )
     .map_err(map_err)?;
     super::linear_fns::register(conn)
+}
+
+/// The installed authorizer's verdict (see [`register`]).
+pub fn bound_verdict(ctx: &AuthContext<'_>) -> Authorization {
+    BOUND.with(|b| match b.borrow_mut().as_mut() {
+        None => Authorization::Allow,
+        Some(rules) => {
+            let verdict = authorize(ctx, rules);
+            if verdict != Authorization::Allow {
+                rules.denied = true;
+            }
+            verdict
+        }
+    })
 }
 
 /// The views `tables` read through (with their names) exist on `conn`

@@ -270,6 +270,16 @@ pub fn declare_checkpoint(
     .ok_or_else(|| Error::query("sync.storage.checkpoint_not_declared"))
 }
 
+/// The migration fence (0.30.4): raises the writer fence of every partition
+/// this database knows (a commit counter, a registry entry or a client
+/// record) to `version`, never lowering one. Runs in the schema-bump
+/// transaction, so no writer sees the new marker without the fences.
+pub fn fence_existing_partitions(conn: &Connection, version: i64) -> Result<usize> {
+    conn.prepare_cached(super::sql::FENCE_EXISTING_PARTITIONS)
+        .and_then(|mut st| st.execute([version]))
+        .map_err(map_err)
+}
+
 /// Every incomplete checkpoint at `version`, across partitions.
 pub fn pending_checkpoints(conn: &Connection, version: i64) -> Result<Vec<(String, String)>> {
     let mut st = conn

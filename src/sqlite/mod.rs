@@ -270,6 +270,12 @@ impl SqliteEngine {
             conn::exec(&w.conn, sql::GROUP_MEMBER).map_err(map_err)?;
             return Ok(Some(Self::grant(&mut w, partition, true)));
         }
+        if !w.conn.is_autocommit() {
+            // No lease and no group, yet a transaction is open: a ROLLBACK
+            // failed (see `conn::rollback_after`). End it before anything
+            // else runs in it.
+            conn::exec(&w.conn, "ROLLBACK").map_err(map_err)?;
+        }
         match conn::exec(&w.conn, "BEGIN IMMEDIATE") {
             Ok(()) => Ok(Some(Self::grant(&mut w, partition, false))),
             Err(e) if conn::is_busy(&e) => Ok(None),
@@ -425,8 +431,7 @@ impl SqliteEngine {
         w.held = 0;
         let _slow = Slow::start(telemetry::SQLITE, "commit", Site::caller()).sql("COMMIT");
         if let Err(e) = conn::exec(&w.conn, "COMMIT") {
-            let _ = conn::exec(&w.conn, "ROLLBACK");
-            return Err(map_err(e));
+            return Err(conn::rollback_after(&w.conn, map_err(e)));
         }
         if let Some(c) = w.checkpointer.as_mut() {
             c.committed();
@@ -439,8 +444,17 @@ impl SqliteEngine {
     fn abort_group(w: &mut Writer, e: rusqlite::Error) -> Error {
         w.held = 0;
         w.lease = None;
-        let _ = conn::exec(&w.conn, "ROLLBACK");
-        map_err(e)
+        conn::rollback_after(&w.conn, map_err(e))
+    }
+
+    /// Test hook: the writer connection's next COMMIT and/or ROLLBACK fail
+    /// (SQLite refuses them through an authorizer, as it would refuse any
+    /// statement), so the path where both fail can be exercised. One-shot.
+    pub fn arm_faults(&self, commit: bool, rollback: bool) -> Result<()> {
+        let db = self.db()?;
+        let w = lock(&db.writer);
+        conn::arm_faults(&w.conn, commit, rollback);
+        Ok(())
     }
 
     pub fn is_held(&self, id: u32) -> bool {
@@ -659,6 +673,49 @@ mod group_tests {
         assert!(!e.flush().unwrap(), "c has run work: not now");
         e.unlock(c, true).unwrap();
         assert_eq!(count(&e, "parent"), 3);
+    }
+
+    #[test]
+    fn a_failed_rollback_after_a_failed_commit_rides_on_the_commit_error() {
+        let e = engine();
+        let a = e.try_lock(None).unwrap().unwrap();
+        // The deferred key fails the COMMIT for real; the ROLLBACK is refused.
+        run(&e, a, "INSERT INTO child VALUES (99)");
+        e.arm_faults(false, true).unwrap();
+        let err = e.unlock(a, true).unwrap_err();
+        let Error::RollbackFailed { error, rollback } = &err else {
+            panic!("expected the rollback failure attached, got {err:?}");
+        };
+        assert!(
+            matches!(&**error, Error::Engine { code, .. } if code == "SQLITE_CONSTRAINT_FOREIGNKEY"),
+            "the COMMIT's error stays the error: {error:?}"
+        );
+        assert!(matches!(&**rollback, Error::Engine { code, .. } if code == "SQLITE_AUTH"));
+        assert_eq!(err.kind(), "engine");
+        assert_eq!(err.to_string(), error.to_string());
+        let wire: serde_json::Value = serde_json::from_str(&err.to_wire()).unwrap();
+        assert_eq!(wire["code"], "SQLITE_CONSTRAINT_FOREIGNKEY");
+        assert_eq!(wire["rollbackError"]["code"], "SQLITE_AUTH");
+        // The transaction the ROLLBACK could not end is ended by the next lease.
+        let b = e.try_lock(None).unwrap().unwrap();
+        run(&e, b, "INSERT INTO parent VALUES (1)");
+        e.unlock(b, true).unwrap();
+        assert_eq!(count(&e, "child"), 0);
+        assert_eq!(count(&e, "parent"), 1);
+    }
+
+    #[test]
+    fn a_commit_refused_and_a_rollback_that_succeeds_report_the_commit_error_alone() {
+        let e = engine();
+        let a = e.try_lock(None).unwrap().unwrap();
+        run(&e, a, "INSERT INTO parent VALUES (1)");
+        e.arm_faults(true, false).unwrap();
+        let err = e.unlock(a, true).unwrap_err();
+        assert!(
+            matches!(&err, Error::Engine { code, .. } if code == "SQLITE_AUTH"),
+            "{err:?}"
+        );
+        assert_eq!(count(&e, "parent"), 0, "rolled back");
     }
 
     #[test]

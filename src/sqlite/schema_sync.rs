@@ -1,6 +1,7 @@
 //! `ensureSchema` on SQLite (storage-layout §14.6): the incomplete
 //! checkpoint refusal, same-version layout checks, and the schema-version
-//! bump (retire tables, DDL, payload rewrites, marker, declarations), all
+//! bump (retire tables, DDL, payload rewrites, marker, the migration fence
+//! on every existing partition, declarations), all
 //! under one write lease so it commits or rolls back as a whole.
 
 use super::conn::map_err;
@@ -100,6 +101,7 @@ pub fn ensure_schema(
             )
             .and_then(|mut st| st.execute(params![schema.version, schema.layouts]))
             .map_err(map_err)?;
+            meta::fence_existing_partitions(conn, schema.version)?;
             for d in declarations {
                 meta::declare_checkpoint(conn, d, now_ms)?;
             }

@@ -152,6 +152,16 @@ BEGIN
 END
 "#;
 
+/// See `meta::fence_existing_partitions`. `WHERE true` keeps SQLite from
+/// reading `ON CONFLICT` as a join constraint of the SELECT.
+pub const FENCE_EXISTING_PARTITIONS: &str =
+    "INSERT INTO sync_writer_fence (partition, required_writer_version)
+SELECT partition, ?1 FROM (SELECT partition FROM sync_partitions
+  UNION SELECT partition FROM sync_partition_registry
+  UNION SELECT partition FROM sync_clients) WHERE true
+ON CONFLICT (partition) DO UPDATE SET
+  required_writer_version = max(required_writer_version, excluded.required_writer_version)";
+
 /// The serve gate in one statement, so one snapshot: a first row with the
 /// stored schema version and the partition's epoch, then one row per
 /// incomplete checkpoint at the running version (any partition).
