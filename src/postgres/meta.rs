@@ -293,7 +293,7 @@ fn version_i32(v: i64) -> Result<i32> {
 }
 
 /// The migration fence (0.30.4): raises the writer fence of every partition
-/// this database knows to `version`, never lowering one, inside the
+/// in `sync_partitions` to `version`, never lowering one, inside the
 /// schema-bump transaction.
 pub async fn fence_existing_partitions(c: &mut PgConnection, version: i64) -> Result<()> {
     sqlx::query(super::sql::FENCE_EXISTING_PARTITIONS)

@@ -196,9 +196,7 @@ pub const SCHEMA_META_DDL: &str = "CREATE TABLE IF NOT EXISTS sync_schema_meta(
 /// The migration fence (see the SQLite text).
 pub const FENCE_EXISTING_PARTITIONS: &str =
     "INSERT INTO sync_writer_fence (partition, required_writer_version)
-SELECT partition, $1 FROM (SELECT partition FROM sync_partitions
-  UNION SELECT partition FROM sync_partition_registry
-  UNION SELECT partition FROM sync_clients) p
+SELECT partition, $1 FROM sync_partitions
 ON CONFLICT (partition) DO UPDATE SET required_writer_version =
   GREATEST(sync_writer_fence.required_writer_version, EXCLUDED.required_writer_version)";
 

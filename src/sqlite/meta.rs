@@ -271,8 +271,8 @@ pub fn declare_checkpoint(
 }
 
 /// The migration fence (0.30.4): raises the writer fence of every partition
-/// this database knows (a commit counter, a registry entry or a client
-/// record) to `version`, never lowering one. Runs in the schema-bump
+/// in `sync_partitions` (every partition with a commit counter, as
+/// upstream's release notes say) to `version`, never lowering one. Runs in the schema-bump
 /// transaction, so no writer sees the new marker without the fences.
 pub fn fence_existing_partitions(conn: &Connection, version: i64) -> Result<usize> {
     conn.prepare_cached(super::sql::FENCE_EXISTING_PARTITIONS)

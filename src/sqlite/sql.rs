@@ -156,9 +156,7 @@ END
 /// reading `ON CONFLICT` as a join constraint of the SELECT.
 pub const FENCE_EXISTING_PARTITIONS: &str =
     "INSERT INTO sync_writer_fence (partition, required_writer_version)
-SELECT partition, ?1 FROM (SELECT partition FROM sync_partitions
-  UNION SELECT partition FROM sync_partition_registry
-  UNION SELECT partition FROM sync_clients) WHERE true
+SELECT partition, ?1 FROM sync_partitions WHERE true
 ON CONFLICT (partition) DO UPDATE SET
   required_writer_version = max(required_writer_version, excluded.required_writer_version)";
 
