@@ -113,7 +113,7 @@ export async function runEngine(engine, { queries = Number(process.env.STRESS_AT
           example('stall', l);
         }
         r.maxMs = Math.max(r.maxMs, l.ms ?? 0);
-        r.maxStallMs = Math.max(r.maxStallMs, l.stall ?? 0);
+        r.maxStallMs = Math.max(r.maxStallMs, l.stallMs ?? 0);
         if (r.queries % 1000 === 0) log(`${engine}: ${r.queries} queries`);
       });
       if (pgUrl) await endRunaways(pgUrl);
@@ -162,7 +162,7 @@ export function describeRun(r) {
     .sort((a, b) => b[1] - a[1])
     .map(([c, n]) => `${c} ${n}`)
     .join(', ');
-  return `${r.queries}: answered ${r.answered}, refused ${refused} (${codes}); leaks ${r.leaks}, internal ${r.internal}, writes ${r.writes}, uncoded ${r.uncoded}, hangs ${r.hangs}, tx unusable ${r.txBroken}, crashes ${r.crashes}, limit overruns ${r.overruns} (longest call ${r.maxMs} ms), stalls ${r.stalls}`;
+  return `${r.queries}: answered ${r.answered}, refused ${refused} (${codes}); leaks ${r.leaks}, internal ${r.internal}, writes ${r.writes}, uncoded ${r.uncoded}, hangs ${r.hangs}, tx unusable ${r.txBroken}, crashes ${r.crashes}, limit overruns ${r.overruns} (longest call ${r.maxMs} ms), stalls ${r.stalls} (longest ${r.maxStallMs} ms)`;
 }
 
 /** The engines of a stress run: SQLite (memory and file), PostgreSQL when `pgUrl` is given. */

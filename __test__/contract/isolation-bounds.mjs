@@ -8,6 +8,7 @@
 //   call is made expensive by its arguments, and a query that turns out
 //   expensive does not hold the host's event loop.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { taskRow, withStorage, writeCommit } from '../support/harness.mjs';
 import { OWN, VICTIM, VICTIM_MARK, scanAnswer, seedTenants } from '../support/isolation.mjs';
@@ -154,6 +155,41 @@ export function define(engine) {
         );
       });
     }
+
+    test('functions that fail with their argument never print another tenant\'s value (analyzed file, many tenants)', { skip: !engine.shared && 'needs a file' }, async () => {
+      const shared = engine.shared();
+      let storage = shared.open();
+      try {
+        await storage.ensureSchema((await import('../support/schema.mjs')).fixtureSchema());
+        // The caller's rows are valid JSON paths; every other tenant's titles are not.
+        await writeCommit(storage, OWN, [{ table: 'tasks', row: taskRow('own-1', { title: '$', project: 'p' }) }]);
+        for (let t = 0; t < 20; t += 1) {
+          const ops = [];
+          for (let k = 0; k < 50; k += 1) ops.push({ table: 'tasks', row: taskRow(`v${t}-${k}`, { title: `${VICTIM_MARK} ${t}.${k}`, project: 'p' }) });
+          await writeCommit(storage, `${VICTIM}-${t}`, ops);
+        }
+        await storage.close();
+        execFileSync('sqlite3', [shared.path, 'ANALYZE']);
+        storage = shared.open();
+        await storage.ensureSchema((await import('../support/schema.mjs')).fixtureSchema());
+        const problems = [];
+        for (const sql of [
+          "SELECT id FROM tasks WHERE json_extract('{}', title) IS NULL",
+          "SELECT id FROM tasks WHERE json_extract('{}', title) IS NULL ORDER BY title",
+          "SELECT id FROM tasks WHERE title > '' AND json_extract('{}', title) IS NULL ORDER BY score",
+          "SELECT count(*) AS n FROM tasks WHERE likelihood(json_extract('{}', title) IS NULL, 0.99)",
+          "SELECT a.id FROM tasks a JOIN tasks b ON json_extract('{}', b.title) IS NULL",
+          "SELECT max(json_extract('{}', title)) AS m FROM tasks GROUP BY project_id",
+        ]) {
+          const r = await settle(() => storage.queryAuthoritative(OWN, { sql, params: [], tables: ['tasks'] }));
+          const text = r.ok ? JSON.stringify(r.value.rows) : String(r.error?.message);
+          if (text.includes(VICTIM_MARK)) problems.push(`${sql} → ${text.slice(0, 160)}`);
+        }
+        assert.deepEqual(problems, []);
+      } finally {
+        await storage.close();
+      }
+    });
 
     test('an own row larger than the calling thread takes is still answered', async () => {
       await withStorage(engine, async (storage) => {
