@@ -96,6 +96,14 @@ export interface NativeStorageOptions {
    */
   readonly queryTimeoutMs?: number | undefined;
   /**
+   * PostgreSQL only. How long, in ms, a call may wait for a connection; an
+   * integer ≥ 1. Default 5000. While the server cannot be reached, each
+   * call rejects with code `PG_POOL_TIMEOUT` after this long, and
+   * connection attempts back off to at most a fifth of it, so the storage
+   * serves again within that time of the server answering.
+   */
+  readonly connectTimeoutMs?: number | undefined;
+  /**
    * Receives the native diagnostics (storage calls with their duration,
    * slow statements, write-lock and pool waits, busy retries; see the
    * README's "Logging") instead of stderr. Either a function receiving each

@@ -94,7 +94,7 @@ test('index.d.ts declares exactly the runtime exports and members', async () => 
 
 test('every declared option is read: valid values construct, invalid ones throw coded errors', async () => {
   const { options } = declared();
-  assert.deepEqual(sorted(options), sorted(['url', 'path', 'filename', 'errors', 'synchronous', 'groupCommit', 'busyTimeoutMs', 'maxConnections', 'schema', 'queryTimeoutMs', 'logger', 'logFilter']));
+  assert.deepEqual(sorted(options), sorted(['url', 'path', 'filename', 'errors', 'synchronous', 'groupCommit', 'busyTimeoutMs', 'maxConnections', 'schema', 'queryTimeoutMs', 'connectTimeoutMs', 'logger', 'logFilter']));
   const invalid = [
     { synchronous: 'fast' },
     { groupCommit: 'on' },
@@ -105,6 +105,8 @@ test('every declared option is read: valid values construct, invalid ones throw 
     { url: 'postgres://127.0.0.1:1/none', maxConnections: 0 },
     { url: 'postgres://127.0.0.1:1/none', schema: 7 },
     { url: 'postgres://127.0.0.1:1/none', queryTimeoutMs: 1.5 },
+    { url: 'postgres://127.0.0.1:1/none', connectTimeoutMs: 0 },
+    { url: 'postgres://127.0.0.1:1/none', connectTimeoutMs: 'soon' },
     { logger: 'console' },
     { logger: () => {}, logFilter: 7 },
     { logger: () => {}, logFilter: 'syncular=loud' },
@@ -119,7 +121,7 @@ test('every declared option is read: valid values construct, invalid ones throw 
     { groupCommit: { maxSize: 8, maxWaitMs: 2 } },
     { path: ':memory:' },
     { filename: ':memory:' },
-    { url: 'postgres://127.0.0.1:1/none', maxConnections: 2, schema: 'tenant_a', queryTimeoutMs: 500 },
+    { url: 'postgres://127.0.0.1:1/none', maxConnections: 2, schema: 'tenant_a', queryTimeoutMs: 500, connectTimeoutMs: 250 },
     { logger: console, logFilter: 'off' },
   ]) {
     const s = new pkg.NativeStorage(opts);

@@ -69,6 +69,7 @@ class Engine {
       queryTimeoutMs: optionalNumber(options, 'queryTimeoutMs'),
       maxConnections: max,
       schema: optionalString(options, 'schema'),
+      connectTimeoutMs: optionalNumber(options, 'connectTimeoutMs'),
     });
     this.queue = new WriteQueue(this.native, groupCommitOption(options.groupCommit));
   }

@@ -275,6 +275,8 @@ pub struct Options {
     pub query_timeout: Option<std::time::Duration>,
     pub max_connections: Option<u32>,
     pub schema: Option<String>,
+    /// PostgreSQL: how long a call may wait for a connection.
+    pub connect_timeout: Option<std::time::Duration>,
 }
 
 pub fn is_postgres_url(url: &str) -> bool {
@@ -291,6 +293,9 @@ pub fn open(o: Options) -> Result<Box<dyn Engine>> {
             use crate::postgres::{Config, PgEngine};
             let mut cfg = Config::parse(&url, o.max_connections, o.schema)?;
             cfg.query_timeout = query_timeout;
+            if let Some(t) = o.connect_timeout {
+                cfg.connect_timeout = t;
+            }
             Ok(Box::new(std::sync::Arc::new(PgEngine::new(cfg))))
         }
         url => {

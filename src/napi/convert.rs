@@ -25,6 +25,15 @@ pub fn non_negative(v: f64, name: &str) -> Result<i64> {
 }
 
 /// `queryTimeoutMs`: a positive integer of milliseconds, or the default.
+/// A duration option in ms: an integer ≥ 1.
+pub fn positive_ms(v: f64, what: &str) -> Result<std::time::Duration> {
+    let ms = int(v, what)?;
+    if ms < 1 {
+        return Err(Error::invalid(format!("{what} must be ≥ 1, got {v}")));
+    }
+    Ok(std::time::Duration::from_millis(ms as u64))
+}
+
 pub fn query_timeout(ms: Option<f64>) -> Result<std::time::Duration> {
     match ms {
         None => Ok(crate::query::DEFAULT_TIMEOUT),

@@ -29,6 +29,7 @@ pub struct EngineOptions {
     pub query_timeout_ms: Option<f64>,
     pub max_connections: Option<f64>,
     pub schema: Option<String>,
+    pub connect_timeout_ms: Option<f64>,
 }
 
 impl EngineOptions {
@@ -50,6 +51,10 @@ impl EngineOptions {
                 .transpose()?
                 .map(|v| v.min(u32::MAX as i64) as u32),
             schema: self.schema,
+            connect_timeout: self
+                .connect_timeout_ms
+                .map(|v| positive_ms(v, "connectTimeoutMs"))
+                .transpose()?,
         })
     }
 }

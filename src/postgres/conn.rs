@@ -18,7 +18,16 @@ pub struct Config {
     pub schema: Option<String>,
     /// How long one registered query may run (`queryTimeoutMs`).
     pub query_timeout: Duration,
+    /// How long a call may wait for a connection (`connectTimeoutMs`):
+    /// while the server is unreachable, each call fails with
+    /// `PG_POOL_TIMEOUT` after this long, and connection attempts back off
+    /// to at most a fifth of it, so the storage serves again within that
+    /// of the server answering.
+    pub connect_timeout: Duration,
 }
+
+/// `connectTimeoutMs` when not given: 5 s (so retries back off to 1 s).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Config {
     pub fn parse(
@@ -43,6 +52,7 @@ impl Config {
             max_connections,
             schema,
             query_timeout: crate::query::DEFAULT_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
         })
     }
 }
@@ -95,7 +105,9 @@ pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
         .map(|s| format!("SET search_path TO {}", quote_ident(s)));
     let pool = PgPoolOptions::new()
         .max_connections(cfg.max_connections)
-        .acquire_timeout(Duration::from_secs(60))
+        // sqlx retries a refused connect until this deadline, backing off
+        // to at most a fifth of it (see `Config::connect_timeout`).
+        .acquire_timeout(cfg.connect_timeout)
         // No ping before handing out a connection (sqlx's default costs one
         // round trip per acquire); a connection that died while idle fails
         // its next statement with a connection error (`PG_CONNECTION`) and
