@@ -80,11 +80,14 @@ for (const path of args.modules) {
   const mod = await import(pathToFileURL(path).href);
   const create = mod.createStorage ?? mod.createServerStorage ?? mod.default;
   if (typeof create !== 'function') throw new Error(`${path} exports no createStorage(context)`);
-  storages.push({ label: mod.label ?? path, create });
+  // `synchronous`: a module of this package on SQLite names its setting
+  // (the package's default is full), so its floor runs at the same one.
+  storages.push({ label: mod.label ?? path, create, synchronous: mod.synchronous });
 }
 
-const nativeIndex = storages.findIndex((s) => s.label.startsWith('native'));
-const floors = { 1: [], 10: [] };
+// Per SQLite module of this package (index → { 1: [], 10: [] }): the floor
+// at that module's own durability level.
+const floorOf = new Map(storages.flatMap((s, i) => (s.synchronous ? [[i, { 1: [], 10: [] }]] : [])));
 const dir = mkdtempSync(join(tmpdir(), 'syncular-bench-'));
 let fileNo = 0;
 async function fresh(storage) {
@@ -136,8 +139,8 @@ function buildFloor() {
   }
   return { skip: 'cargo built no floor bench executable' };
 }
-function directPush(path, commits, ops) {
-  const r = spawnSync(floorExe, [path, String(commits), String(ops)], { encoding: 'utf8' });
+function directPush(path, commits, ops, synchronous) {
+  const r = spawnSync(floorExe, [path, String(commits), String(ops), synchronous], { encoding: 'utf8' });
   if (r.error) throw r.error;
   if (r.status !== 0) throw new Error(`floor bench exited ${r.status}: ${r.stderr.trim()}`);
   return JSON.parse(r.stdout).usPerCommit;
@@ -146,7 +149,7 @@ function directPush(path, commits, ops) {
 const runtime = typeof Bun !== 'undefined' ? `bun ${Bun.version}` : `node ${process.version}`;
 console.error(`bench: ${runtime}; ${storages.map((s) => s.label).join(' vs ')}; ${args.runs} runs${args.quick ? ' (quick)' : ''}`);
 
-if (nativeIndex >= 0 && wants('push') && wants('floor')) {
+if (floorOf.size > 0 && wants('push') && wants('floor')) {
   const built = buildFloor();
   floorExe = built.exe;
   floorSkipped = built.skip;
@@ -184,8 +187,8 @@ try {
           // The N-API floor: the same SQL sequence issued from Rust (the
           // floor bench binary, timed inside it), right after the package's
           // run so drift hits both alike.
-          if (i === nativeIndex && ops <= 10 && floorExe) {
-            floors[ops].push(directPush(join(dir, `direct-${fileNo++}.sqlite`), size.push[ops], ops));
+          if (floorOf.has(i) && ops <= 10 && floorExe) {
+            floorOf.get(i)[ops].push(directPush(join(dir, `direct-${fileNo++}.sqlite`), size.push[ops], ops, st.synchronous));
           }
         }
       }
@@ -268,8 +271,10 @@ try {
     }
   }
 
-  for (const ops of [1, 10]) {
-    if (floors[ops].length > 0) meta.set(`floor ${ops}`, { values: floors[ops], ops });
+  for (const [i, floors] of floorOf) {
+    for (const ops of [1, 10]) {
+      if (floors[ops].length > 0) meta.set(`floor ${i} ${ops}`, { values: floors[ops], ops, i });
+    }
   }
 } finally {
   rmSync(dir, { recursive: true, force: true });
@@ -306,17 +311,18 @@ console.log(lines.join('\n'));
 const floorRows = [...meta.entries()].filter(([k]) => k.startsWith('floor '));
 if (floorSkipped) console.log(`\nN-API overhead: skipped; ${floorSkipped}`);
 if (floorRows.length > 0) {
-  console.log('\nN-API overhead: mean µs per push commit, package vs the same SQL sequence issued from Rust');
+  console.log('\nN-API overhead: mean µs per push commit, package vs the same SQL sequence issued from Rust at the same synchronous setting');
   console.log('(each run measures both back to back; ratio = median of the per-run ratios)');
-  console.log('| ops | package | same SQL from Rust | ratio (min–max) |');
-  console.log('|---|---|---|---|');
-  for (const [, { values, ops }] of floorRows) {
-    const pkgUs = figures.get(`push ${ops} op/commit: commits/s`)[nativeIndex].map((c) => 1e6 / c);
+  console.log('| module | synchronous | ops | package | same SQL from Rust | ratio (min–max) |');
+  console.log('|---|---|---|---|---|---|');
+  for (const [, { values, ops, i }] of floorRows) {
+    const pkgUs = figures.get(`push ${ops} op/commit: commits/s`)[i].map((c) => 1e6 / c);
     const ratios = stats(pkgUs.map((us, r) => us / values[r]));
     const pkg = stats(pkgUs);
     const direct = stats(values);
-    console.log(`| ${ops} | ${cell(pkg)} | ${cell(direct)} | ${ratios.median.toFixed(2)}× (${ratios.min.toFixed(2)}–${ratios.max.toFixed(2)}) |`);
-    results.push({ figure: `push ${ops} op/commit: µs/commit, package vs Rust`, package: pkg, direct, ratio: ratios });
+    const sync = storages[i].synchronous;
+    console.log(`| ${storages[i].label} | ${sync} | ${ops} | ${cell(pkg)} | ${cell(direct)} | ${ratios.median.toFixed(2)}× (${ratios.min.toFixed(2)}–${ratios.max.toFixed(2)}) |`);
+    results.push({ figure: `push ${ops} op/commit: µs/commit, package vs Rust (${storages[i].label}, ${sync})`, package: pkg, direct, ratio: ratios });
   }
 }
 

@@ -2,9 +2,11 @@
 //! engine from Rust: the floor the N-API path is compared with in the
 //! same run. A bench target, not part of the addon.
 //!
-//! `cargo bench --bench floor -- <path> <commits> <ops>` pushes `commits`
-//! commits of `ops` upserts each on a fresh database at `path` and prints
-//! `{"usPerCommit":N}` on stdout (with no arguments: 2000 commits of 1 op
+//! `cargo bench --bench floor -- <path> <commits> <ops> [synchronous]`
+//! pushes `commits` commits of `ops` upserts each on a fresh database at
+//! `path`, at `synchronous` (`full`, the package's default, `normal` or
+//! `off`: the measured module's own setting, so package and floor run at
+//! one durability level), and prints `{"usPerCommit":N}` on stdout (with no arguments: 2000 commits of 1 op
 //! in a temporary directory). `bench/run.mjs` builds this once
 //! (`--no-run`) and runs the executable per measurement.
 //! `tests/bench_floor.rs` includes this file to keep it compiling and working.
@@ -36,11 +38,11 @@ fn payload(schema: &Schema, id: &str, n: i64) -> Result<Vec<u8>> {
 }
 
 /// Pushes `commits` commits of `ops` upserts each on a fresh database at
-/// `path`; returns microseconds per commit.
-pub fn direct_push(path: &str, commits: u32, ops: u32) -> Result<f64> {
+/// `path` at `synchronous`; returns microseconds per commit.
+pub fn direct_push(path: &str, commits: u32, ops: u32, synchronous: Synchronous) -> Result<f64> {
     let engine = SqliteEngine::new(Config {
         location: Location::File(path.to_owned()),
-        synchronous: Synchronous::Normal,
+        synchronous,
         busy_timeout: Duration::from_secs(5),
         query_timeout: syncular_native_storage::query::DEFAULT_TIMEOUT,
     });
@@ -139,22 +141,32 @@ fn main() {
     // Bare `cargo bench`: one default measurement in a temporary directory.
     let scratch = std::env::temp_dir().join(format!("syncular-floor-{}", std::process::id()));
     let default_path = scratch.join("floor.sqlite");
-    let (path, commits, ops) = match pos[..] {
+    let (path, commits, ops, sync) = match pos[..] {
         [] => {
             std::fs::create_dir_all(&scratch).expect("temporary directory");
-            (default_path.to_str().expect("utf-8 temp path"), "2000", "1")
+            (
+                default_path.to_str().expect("utf-8 temp path"),
+                "2000",
+                "1",
+                None,
+            )
         }
-        [path, commits, ops] => (path, commits, ops),
+        [path, commits, ops] => (path, commits, ops, None),
+        [path, commits, ops, sync] => (path, commits, ops, Some(sync)),
         _ => {
-            eprintln!("usage: floor <path> <commits> <ops>");
+            eprintln!("usage: floor <path> <commits> <ops> [full|normal|off]");
             std::process::exit(2);
         }
+    };
+    let Ok(synchronous) = Synchronous::parse(sync) else {
+        eprintln!("floor: synchronous is full, normal or off");
+        std::process::exit(2);
     };
     let (Ok(commits), Ok(ops)) = (commits.parse::<u32>(), ops.parse::<u32>()) else {
         eprintln!("floor: <commits> and <ops> are non-negative integers");
         std::process::exit(2);
     };
-    let outcome = direct_push(path, commits, ops);
+    let outcome = direct_push(path, commits, ops, synchronous);
     if pos.is_empty() {
         let _ = std::fs::remove_dir_all(&scratch);
     }

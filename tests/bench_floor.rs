@@ -11,7 +11,12 @@ fn the_bench_floor_runs_the_push_sequence() {
     let dir = std::env::temp_dir().join(format!("syncular-floor-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("floor.db");
-    let per = floor::direct_push(path.to_str().unwrap(), 5, 3).unwrap();
-    assert!(per > 0.0);
+    for sync in ["full", "normal", "off"] {
+        let s = syncular_native_storage::sqlite::Synchronous::parse(Some(sync)).unwrap();
+        let file = dir.join(format!("floor-{sync}.db"));
+        let per = floor::direct_push(file.to_str().unwrap(), 5, 3, s).unwrap();
+        assert!(per > 0.0);
+    }
+    let _ = path;
     let _ = std::fs::remove_dir_all(&dir);
 }
