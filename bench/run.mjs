@@ -184,6 +184,8 @@ try {
           record(`push ${ops} op/commit: commits/s`, i, r.commitsPerSec, 'higher', '/s');
           record(`push ${ops} op/commit: p50 latency`, i, r.p50Us, 'lower', 'µs');
           record(`push ${ops} op/commit: p99 latency`, i, r.p99Us, 'lower', 'µs');
+          // Threads of the process, summed: the hops a storage adds per push.
+          if (r.switchesPerCommit !== undefined) record(`push ${ops} op/commit: context switches`, i, r.switchesPerCommit, 'lower', '/commit');
           // The N-API floor: the same SQL sequence issued from Rust (the
           // floor bench binary, timed inside it), right after the package's
           // run so drift hits both alike.

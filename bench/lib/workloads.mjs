@@ -1,5 +1,6 @@
 // The benchmark workloads. Each takes a storage factory and returns named
 // figures; run.mjs repeats them and takes medians. Sizes come from `size`.
+import { readdirSync, readFileSync } from 'node:fs';
 import { encodeTask, schema, TABLE } from './fixture.mjs';
 import { push } from './host.mjs';
 
@@ -19,10 +20,37 @@ function batch(prefix, projectId, count, n) {
 }
 
 /** Sequential pushes of `ops` upserts each on one partition. */
+/**
+ * Context switches of this process so far, all threads summed (Linux:
+ * /proc/self/task/<tid>/status; threads that ended are not counted, so
+ * the figure is a lower bound when a storage's threads come and go).
+ * `undefined` where /proc is not there.
+ */
+export function contextSwitches() {
+  let tasks;
+  try {
+    tasks = readdirSync('/proc/self/task');
+  } catch {
+    return undefined;
+  }
+  let total = 0;
+  for (const tid of tasks) {
+    let status;
+    try {
+      status = readFileSync(`/proc/self/task/${tid}/status`, 'utf8');
+    } catch {
+      continue; // the thread ended meanwhile
+    }
+    for (const m of status.matchAll(/^(?:non)?voluntary_ctxt_switches:\s+(\d+)/gm)) total += Number(m[1]);
+  }
+  return total;
+}
+
 export async function pushSequential(storage, ops, commits) {
   await storage.ensureSchema(schema);
   const prepared = Array.from({ length: commits }, (_, c) => batch('row', 'p1', ops, c));
   const latencies = new Float64Array(commits);
+  const switchesBefore = contextSwitches();
   const start = now();
   for (let c = 0; c < commits; c++) {
     const t = now();
@@ -30,9 +58,11 @@ export async function pushSequential(storage, ops, commits) {
     latencies[c] = now() - t;
   }
   const elapsed = now() - start;
+  const switchesAfter = contextSwitches();
   latencies.sort();
   return {
     commitsPerSec: (commits / elapsed) * 1e6,
+    switchesPerCommit: switchesBefore === undefined ? undefined : (switchesAfter - switchesBefore) / commits,
     meanUs: elapsed / commits,
     p50Us: percentile(latencies, 50),
     p99Us: percentile(latencies, 99),
