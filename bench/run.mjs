@@ -10,6 +10,10 @@
 //                     its handleSyncRequest runs the host workloads
 //   --runs N          repetitions per figure (default 5; median, min, max)
 //   --quick           smaller sizes, for a smoke run
+//   --profile         with host workloads: after the timed runs, one more
+//                     pass per storage with every storage member the
+//                     handler calls timed (bench/lib/profile.mjs), printed
+//                     as tables per workload
 //   --only a,b        workloads: push,concurrent,reads,queries,memory,floor,
 //                     host,growth (floor runs beside push and needs cargo:
 //                     it is the bench target benches/floor.rs, built once
@@ -23,11 +27,12 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { growthRun } from './lib/growth.mjs';
 import * as H from './lib/server.mjs';
 import * as W from './lib/workloads.mjs';
+import { CallProfile, profileTable, profiled } from './lib/profile.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 
 function parseArgs(argv) {
-  const out = { modules: [], server: undefined, runs: 5, quick: false, only: undefined };
+  const out = { modules: [], server: undefined, runs: 5, quick: false, only: undefined, profile: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const value = () => {
@@ -38,6 +43,7 @@ function parseArgs(argv) {
     else if (a === '--server') out.server = resolve(value());
     else if (a === '--runs') out.runs = Number(value());
     else if (a === '--quick') out.quick = true;
+    else if (a === '--profile') out.profile = true;
     else if (a === '--only') out.only = new Set(value().split(','));
     else if (a === '--help' || a === '-h') {
       console.log(readHelp());
@@ -54,7 +60,7 @@ function parseArgs(argv) {
 }
 
 function readHelp() {
-  return 'usage: node bench/run.mjs [--module PATH]... [--server PATH] [--runs N] [--quick] [--only LIST]';
+  return 'usage: node bench/run.mjs [--module PATH]... [--server PATH] [--runs N] [--quick] [--only LIST] [--profile]';
 }
 
 const args = parseArgs(process.argv.slice(2));
@@ -87,6 +93,7 @@ for (const path of args.modules) {
 
 // Per SQLite module of this package (index → { 1: [], 10: [] }): the floor
 // at that module's own durability level.
+let profileText;
 const floorOf = new Map(storages.flatMap((s, i) => (s.synchronous ? [[i, { 1: [], 10: [] }]] : [])));
 const dir = mkdtempSync(join(tmpdir(), 'syncular-bench-'));
 let fileNo = 0;
@@ -273,6 +280,40 @@ try {
     }
   }
 
+  if (args.profile && core) {
+    // One untimed-figure pass per storage with every member timed: where a
+    // host request's time goes (bench/lib/profile.mjs).
+    const tables = { push: [], window: [], bootstrap: [] };
+    for (const st of storages) {
+      const push = new CallProfile();
+      const h = await H.createHost(server, core, profiled(await fresh(st), push), 'bench');
+      push.reset();
+      await H.pushSequential(h, 1, hostSize.push[1]);
+      await closeStorage(h.storage);
+      tables.push.push(push.summary(hostSize.push[1]));
+
+      const reads = new CallProfile();
+      const s = profiled(await fresh(st), reads);
+      const win = await H.createHost(server, core, s, 'window');
+      await H.fill(win, 'w', hostSize.windowCommits, 1);
+      reads.reset();
+      await H.windowPulls(win, hostSize.pulls);
+      tables.window.push(reads.summary(hostSize.pulls));
+      const boot = await H.createHost(server, core, s, 'bootstrap');
+      await H.fill(boot, 'b', hostSize.bootstrapRows / 100, 100);
+      reads.reset();
+      const b = await H.bootstrap(boot, 'bootstrapper', hostSize.bootstrapRows);
+      tables.bootstrap.push(reads.summary(b.requests));
+      await closeStorage(s);
+    }
+    const labels = storages.map((s) => s.label);
+    profileText = [
+      profileTable('profile, host push of 1 op (calls per push)', labels, tables.push),
+      profileTable('profile, host pull of a 100-commit window (calls per pull)', labels, tables.window),
+      profileTable('profile, host bootstrap in 1,000-row pages (calls per request)', labels, tables.bootstrap),
+    ].join('\n');
+  }
+
   for (const [i, floors] of floorOf) {
     for (const ops of [1, 10]) {
       if (floors[ops].length > 0) meta.set(`floor ${i} ${ops}`, { values: floors[ops], ops, i });
@@ -309,6 +350,8 @@ for (const [name, perStorage] of figures) {
 
 console.log(`median (min–max) of ${args.runs} runs; ${runtime}; ratio = how many times better the first storage is`);
 console.log(lines.join('\n'));
+
+if (profileText) console.log(profileText);
 
 const floorRows = [...meta.entries()].filter(([k]) => k.startsWith('floor '));
 if (floorSkipped) console.log(`\nN-API overhead: skipped; ${floorSkipped}`);
