@@ -1,8 +1,8 @@
 //! The guard without a server: each attack class is refused, or bound to
-//! one partition (every table read through the partition-filtered,
-//! schema-qualified projection).
+//! one partition (every table read through the session's security-barrier
+//! view of it, `pg_temp."_syncular_q_…"`).
 
-use super::guard::{cached, guard, Cache, Guarded, Scope, Slot};
+use super::guard::{cached, guard, view_ddl, view_name, Cache, Guarded, Scope, Slot};
 use crate::error::Error;
 use crate::query::{self, Bind, Request, Value};
 use crate::schema::Schema;
@@ -103,8 +103,8 @@ fn relations(sql: &str) -> Vec<(String, String)> {
     out
 }
 
-/// Accepted, and every app table is read through the partition filter
-/// bound to the partition slot.
+/// Accepted, and every app table is read through its partition-bound view
+/// (and nothing else qualified is read).
 #[track_caller]
 fn assert_bound(r: crate::Result<Guarded>, tables: &[&str], label: &str) -> Guarded {
     let g = r.unwrap_or_else(|e| panic!("{label}: {e:?}"));
@@ -123,24 +123,33 @@ fn assert_bound(r: crate::Result<Guarded>, tables: &[&str], label: &str) -> Guar
         );
     }
     assert!(!rels.is_empty() || tables.is_empty(), "{label}: {}", g.sql);
+    let s = schema();
     for (schema, name) in &rels {
-        assert_eq!(schema, APP, "{label}: {}", g.sql);
+        assert_eq!(schema, "pg_temp", "{label}: {}", g.sql);
+        let t = s
+            .tables
+            .iter()
+            .find(|t| view_name(APP, t) == *name)
+            .unwrap_or_else(|| panic!("{label}: {name} is no view in {}", g.sql));
+        assert!(t.materialize, "{label}");
         assert!(
-            tables.contains(&name.as_str()),
+            tables.contains(&t.name.as_str()),
             "{label}: {name} in {}",
             g.sql
         );
     }
-    let p = g.slots.len();
-    assert_eq!(g.slots.last(), Some(&Slot::Partition), "{label}");
-    let filter = format!("WHERE _sync_partition = ${p})");
-    assert_eq!(
-        g.sql.matches(&filter).count(),
-        rels.len(),
-        "{label}: {}",
-        g.sql
+    // The partition reaches the views through the session setting.
+    assert!(
+        !g.slots.contains(&Slot::Partition),
+        "{label}: {:?}",
+        g.slots
     );
     g
+}
+
+fn view(table: &str) -> String {
+    let s = schema();
+    view_name(APP, s.tables.iter().find(|t| t.name == table).unwrap())
 }
 
 #[test]
@@ -154,17 +163,15 @@ fn plain_queries_are_bound_and_keep_their_shape() {
         &["tasks", "accounts"],
         "join",
     );
-    assert_eq!(
-        g.slots,
-        vec![Slot::Bind(2), Slot::Bind(3), Slot::Partition],
-        "{}",
-        g.sql
-    );
+    assert_eq!(g.slots, vec![Slot::Bind(2), Slot::Bind(3)], "{}", g.sql);
     assert_eq!(
         g.sql,
-        "SELECT t.id, a.email FROM (SELECT id, project_id, title FROM app.tasks WHERE _sync_partition = $3) t \
-         JOIN (SELECT id, email FROM app.accounts WHERE _sync_partition = $3) a ON a.id = t.id \
-         WHERE t.id = $1 ORDER BY t.id LIMIT $2"
+        format!(
+            "SELECT t.id, a.email FROM pg_temp.{} t JOIN pg_temp.{} a ON a.id = t.id \
+             WHERE t.id = $1 ORDER BY t.id LIMIT $2",
+            view("tasks"),
+            view("accounts")
+        )
     );
     assert_bound(
         full(
@@ -456,4 +463,67 @@ fn the_cache_returns_the_same_result_for_the_same_text() {
     let other: Arc<dyn std::any::Any + Send + Sync> = Arc::new(2u8);
     let d = cached(&cache, other, sql, &[Bind::Param(0)], &scope).unwrap();
     assert!(!Arc::ptr_eq(&a, &d));
+}
+
+#[test]
+fn tables_are_read_through_security_barrier_views_only() {
+    let s = schema();
+    let ddl = view_ddl(APP, &s.tables);
+    // One view per materialized table, each a security barrier filtered by
+    // the session setting; none for a table that is not materialized.
+    assert_eq!(
+        ddl.matches("CREATE OR REPLACE TEMP VIEW").count(),
+        2,
+        "{ddl}"
+    );
+    assert_eq!(
+        ddl.matches("WITH (security_barrier = true)").count(),
+        2,
+        "{ddl}"
+    );
+    assert_eq!(
+        ddl.matches(r#"WHERE "_sync_partition" OPERATOR(pg_catalog.=) pg_catalog.current_setting('syncular.partition', true)"#)
+            .count(),
+        2,
+        "{ddl}"
+    );
+    assert!(!ddl.contains("secrets"), "{ddl}");
+    for stmt in ddl.split(';').filter(|x| !x.trim().is_empty()) {
+        pg_query::parse(stmt, 0).unwrap_or_else(|e| panic!("{stmt}: {e}"));
+    }
+    // The views may be named by the query too (they are what it reads
+    // anyway); nothing else in pg_temp or any schema may.
+    let tasks = view("tasks");
+    assert_bound(
+        direct(&format!("SELECT id FROM pg_temp.{tasks}"), &[]),
+        &["tasks"],
+        "the view itself",
+    );
+    for sql in [
+        "SELECT * FROM pg_temp.other".to_owned(),
+        format!("SELECT * FROM app.{tasks}"),
+        format!("SELECT * FROM pg_catalog.{tasks}"),
+        format!("SELECT * FROM x.pg_temp.{tasks}"),
+        "SELECT * FROM pg_temp._syncular_q_secrets_0000000000000000".to_owned(),
+        "SELECT current_setting('syncular.partition') AS p".to_owned(),
+        "SELECT set_config('syncular.partition', 'other', true) AS p".to_owned(),
+        "SELECT pg_catalog.set_config('syncular.partition', 'other', false) AS p".to_owned(),
+    ] {
+        assert_refused(direct(&sql, &[]), &sql);
+    }
+}
+
+#[test]
+fn view_names_fit_identifiers_and_differ_by_schema_and_shape() {
+    let s = schema();
+    let tasks = &s.tables[0];
+    assert!(view_name(APP, tasks).starts_with("_syncular_q_tasks_"));
+    assert_ne!(view_name(APP, tasks), view_name("other", tasks));
+    let mut long = tasks.clone();
+    long.name = "t".repeat(63);
+    let n = view_name(APP, &long);
+    assert!(n.len() <= 63, "{n}");
+    let mut wider = tasks.clone();
+    wider.columns.pop();
+    assert_ne!(view_name(APP, &wider), view_name(APP, tasks));
 }
