@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { engines } from './support/engines.mjs';
-import { taskRow, withStorage, writeCommit } from './support/harness.mjs';
+import { taskRow, withStorage, within, writeCommit } from './support/harness.mjs';
 import { Psql } from '../stress/lib/sql.mjs';
 import { fixtureSchema, notesTable, schema as makeSchema, tasksTable } from './support/schema.mjs';
 
@@ -222,6 +222,107 @@ if (pg) {
         },
         { opts: { maxConnections: 1 } },
       );
+    });
+
+    test('functions whose cost an argument sets take bounded literal sizes; long texts are refused before any work', async () => {
+      await withStorage(pg, async (storage) => {
+        await seed(storage);
+        const refusedSql = [
+          ["SELECT length(lpad('x', 200000000)) AS n", []],
+          ["SELECT length(rpad('x', 10001)) AS n", []],
+          ["SELECT length(repeat('x', ?)) AS n", [100_000_000]],
+          ['SELECT length(lpad(title, count)) AS n FROM tasks', []],
+          ["SELECT length(pg_catalog.lpad('x', 20000000 + 0)) AS n", []],
+          ["SELECT length(lpad('x', CAST(200000000 AS int))) AS n", []],
+          ["SELECT length(format('%200000000s', 'x')) AS n", []],
+          ["SELECT length(format('%-10001s|', 'x')) AS n", []],
+          ["SELECT length(format('%*s', ?, 'x')) AS n", [200_000_000]],
+          ["SELECT length(format('%1$*2$s', 'x', 200000000)) AS n", []],
+          ['SELECT length(format(?, 1)) AS n', ['%200000000s']],
+        ];
+        for (const [sql, params] of refusedSql) {
+          const tables = sql.includes('tasks') ? ['tasks'] : [];
+          await rejectsCode(storage.queryAuthoritative(P1, q(sql, params, tables)), 'ERR_SYNCULAR_QUERY_REFUSED', sql);
+          const tx = await storage.begin(P1);
+          await rejectsCode(tx.queryAuthoritative(q(sql, params, tables)), 'ERR_SYNCULAR_QUERY_REFUSED', `tx: ${sql}`);
+          await tx.rollback();
+        }
+        // Within the bounds they run as before.
+        const ok = await storage.queryAuthoritative(
+          P1,
+          q("SELECT length(lpad('x', 10000)) AS a, length(rpad('x', 3, '-')) AS b, length(repeat('ab', 10000)) AS c, format('%5s|%-3s|%2$s|%%', 'x', 'y') AS d"),
+        );
+        assert.deepStrictEqual(ok.rows, [{ a: 10000, b: 3, c: 20000, d: '    x|y  |y|%' }]);
+        // A 20,000-term chain is refused before the rewrite or the parser reads it.
+        const chain = `SELECT id FROM tasks WHERE ${Array(20_000).fill("id = '1'").join(' OR ')}`;
+        const started = performance.now();
+        const e = await rejectsCode(storage.queryAuthoritative(P1, q(chain, [], ['tasks'])), 'ERR_SYNCULAR_QUERY_REFUSED', 'chain');
+        assert.match(e.message, /longer than 32768 bytes/);
+        assert.ok(performance.now() - started < 1000, `refused after ${performance.now() - started} ms`);
+        // Near the limit, still accepted.
+        const near = `SELECT count(*) AS n FROM tasks WHERE ${Array(2_000).fill("id = 't1'").join(' OR ')}`;
+        assert.equal((await storage.queryAuthoritative(P1, q(near, [], ['tasks']))).rows[0].n, 1);
+      });
+    });
+
+    test('queries at the size bounds stop at the time limit, within a stated bound', async () => {
+      const LIMIT = 200;
+      // The bound this engine states: a registered query ends (with its
+      // timeout code) no later than queryTimeoutMs + 250 ms; asserted
+      // with a generous margin for a loaded machine.
+      const MARGIN = 2000;
+      await withStorage(
+        pg,
+        async (storage) => {
+          await seed(storage);
+          for (const sql of [
+            "SELECT count(lpad('x', 10000)) AS n FROM generate_series(1, 100000000) g",
+            "SELECT count(format('%10000s', g)) AS n FROM generate_series(1, 100000000) g",
+            "SELECT length(string_agg(repeat('x', 10000), '')) AS n FROM generate_series(1, 100000000) g",
+            "SELECT count(*) AS n FROM generate_series(1, 100000000000) g",
+            'WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) AS n FROM r',
+            // Beyond the bounds: refused at once (they used to run for
+            // seconds inside one call).
+            "SELECT length(lpad('x', 400000000)) AS n",
+            "SELECT length(format('%400000000s', 'x')) AS n",
+          ]) {
+            for (const form of ['storage', 'tx']) {
+              const started = performance.now();
+              let tx;
+              if (form === 'tx') tx = await storage.begin(P1);
+              const run = form === 'tx' ? tx.queryAuthoritative(q(sql)) : storage.queryAuthoritative(P1, q(sql));
+              const e = await rejectsCode(within(run, LIMIT + MARGIN + 10_000, sql), sql.includes('400000000') ? 'ERR_SYNCULAR_QUERY_REFUSED' : 'ERR_SYNCULAR_QUERY_TIMEOUT', `${form}: ${sql}`);
+              assert.ok(e);
+              const took = performance.now() - started;
+              assert.ok(took < LIMIT + MARGIN, `${form}: ${sql} ran ${Math.round(took)} ms against a ${LIMIT} ms limit`);
+              if (tx) await tx.rollback();
+            }
+          }
+        },
+        { opts: { queryTimeoutMs: LIMIT } },
+      );
+    });
+
+    test('close() does not wait for a statement that ignores cancellation', async () => {
+      const storage = pg.create({ queryTimeoutMs: 60_000, maxConnections: 2 });
+      await storage.ensureSchema(fixtureSchema());
+      // Quadratic substring search over strings built in the query: one
+      // strpos call of several seconds, inside which PostgreSQL does not
+      // check for cancellation (a residual limit the README names).
+      const slow = q(
+        "SELECT strpos(h, 'b' || repeat('a', 8000)) AS p FROM (SELECT string_agg(repeat('a', 10000), '') AS h FROM generate_series(1, 200)) x",
+      );
+      const running = storage.queryAuthoritative(P1, slow).then(
+        () => 'ok',
+        (e) => e.code,
+      );
+      // Inside strpos by now (the strings take milliseconds to build).
+      await new Promise((r) => setTimeout(r, 500));
+      const started = performance.now();
+      await within(storage.close(), 20_000, 'close');
+      const took = performance.now() - started;
+      assert.ok(took < 1500, `close() took ${Math.round(took)} ms`);
+      await running;
     });
 
     test('a data-modifying CTE hidden from the rewrite writes nothing, in a transaction or not', async () => {

@@ -72,6 +72,26 @@ impl Scope<'_> {
     }
 }
 
+/// The longest SQL text the guard reads, in bytes (after the rewrite,
+/// which expands each table reference into a projection of its columns;
+/// the request's own text is held to [`MAX_QUERY_BYTES`] before it). The
+/// guard's work (PostgreSQL's parser twice, the walk, the printer) grows
+/// with the text: this bounds it before any of it starts.
+pub const MAX_GUARDED_BYTES: usize = 4 * MAX_QUERY_BYTES;
+
+/// The longest registered query text accepted, in bytes.
+pub const MAX_QUERY_BYTES: usize = 32 * 1024;
+
+/// The largest size argument of a function whose cost its argument sets
+/// (`lpad`, `rpad`, `repeat`, a `format()` width): PostgreSQL does not
+/// check for cancellation inside one such call, so its size is bounded
+/// here, as an integer literal.
+pub const MAX_SIZE_ARGUMENT: i64 = 10_000;
+
+/// Functions whose output size (and time) one argument sets, and the index
+/// of that argument.
+const SIZED: &[(&str, usize)] = &[("lpad", 1), ("rpad", 1), ("repeat", 1)];
+
 fn refused(msg: impl std::fmt::Display) -> Error {
     Error::plain(REFUSED, format!("registered query refused: {msg}"))
 }
@@ -79,6 +99,11 @@ fn refused(msg: impl std::fmt::Display) -> Error {
 /// Guards `sql` (the rewrite's output, placeholders numbered `$n` with
 /// `binds[n-1]` saying what each one is).
 pub fn guard(sql: &str, binds: &[Bind], scope: &Scope) -> Result<Guarded> {
+    if sql.len() > MAX_GUARDED_BYTES {
+        return Err(refused(format!(
+            "its rewritten text is longer than {MAX_GUARDED_BYTES} bytes"
+        )));
+    }
     let parsed = pg_query::parse(sql, 0).map_err(|e| match e {
         // What the server would have said about the same text.
         pg_query::Error::Parse(m) => Error::Engine {
@@ -1116,6 +1141,7 @@ impl Checker<'_> {
                 if !FUNCTIONS.contains(&name) && !crate::query::WINDOW_FUNCTIONS.contains(&name) {
                     return Err(refused(format!("function {name}() is not allowed")));
                 }
+                sized_arguments(name, get("args"))?;
             }
             "AExpr" => {
                 catalog_name(get("name"), "operator")?;
@@ -1243,6 +1269,98 @@ impl Checker<'_> {
         self.frames.push(frame);
         Ok(())
     }
+}
+
+/// An integer literal's value (`5`, `-5`; not a cast, parameter or
+/// expression).
+fn int_literal(v: &Json) -> Option<i64> {
+    let c = unwrap(v, "AConst")?;
+    let ival = c.get("val")?.get("Ival")?;
+    Some(ival.get("ival").and_then(Json::as_i64).unwrap_or(0))
+}
+
+fn string_literal(v: &Json) -> Option<&str> {
+    unwrap(v, "AConst")?
+        .get("val")?
+        .get("Sval")?
+        .get("sval")
+        .and_then(Json::as_str)
+        .or(Some(""))
+}
+
+/// The rules of functions whose cost an argument sets: `lpad`, `rpad` and
+/// `repeat` take their size as an integer literal of at most
+/// [`MAX_SIZE_ARGUMENT`]; `format()` takes a literal format string whose
+/// widths are at most that, never `*` (a width from an argument).
+fn sized_arguments(name: &str, args: &Json) -> Result<()> {
+    let args = args.as_array().map(Vec::as_slice).unwrap_or_default();
+    if let Some(&(_, at)) = SIZED.iter().find(|(n, _)| *n == name) {
+        let Some(size) = args.get(at) else {
+            return Ok(());
+        };
+        return match int_literal(size) {
+            Some(n) if n <= MAX_SIZE_ARGUMENT => Ok(()),
+            _ => Err(refused(format!(
+                "{name}() takes its length as an integer literal of at most {MAX_SIZE_ARGUMENT}"
+            ))),
+        };
+    }
+    if name == "format" {
+        let Some(spec) = args.first().and_then(string_literal) else {
+            return Err(refused("format() takes a string literal as its format"));
+        };
+        return format_widths(spec);
+    }
+    Ok(())
+}
+
+/// Checks the widths of a `format()` format string: `%[n$][-][width]type`.
+fn format_widths(spec: &str) -> Result<()> {
+    let b = spec.as_bytes();
+    let mut i = 0;
+    let digits = |i: &mut usize| {
+        let start = *i;
+        while *i < b.len() && b[*i].is_ascii_digit() {
+            *i += 1;
+        }
+        &spec[start..*i]
+    };
+    while i < b.len() {
+        if b[i] != b'%' {
+            i += 1;
+            continue;
+        }
+        i += 1;
+        if b.get(i) == Some(&b'%') {
+            i += 1;
+            continue;
+        }
+        // An argument position (`n$`), or a width.
+        let mut width = digits(&mut i);
+        if b.get(i) == Some(&b'$') {
+            i += 1;
+            width = "";
+        }
+        while b.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        if width.is_empty() {
+            if b.get(i) == Some(&b'*') {
+                return Err(refused(
+                    "format() widths must be written in the format string, not taken from an argument (*)",
+                ));
+            }
+            width = digits(&mut i);
+        }
+        let too_wide = !width.is_empty()
+            && (width.len() > 9 || width.parse::<i64>().map_or(true, |w| w > MAX_SIZE_ARGUMENT));
+        if too_wide {
+            return Err(refused(format!(
+                "format() widths are at most {MAX_SIZE_ARGUMENT}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The guard's result per final SQL text and partition-bind pattern, for

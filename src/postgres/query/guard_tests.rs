@@ -2,7 +2,9 @@
 //! one partition (every table read through the session's security-barrier
 //! view of it, `pg_temp."_syncular_q_…"`).
 
-use super::guard::{cached, guard, view_ddl, view_name, Cache, Guarded, Scope, Slot};
+use super::guard::{
+    cached, guard, view_ddl, view_name, Cache, Guarded, Scope, Slot, MAX_GUARDED_BYTES,
+};
 use crate::error::Error;
 use crate::query::{self, Bind, Request, Value};
 use crate::schema::Schema;
@@ -526,4 +528,106 @@ fn view_names_fit_identifiers_and_differ_by_schema_and_shape() {
     let mut wider = tasks.clone();
     wider.columns.pop();
     assert_ne!(view_name(APP, &wider), view_name(APP, tasks));
+}
+
+#[test]
+#[ignore = "timing, run by hand with --nocapture"]
+fn guard_time_of_long_chains() {
+    for n in [1_000usize, 5_000, 20_000] {
+        let chain = vec!["id = '1'"; n].join(" OR ");
+        let sql = format!("SELECT id FROM tasks WHERE {chain}");
+        let sch = schema();
+        let t = std::time::Instant::now();
+        let p = query::prepare(
+            &Request::Legacy { sql: sql.clone() },
+            &[],
+            &["tasks".to_string()],
+            &sch,
+        );
+        eprintln!(
+            "  rewrite {:?} in {:?}",
+            p.as_ref().map(|_| "ok").map_err(code),
+            t.elapsed()
+        );
+        let t = std::time::Instant::now();
+        let _ = pg_query::parse(&sql, 0);
+        eprintln!("  pg_query parse in {:?}", t.elapsed());
+        let t = std::time::Instant::now();
+        let r = full(&sql, &[], &["tasks"]);
+        eprintln!(
+            "{n} terms, {} bytes: {:?} in {:?}",
+            sql.len(),
+            r.as_ref().map(|_| "ok").map_err(code),
+            t.elapsed()
+        );
+        let sum = vec!["1"; n].join(" + ");
+        let sql = format!("SELECT {sum} AS s");
+        let t = std::time::Instant::now();
+        let r = full(&sql, &[], &[]);
+        eprintln!(
+            "{n}-term sum, {} bytes: {:?} in {:?}",
+            sql.len(),
+            r.as_ref().map(|_| "ok").map_err(code),
+            t.elapsed()
+        );
+    }
+}
+
+#[test]
+fn argument_sized_functions_take_bounded_literal_sizes() {
+    for sql in [
+        "SELECT lpad('x', 10000), rpad('x', 0, '-'), repeat('ab', 10000), repeat('x', -1)",
+        "SELECT pg_catalog.lpad('x', 5)",
+        "SELECT format('%s %5s %-10000s %1$s %2$-3s %%', 1, 2, 3)",
+        "SELECT format('no specifiers')",
+    ] {
+        direct(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+    }
+    for (sql, binds) in [
+        ("SELECT lpad('x', 10001)", &[][..]),
+        ("SELECT rpad('x', 200000000)", &[]),
+        ("SELECT repeat('x', $1)", &[Bind::Param(0)]),
+        ("SELECT repeat('x', 5 + 5)", &[]),
+        ("SELECT repeat('x', 5::int)", &[]),
+        ("SELECT repeat('x', 1e9)", &[]),
+        ("SELECT pg_catalog.rpad('x', 99999999999)", &[]),
+        ("SELECT format('%10001s', 'x')", &[]),
+        ("SELECT format('%-200000000s', 'x')", &[]),
+        ("SELECT format('%99999999999999999999s', 'x')", &[]),
+        ("SELECT format('%*s', 5, 'x')", &[]),
+        ("SELECT format('%1$*2$s', 'x', 5)", &[]),
+        ("SELECT format('%-*s', 5, 'x')", &[]),
+        ("SELECT format($1, 'x')", &[Bind::Param(0)]),
+        ("SELECT format(lower('%s'), 'x')", &[]),
+    ] {
+        assert_refused(direct(sql, binds), sql);
+    }
+    assert_refused(
+        full("SELECT lpad(title, 100000) FROM tasks", &[], &["tasks"]),
+        "column text, huge size",
+    );
+}
+
+#[test]
+fn the_guard_reads_bounded_text_only() {
+    let chain = vec!["id = '1'"; 20_000].join(" OR ");
+    let sql = format!("SELECT id FROM tasks WHERE {chain}");
+    assert!(sql.len() > MAX_GUARDED_BYTES);
+    let t = std::time::Instant::now();
+    let e = direct(&sql, &[]).unwrap_err();
+    assert_eq!(code(&e), query::REFUSED, "{e:?}");
+    // Refused before PostgreSQL's parser runs (a second for this text).
+    assert!(
+        t.elapsed() < std::time::Duration::from_millis(50),
+        "{:?}",
+        t.elapsed()
+    );
+    // Just under the bound, still guarded.
+    let n = (MAX_GUARDED_BYTES - 40) / "id = '1' OR ".len();
+    let sql = format!(
+        "SELECT id FROM tasks WHERE {}",
+        vec!["id = '1'"; n].join(" OR ")
+    );
+    assert!(sql.len() <= MAX_GUARDED_BYTES);
+    direct(&sql, &[]).unwrap();
 }

@@ -449,6 +449,20 @@ impl PgEngine {
         &self, req: &Request, params: &[Value], declared: &[String], w: &Where,
     ) -> Result<(Prepared, Arc<guard::Guarded>)> {
         let loaded = self.registered_schema()?;
+        let text = match req {
+            Request::Legacy { sql } | Request::Plan { sql, .. } => sql.len(),
+            Request::Malformed => 0,
+        };
+        if text > guard::MAX_QUERY_BYTES {
+            // Before the rewrite and the guard: their work grows with it.
+            return Err(Error::plain(
+                query::REFUSED,
+                format!(
+                    "registered query refused: it is longer than {} bytes",
+                    guard::MAX_QUERY_BYTES
+                ),
+            ));
+        }
         let prepared = query::prepare(req, params, declared, &loaded.schema)?;
         if query::count_params(&prepared.sql) != prepared.binds.len() {
             return Err(Error::plain(query::PLAN_ERROR, query::MSG_BINDS));
