@@ -248,6 +248,10 @@ pub(crate) async fn finish<T>(
     out
 }
 
+/// How long `close()` waits, after cancelling running statements, for the
+/// calls still running to give back their connections.
+pub const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Connections the engine keeps itself between calls: handing one back to
 /// sqlx's pool costs a spawned task and a ping round trip on every
 /// release. `waiting` counts callers waiting on the pool; while any
@@ -373,7 +377,11 @@ impl PgEngine {
     }
 
     /// Rolls back open transactions and closes the pool; later calls fail
-    /// with `storage is closed`.
+    /// with `storage is closed`. Returns within [`CLOSE_GRACE`] of the
+    /// cancel request even when a statement ignores it (PostgreSQL checks
+    /// for cancellation between rows, not inside one function call): its
+    /// connection is closed, and its transaction rolled back by the server,
+    /// when that call ends.
     pub async fn close(&self) {
         self.closed.store(true, Ordering::Release);
         // A running statement (a runaway registered query) would hold its
@@ -382,11 +390,17 @@ impl PgEngine {
         if self.pool.get().is_some() {
             conn::cancel_running(&self.cfg, &self.tag).await;
         }
+        let deadline = tokio::time::Instant::now() + CLOSE_GRACE;
         let open: Vec<TxSlot> = lock(&self.txs).drain().map(|(_, s)| s).collect();
         for slot in open {
-            let mut st = slot.lock().await;
+            // A slot still held by a running call past the deadline: the
+            // call drops its connection when it ends (the pool is closed).
+            let Ok(mut st) = tokio::time::timeout_at(deadline, slot.lock()).await else {
+                continue;
+            };
             if let Some(mut c) = st.conn.take() {
-                if exec(&mut c, "ROLLBACK").await.is_err() {
+                let rolled = tokio::time::timeout_at(deadline, exec(&mut c, "ROLLBACK")).await;
+                if !matches!(rolled, Ok(Ok(()))) {
                     c.close_on_drop();
                 }
             }
@@ -394,7 +408,9 @@ impl PgEngine {
         let idle: Vec<_> = std::mem::take(&mut lock(&self.idle).conns);
         drop(idle);
         if let Some(pool) = self.pool.get() {
-            pool.close().await;
+            // Marks the pool closed at once; waits for checked-out
+            // connections only until the deadline.
+            let _ = tokio::time::timeout_at(deadline, pool.close()).await;
         }
     }
 

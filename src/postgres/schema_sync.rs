@@ -138,7 +138,14 @@ async fn migrate_tables(
                 .await
                 .map_err(map_err)?;
         }
-        run(c, format!("DROP TABLE IF EXISTS {}", quote_ident(name))).await?;
+        // CASCADE: the registered-query views other sessions of this
+        // storage hold on the table (temporary, `pg_temp_N`) go with it;
+        // a session that still needs a view recreates it.
+        run(
+            c,
+            format!("DROP TABLE IF EXISTS {} CASCADE", quote_ident(name)),
+        )
+        .await?;
     }
     // Index drops first, then creates, as the in-tree storage orders them.
     for t in &schema.tables {

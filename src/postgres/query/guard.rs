@@ -7,10 +7,12 @@
 //! parser (libpg_query), and:
 //!
 //! 1. every relation is bound in the tree: each bare app-table reference,
-//!    and each subquery of the rewrite's shape, becomes
-//!    `(SELECT <app columns> FROM "<schema>"."<table>" WHERE "_sync_partition" = $P)`
-//!    with `$P` a parameter bound to the call's partition, and the other
-//!    parameters are renumbered densely;
+//!    and each subquery of the rewrite's shape
+//!    (`(SELECT <app columns> FROM <table> WHERE "_sync_partition" = ?)`),
+//!    becomes `pg_temp."_syncular_q_<table>_<hash>" AS <name>`: the
+//!    session's security-barrier view of the table (see [`view_ddl`]), which
+//!    shows the rows of the partition the call sets in
+//!    `syncular.partition`; the other parameters are renumbered densely;
 //! 2. the whole tree, serialized so that every field of every node is
 //!    visible, is checked against an allowlist of node types, fields,
 //!    functions, operators, types and relation names;
@@ -56,12 +58,39 @@ impl Scope<'_> {
         self.tables.iter().find(|t| t.materialize && t.name == name)
     }
 
+    /// Whether `name` is the view [`view_name`] gives a materialized table.
+    fn is_view(&self, name: &str) -> bool {
+        self.tables
+            .iter()
+            .any(|t| t.materialize && view_name(self.schema, t) == name)
+    }
+
     fn names_app_table(&self, name: &str) -> bool {
         self.tables
             .iter()
             .any(|t| t.name.eq_ignore_ascii_case(name))
     }
 }
+
+/// The longest SQL text the guard reads, in bytes (after the rewrite,
+/// which expands each table reference into a projection of its columns;
+/// the request's own text is held to [`MAX_QUERY_BYTES`] before it). The
+/// guard's work (PostgreSQL's parser twice, the walk, the printer) grows
+/// with the text: this bounds it before any of it starts.
+pub const MAX_GUARDED_BYTES: usize = 4 * MAX_QUERY_BYTES;
+
+/// The longest registered query text accepted, in bytes.
+pub const MAX_QUERY_BYTES: usize = 32 * 1024;
+
+/// The largest size argument of a function whose cost its argument sets
+/// (`lpad`, `rpad`, `repeat`, a `format()` width): PostgreSQL does not
+/// check for cancellation inside one such call, so its size is bounded
+/// here, as an integer literal.
+pub const MAX_SIZE_ARGUMENT: i64 = 10_000;
+
+/// Functions whose output size (and time) one argument sets, and the index
+/// of that argument.
+const SIZED: &[(&str, usize)] = &[("lpad", 1), ("rpad", 1), ("repeat", 1)];
 
 fn refused(msg: impl std::fmt::Display) -> Error {
     Error::plain(REFUSED, format!("registered query refused: {msg}"))
@@ -70,6 +99,11 @@ fn refused(msg: impl std::fmt::Display) -> Error {
 /// Guards `sql` (the rewrite's output, placeholders numbered `$n` with
 /// `binds[n-1]` saying what each one is).
 pub fn guard(sql: &str, binds: &[Bind], scope: &Scope) -> Result<Guarded> {
+    if sql.len() > MAX_GUARDED_BYTES {
+        return Err(refused(format!(
+            "its rewritten text is longer than {MAX_GUARDED_BYTES} bytes"
+        )));
+    }
     let parsed = pg_query::parse(sql, 0).map_err(|e| match e {
         // What the server would have said about the same text.
         pg_query::Error::Parse(m) => Error::Engine {
@@ -97,13 +131,13 @@ pub fn guard(sql: &str, binds: &[Bind], scope: &Scope) -> Result<Guarded> {
         .map(|n| binder.used.contains(&n))
         .collect();
     let limit = slots.len() as i32;
-    check(&tree, scope, limit, binder.partition)?;
+    check(&tree, scope, limit)?;
     let text = tree
         .deparse(pg_query::DeparseOptions::default())
         .map_err(|e| refused(format!("it cannot be printed back ({e})")))?;
     let again = pg_query::parse(&text, 0)
         .map_err(|e| refused(format!("its printed form does not parse ({e})")))?;
-    check(&again.protobuf, scope, limit, binder.partition)?;
+    check(&again.protobuf, scope, limit)?;
     Ok(Guarded {
         sql: text,
         slots,
@@ -176,10 +210,17 @@ impl<'a> Binder<'a> {
         self.error.get_or_insert(e);
     }
 
-    fn canonical(&mut self, t: &Table) -> pb::SelectStmt {
-        self.partition_used = true;
-        self.used.push(self.partition);
-        canonical_select(t, self.scope.schema, self.partition)
+    /// The partition-bound view of `t`, named `alias` in the query.
+    fn bound(&self, t: &Table, alias: pb::Alias) -> N {
+        N::RangeVar(pb::RangeVar {
+            catalogname: String::new(),
+            schemaname: "pg_temp".into(),
+            relname: view_name(self.scope.schema, t),
+            inh: true,
+            relpersistence: "p".into(),
+            alias: Some(alias),
+            location: -1,
+        })
     }
 
     fn nodes(&mut self, list: &mut [pb::Node]) {
@@ -242,36 +283,39 @@ impl<'a> Binder<'a> {
                             aliasname: rv.relname.clone(),
                             colnames: Vec::new(),
                         });
-                        let sub = self.canonical(t);
-                        *inner = N::RangeSubselect(Box::new(pb::RangeSubselect {
-                            lateral: false,
-                            subquery: Some(Box::new(node(N::SelectStmt(Box::new(sub))))),
-                            alias: Some(alias),
-                        }));
+                        *inner = self.bound(t, alias);
                     }
                 }
             }
             N::RangeSubselect(rs) => {
-                if let Some(sub) = rs.subquery.as_deref_mut() {
-                    if let Some(N::SelectStmt(sel)) = &sub.node {
-                        let shape = serde_json::to_value(&**sel)
-                            .ok()
-                            .and_then(|j| canonical_table(j.as_object()?, self.scope, ""));
-                        if let Some((t, number)) = shape {
-                            let is_partition = usize::try_from(number - 1)
-                                .ok()
-                                .and_then(|i| self.binds.get(i))
-                                == Some(&Bind::Partition);
-                            if is_partition {
-                                let t = self.scope.materialized(&t).cloned();
-                                if let Some(t) = t {
-                                    let canon = self.canonical(&t);
-                                    sub.node = Some(N::SelectStmt(Box::new(canon)));
-                                    return;
-                                }
-                            }
-                        }
+                // The rewrite's partition-bound projection of a table.
+                let scope = self.scope;
+                let shape = match rs.subquery.as_deref().and_then(|n| n.node.as_ref()) {
+                    Some(N::SelectStmt(sel)) if !rs.lateral => serde_json::to_value(&**sel)
+                        .ok()
+                        .and_then(|j| canonical_table(j.as_object()?, scope, "")),
+                    _ => None,
+                };
+                let table = shape.and_then(|(t, number)| {
+                    let is_partition = usize::try_from(number - 1)
+                        .ok()
+                        .and_then(|i| self.binds.get(i))
+                        == Some(&Bind::Partition);
+                    if is_partition {
+                        scope.materialized(&t)
+                    } else {
+                        None
                     }
+                });
+                if let Some(t) = table {
+                    let alias = rs.alias.take().unwrap_or(pb::Alias {
+                        aliasname: t.name.clone(),
+                        colnames: Vec::new(),
+                    });
+                    *inner = self.bound(t, alias);
+                    return;
+                }
+                if let Some(sub) = rs.subquery.as_deref_mut() {
                     self.node(sub, false);
                 }
             }
@@ -365,61 +409,69 @@ impl<'a> Binder<'a> {
     }
 }
 
-fn node(n: N) -> pb::Node {
-    pb::Node { node: Some(n) }
+/// The name of the session's view of `t` in `pg_temp`: the table's name
+/// (cut to fit PostgreSQL's 63-byte identifiers) and a fingerprint of the
+/// storage's schema, the table and its columns, so a connection that
+/// outlives a schema change never reads through a view of the old shape.
+pub fn view_name(schema: &str, t: &Table) -> String {
+    // FNV-1a, 64 bits: stable across builds and processes.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |b: &[u8]| {
+        for &x in b {
+            h ^= u64::from(x);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        h ^= 0xff;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    };
+    eat(schema.as_bytes());
+    eat(t.name.as_bytes());
+    for c in &t.columns {
+        eat(c.name.as_bytes());
+    }
+    // "_syncular_q_" + name + "_" + 16 hex digits <= 63 bytes.
+    let mut cut = t.name.len().min(63 - 12 - 1 - 16);
+    while !t.name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("_syncular_q_{}_{h:016x}", &t.name[..cut])
 }
 
-fn name_node(s: &str) -> pb::Node {
-    node(N::String(pb::String { sval: s.to_owned() }))
-}
+/// The session setting that holds the call's partition; set transaction-
+/// (or savepoint-) locally by each call, read by the views.
+pub const PARTITION_SETTING: &str = "syncular.partition";
 
-fn column_ref(name: &str) -> pb::Node {
-    node(N::ColumnRef(pb::ColumnRef {
-        fields: vec![name_node(name)],
-        location: -1,
-    }))
-}
-
-/// `SELECT <app columns> FROM "<schema>"."<table>" WHERE "_sync_partition" = $param`.
-fn canonical_select(t: &Table, schema: &str, param: i32) -> pb::SelectStmt {
-    pb::SelectStmt {
-        target_list: t
+/// `CREATE OR REPLACE TEMP VIEW` statements (`;`-separated) for the
+/// partition-bound views of every materialized table of `tables`, stored
+/// in `schema`.
+///
+/// Each view is a security barrier (`WITH (security_barrier)`): PostgreSQL
+/// does not flatten it into the query that reads it, and evaluates a
+/// condition or function of that query on a row only after the view's own
+/// condition has passed it, unless the function is `LEAKPROOF` (PostgreSQL
+/// documentation, "Rules and Privileges" and `CREATE VIEW`). So whatever
+/// plan the planner picks (sequential scan, index scan, join order, generic
+/// or custom plan), an expression of a registered query never sees a row of
+/// another partition, and its errors cannot print one. A temporary view
+/// belongs to the session and writes nothing to the database's own schema.
+pub fn view_ddl(schema: &str, tables: &[Table]) -> String {
+    let mut out = String::new();
+    for t in tables.iter().filter(|t| t.materialize) {
+        let cols: Vec<String> = t
             .columns
             .iter()
-            .map(|c| {
-                node(N::ResTarget(Box::new(pb::ResTarget {
-                    name: String::new(),
-                    indirection: Vec::new(),
-                    val: Some(Box::new(column_ref(&c.name))),
-                    location: -1,
-                })))
-            })
-            .collect(),
-        from_clause: vec![node(N::RangeVar(pb::RangeVar {
-            catalogname: String::new(),
-            schemaname: schema.to_owned(),
-            relname: t.name.clone(),
-            inh: true,
-            relpersistence: "p".into(),
-            alias: None,
-            location: -1,
-        }))],
-        where_clause: Some(Box::new(node(N::AExpr(Box::new(pb::AExpr {
-            kind: pb::AExprKind::AexprOp as i32,
-            name: vec![name_node("=")],
-            lexpr: Some(Box::new(column_ref("_sync_partition"))),
-            rexpr: Some(Box::new(node(N::ParamRef(pb::ParamRef {
-                number: param,
-                location: -1,
-            })))),
-            rexpr_list_start: -1,
-            rexpr_list_end: -1,
-            location: -1,
-        }))))),
-        limit_option: pb::LimitOption::Default as i32,
-        op: pb::SetOperation::SetopNone as i32,
-        ..Default::default()
+            .map(|c| crate::schema::quote_ident(&c.name))
+            .collect();
+        out.push_str(&format!(
+            "CREATE OR REPLACE TEMP VIEW {} WITH (security_barrier = true) AS SELECT {} FROM {}.{} \
+             WHERE \"_sync_partition\" OPERATOR(pg_catalog.=) pg_catalog.current_setting('{PARTITION_SETTING}', true);",
+            crate::schema::quote_ident(&view_name(schema, t)),
+            cols.join(", "),
+            crate::schema::quote_ident(schema),
+            crate::schema::quote_ident(&t.name),
+        ));
     }
+    out
 }
 
 // ---- the partition-bound subquery, recognized ----------------------------------------
@@ -645,6 +697,8 @@ fn fields(ty: &str) -> Option<&'static [(&'static str, F)]> {
         ],
         "GroupingSet" => &[("kind", Scalar), ("content", List)],
         "RangeVar" => &[
+            // Checked by the rule: only `pg_temp` and a view of the binder's.
+            ("schemaname", Scalar),
             ("relname", Scalar),
             ("inh", Scalar),
             ("relpersistence", Scalar),
@@ -956,7 +1010,7 @@ fn catalog_name<'j>(list: &'j Json, what: &str) -> Result<&'j str> {
     }
 }
 
-fn check(tree: &pb::ParseResult, scope: &Scope, params: i32, partition: i32) -> Result<()> {
+fn check(tree: &pb::ParseResult, scope: &Scope, params: i32) -> Result<()> {
     let [raw] = tree.stmts.as_slice() else {
         return Err(refused("it must be exactly one SELECT statement"));
     };
@@ -969,7 +1023,6 @@ fn check(tree: &pb::ParseResult, scope: &Scope, params: i32, partition: i32) -> 
     let mut c = Checker {
         scope,
         params,
-        partition,
         frames: Vec::new(),
         depth: 0,
     };
@@ -980,7 +1033,6 @@ struct Checker<'a> {
     scope: &'a Scope<'a>,
     /// Parameters `$1..=$params` exist.
     params: i32,
-    partition: i32,
     /// CTE names in scope, innermost last.
     frames: Vec<Vec<String>>,
     depth: usize,
@@ -1089,6 +1141,7 @@ impl Checker<'_> {
                 if !FUNCTIONS.contains(&name) && !crate::query::WINDOW_FUNCTIONS.contains(&name) {
                     return Err(refused(format!("function {name}() is not allowed")));
                 }
+                sized_arguments(name, get("args"))?;
             }
             "AExpr" => {
                 catalog_name(get("name"), "operator")?;
@@ -1135,6 +1188,10 @@ impl Checker<'_> {
                 let name = get("relname").as_str().unwrap_or_default();
                 let schema = get("schemaname").as_str().unwrap_or_default();
                 let catalog = get("catalogname").as_str().unwrap_or_default();
+                // The binder's own references: the session's views.
+                if schema == "pg_temp" && catalog.is_empty() && self.scope.is_view(name) {
+                    return Ok(());
+                }
                 if !schema.is_empty() || !catalog.is_empty() {
                     return Err(refused(format!(
                         "relation {schema}.{name} must not be qualified"
@@ -1153,13 +1210,10 @@ impl Checker<'_> {
             }
             "RangeSubselect" => {
                 let sub = get("subquery");
-                let Some(sel) = unwrap(sub, "SelectStmt") else {
+                if unwrap(sub, "SelectStmt").is_none() {
                     return Err(refused("a subquery in FROM must be a SELECT"));
-                };
-                match canonical_table(sel, self.scope, self.scope.schema) {
-                    Some((_, n)) if n == i64::from(self.partition) => {}
-                    _ => self.node(sub)?,
                 }
+                self.node(sub)?;
             }
             _ => {}
         }
@@ -1215,6 +1269,98 @@ impl Checker<'_> {
         self.frames.push(frame);
         Ok(())
     }
+}
+
+/// An integer literal's value (`5`, `-5`; not a cast, parameter or
+/// expression).
+fn int_literal(v: &Json) -> Option<i64> {
+    let c = unwrap(v, "AConst")?;
+    let ival = c.get("val")?.get("Ival")?;
+    Some(ival.get("ival").and_then(Json::as_i64).unwrap_or(0))
+}
+
+fn string_literal(v: &Json) -> Option<&str> {
+    unwrap(v, "AConst")?
+        .get("val")?
+        .get("Sval")?
+        .get("sval")
+        .and_then(Json::as_str)
+        .or(Some(""))
+}
+
+/// The rules of functions whose cost an argument sets: `lpad`, `rpad` and
+/// `repeat` take their size as an integer literal of at most
+/// [`MAX_SIZE_ARGUMENT`]; `format()` takes a literal format string whose
+/// widths are at most that, never `*` (a width from an argument).
+fn sized_arguments(name: &str, args: &Json) -> Result<()> {
+    let args = args.as_array().map(Vec::as_slice).unwrap_or_default();
+    if let Some(&(_, at)) = SIZED.iter().find(|(n, _)| *n == name) {
+        let Some(size) = args.get(at) else {
+            return Ok(());
+        };
+        return match int_literal(size) {
+            Some(n) if n <= MAX_SIZE_ARGUMENT => Ok(()),
+            _ => Err(refused(format!(
+                "{name}() takes its length as an integer literal of at most {MAX_SIZE_ARGUMENT}"
+            ))),
+        };
+    }
+    if name == "format" {
+        let Some(spec) = args.first().and_then(string_literal) else {
+            return Err(refused("format() takes a string literal as its format"));
+        };
+        return format_widths(spec);
+    }
+    Ok(())
+}
+
+/// Checks the widths of a `format()` format string: `%[n$][-][width]type`.
+fn format_widths(spec: &str) -> Result<()> {
+    let b = spec.as_bytes();
+    let mut i = 0;
+    let digits = |i: &mut usize| {
+        let start = *i;
+        while *i < b.len() && b[*i].is_ascii_digit() {
+            *i += 1;
+        }
+        &spec[start..*i]
+    };
+    while i < b.len() {
+        if b[i] != b'%' {
+            i += 1;
+            continue;
+        }
+        i += 1;
+        if b.get(i) == Some(&b'%') {
+            i += 1;
+            continue;
+        }
+        // An argument position (`n$`), or a width.
+        let mut width = digits(&mut i);
+        if b.get(i) == Some(&b'$') {
+            i += 1;
+            width = "";
+        }
+        while b.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        if width.is_empty() {
+            if b.get(i) == Some(&b'*') {
+                return Err(refused(
+                    "format() widths must be written in the format string, not taken from an argument (*)",
+                ));
+            }
+            width = digits(&mut i);
+        }
+        let too_wide = !width.is_empty()
+            && (width.len() > 9 || width.parse::<i64>().map_or(true, |w| w > MAX_SIZE_ARGUMENT));
+        if too_wide {
+            return Err(refused(format!(
+                "format() widths are at most {MAX_SIZE_ARGUMENT}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The guard's result per final SQL text and partition-bind pattern, for

@@ -5,6 +5,14 @@
 //! own parser, binds every table to the call's partition in the tree,
 //! checks the tree against an allowlist and prints the SQL that runs.
 //!
+//! A table is read through the session's security-barrier view of it
+//! (`pg_temp."_syncular_q_…"`, [`guard::view_ddl`]), which shows the rows
+//! of the partition set in `syncular.partition`. Each call sets that
+//! setting locally to its transaction or savepoint, in the message that
+//! opens it; a connection that lacks the views (new, or its transaction
+//! that created them rolled back) creates them when the query reports
+//! them missing, and runs the query again.
+//!
 //! Execution confines what the query can touch even beyond the guard:
 //! `search_path` is `pg_catalog, pg_temp` (unqualified names reach nothing
 //! of the database's own), `statement_timeout` is `queryTimeoutMs`, and no
@@ -196,11 +204,23 @@ const SAVEPOINT: &str = "syncular_query";
 
 /// The settings every registered query runs under, as one message of
 /// `SET LOCAL`s: they end with the transaction or savepoint around it.
-fn confine(timeout: Duration) -> String {
-    format!(
-        "SET LOCAL search_path = pg_catalog, pg_temp; SET LOCAL statement_timeout = {}; SET LOCAL standard_conforming_strings = on",
-        timeout.as_millis().clamp(1, i32::MAX as u128)
-    )
+/// `syncular.partition` is the partition the views show.
+fn confine(timeout: Duration, partition: &str) -> Result<String> {
+    // PostgreSQL text cannot hold U+0000: no stored row has such a partition.
+    let p = super::prefetch::lit(partition)
+        .ok_or_else(|| Error::invalid("a partition cannot contain U+0000 on PostgreSQL"))?;
+    Ok(format!(
+        "SET LOCAL search_path = pg_catalog, pg_temp; SET LOCAL statement_timeout = {}; SET LOCAL standard_conforming_strings = on; SET LOCAL {} = {p}",
+        timeout.as_millis().clamp(1, i32::MAX as u128),
+        guard::PARTITION_SETTING,
+    ))
+}
+
+/// Whether `e` says a view the guarded SQL reads does not exist on this
+/// connection (yet, or any more): the views are (re)created and the query
+/// runs once more.
+fn missing_view(e: &Error) -> bool {
+    matches!(e, Error::Engine { code, message } if code == "42P01" && message.contains("_syncular_q_"))
 }
 
 /// A query error: the time limit becomes its coded error.
@@ -429,6 +449,20 @@ impl PgEngine {
         &self, req: &Request, params: &[Value], declared: &[String], w: &Where,
     ) -> Result<(Prepared, Arc<guard::Guarded>)> {
         let loaded = self.registered_schema()?;
+        let text = match req {
+            Request::Legacy { sql } | Request::Plan { sql, .. } => sql.len(),
+            Request::Malformed => 0,
+        };
+        if text > guard::MAX_QUERY_BYTES {
+            // Before the rewrite and the guard: their work grows with it.
+            return Err(Error::plain(
+                query::REFUSED,
+                format!(
+                    "registered query refused: it is longer than {} bytes",
+                    guard::MAX_QUERY_BYTES
+                ),
+            ));
+        }
         let prepared = query::prepare(req, params, declared, &loaded.schema)?;
         if query::count_params(&prepared.sql) != prepared.binds.len() {
             return Err(Error::plain(query::PLAN_ERROR, query::MSG_BINDS));
@@ -450,15 +484,67 @@ impl PgEngine {
         &self, partition: &str, req: &Request, params: &[Value], declared: &[String],
         gate_running: Option<i64>,
     ) -> Result<QueryOutput> {
-        self.registered_schema()?;
+        let loaded = self.registered_schema()?;
         let mut conn = self.acquire().await?;
         let w = self.query_where(&mut conn).await?;
         let (prepared, g) = self.prepare_query(req, params, declared, w)?;
         let timeout = self.cfg.query_timeout;
+        let confined = confine(timeout, partition)?;
+        let mut created = false;
+        loop {
+            let (out, healthy) = self
+                .query_attempt(
+                    &mut conn,
+                    w,
+                    &g,
+                    &prepared,
+                    params,
+                    partition,
+                    gate_running,
+                    &confined,
+                )
+                .await;
+            let missing = match &out {
+                Err(e) | Ok(QueryOutput { error: Some(e), .. }) => missing_view(e),
+                Ok(_) => false,
+            };
+            if missing && healthy && !created {
+                // Outside any transaction (the attempt rolled back): the
+                // views outlive the call, for the connection's session.
+                created = true;
+                let ddl = guard::view_ddl(&w.schema, &loaded.schema.tables);
+                if let Err(e) = conn.execute(AssertSqlSafe(ddl)).await {
+                    let e = map_err(e);
+                    let healthy = super::exec(&mut conn, "ROLLBACK").await.is_ok();
+                    if !healthy {
+                        conn.close_on_drop();
+                    }
+                    self.recycle(conn, healthy);
+                    return Err(self.cancelled_by_close(e));
+                }
+                continue;
+            }
+            if !healthy {
+                conn.close_on_drop();
+            }
+            self.recycle(conn, healthy);
+            return out.map_err(|e| self.cancelled_by_close(e));
+        }
+    }
+
+    /// One run of a storage-level query; the connection is left outside
+    /// any transaction when the second value (healthy) is true.
+    #[allow(clippy::too_many_arguments)]
+    async fn query_attempt(
+        &self, conn: &mut sqlx::pool::PoolConnection<Postgres>, w: &Where, g: &guard::Guarded,
+        prepared: &Prepared, params: &[Value], partition: &str, gate_running: Option<i64>,
+        confined: &str,
+    ) -> (Result<QueryOutput>, bool) {
+        let timeout = self.cfg.query_timeout;
         let begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
         // Without a gate to read first, the settings travel with BEGIN.
         let opening = match gate_running {
-            None => format!("{begin}; {}", confine(timeout)),
+            None => format!("{begin}; {confined}"),
             Some(_) => begin.to_owned(),
         };
         if let Err(e) = conn.execute(AssertSqlSafe(opening.clone())).await {
@@ -468,23 +554,26 @@ impl PgEngine {
             // opening may have left its transaction open).
             conn.close_on_drop();
             if !super::conn::is_connection_lost(&e) {
-                return Err(e);
+                return (Err(e), false);
             }
-            conn = self.acquire_tested().await?;
-            conn.execute(AssertSqlSafe(opening))
-                .await
-                .map_err(map_err)?;
+            *conn = match self.acquire_tested().await {
+                Ok(c) => c,
+                Err(e) => return (Err(e), false),
+            };
+            if let Err(e) = conn.execute(AssertSqlSafe(opening)).await {
+                return (Err(map_err(e)), false);
+            }
         }
         // Nothing is ever committed: ROLLBACK also undoes any setting the
         // query might have changed. On success it travels with the
         // max_commit_seq read.
         let mut ended = false;
         let out = super::body(async {
-            let c: &mut PgConnection = &mut conn;
+            let c: &mut PgConnection = &mut *conn;
             let gate = match gate_running {
                 Some(running) => {
                     let gate = meta::read_serve_gate(c, partition, running).await?;
-                    c.execute(AssertSqlSafe(confine(timeout)))
+                    c.execute(AssertSqlSafe(confined.to_owned()))
                         .await
                         .map_err(map_err)?;
                     Some(gate)
@@ -497,7 +586,7 @@ impl PgEngine {
                 Site::Text("queryAuthoritative"),
             )
             .sql(&g.sql);
-            let ran = run(c, &g, &prepared.binds, params, partition, timeout).await;
+            let ran = run(c, g, &prepared.binds, params, partition, timeout).await;
             drop(slow);
             match ran {
                 Ok((columns, rows)) => {
@@ -523,12 +612,8 @@ impl PgEngine {
             }
         })
         .await;
-        let healthy = ended || super::exec(&mut conn, "ROLLBACK").await.is_ok();
-        if !healthy {
-            conn.close_on_drop();
-        }
-        self.recycle(conn, healthy);
-        out.map_err(|e| self.cancelled_by_close(e))
+        let healthy = ended || super::exec(conn, "ROLLBACK").await.is_ok();
+        (out, healthy)
     }
 
     /// A query cancelled because the storage closed reports the close, not
@@ -549,44 +634,69 @@ impl PgEngine {
     pub async fn tx_query_authoritative(
         &self, id: u32, req: &Request, params: &[Value], declared: &[String],
     ) -> Result<QueryOutput> {
-        self.registered_schema()?;
+        let loaded = self.registered_schema()?;
         let timeout = self.cfg.query_timeout;
         with_tx!(self, id, untimed, |_st, c, p| {
             let w = self.query_where(c).await?;
             let (prepared, g) = self.prepare_query(req, params, declared, w)?;
-            c.execute(AssertSqlSafe(format!(
-                "SAVEPOINT {SAVEPOINT}; {}",
-                confine(timeout)
-            )))
-            .await
-            .map_err(map_err)?;
+            let open = format!("SAVEPOINT {SAVEPOINT}; {}", confine(timeout, &p)?);
             let undo = format!("ROLLBACK TO SAVEPOINT {SAVEPOINT}; RELEASE SAVEPOINT {SAVEPOINT}");
-            let slow = Slow::start(
-                telemetry::POSTGRES,
-                "query",
-                Site::Text("tx.queryAuthoritative"),
-            )
-            .sql(&g.sql);
-            let out = run(c, &g, &prepared.binds, params, &p, timeout).await;
-            drop(slow);
-            match out {
-                Ok((columns, rows)) => {
-                    // The savepoint ends with the max_commit_seq read.
-                    let max_commit_seq = max_commit_seq_then(c, w, &p, &undo).await;
-                    if max_commit_seq.is_err() {
-                        c.execute(AssertSqlSafe(undo)).await.map_err(map_err)?;
+            let mut created = false;
+            loop {
+                c.execute(AssertSqlSafe(open.clone()))
+                    .await
+                    .map_err(map_err)?;
+                let slow = Slow::start(
+                    telemetry::POSTGRES,
+                    "query",
+                    Site::Text("tx.queryAuthoritative"),
+                )
+                .sql(&g.sql);
+                let out = run(c, &g, &prepared.binds, params, &p, timeout).await;
+                drop(slow);
+                match out {
+                    Ok((columns, rows)) => {
+                        // The savepoint ends with the max_commit_seq read.
+                        let max_commit_seq = max_commit_seq_then(c, w, &p, &undo).await;
+                        if max_commit_seq.is_err() {
+                            c.execute(AssertSqlSafe(undo)).await.map_err(map_err)?;
+                        }
+                        break Ok(QueryOutput {
+                            gate: None,
+                            error: None,
+                            columns,
+                            rows,
+                            max_commit_seq: max_commit_seq?,
+                        });
                     }
-                    Ok(QueryOutput {
-                        gate: None,
-                        error: None,
-                        columns,
-                        rows,
-                        max_commit_seq: max_commit_seq?,
-                    })
-                }
-                Err(e) => {
-                    c.execute(AssertSqlSafe(undo)).await.map_err(map_err)?;
-                    Err(e)
+                    Err(e) if missing_view(&e) && !created => {
+                        // The views belong to the transaction from here:
+                        // created after the query's savepoint ends, in one
+                        // of their own, so a failure leaves the
+                        // transaction as it was.
+                        created = true;
+                        c.execute(AssertSqlSafe(undo.clone()))
+                            .await
+                            .map_err(map_err)?;
+                        let ddl = guard::view_ddl(&w.schema, &loaded.schema.tables);
+                        let made = c
+                            .execute(AssertSqlSafe(format!(
+                                "SAVEPOINT syncular_views; {ddl} RELEASE SAVEPOINT syncular_views"
+                            )))
+                            .await;
+                        if let Err(e) = made {
+                            c.execute(
+                                "ROLLBACK TO SAVEPOINT syncular_views; RELEASE SAVEPOINT syncular_views",
+                            )
+                            .await
+                            .map_err(map_err)?;
+                            break Err(map_err(e));
+                        }
+                    }
+                    Err(e) => {
+                        c.execute(AssertSqlSafe(undo)).await.map_err(map_err)?;
+                        break Err(e);
+                    }
                 }
             }
         })
