@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
 import { ACCOUNT_COLUMNS, TASK_COLUMNS, fixtureSchema } from '../support/schema.mjs';
 import { taskRow, withStorage, writeCommit } from '../support/harness.mjs';
-import { OWN, VICTIM, VICTIM_MARK, attempt, digest, endRunaways, planFor, scanAnswer, seedTenants } from '../support/isolation.mjs';
+import { OWN, VICTIM, VICTIM_MARK, attempt, digest, endRunaways, planFor, scanAnswer, seedTenants, viewName } from '../support/isolation.mjs';
 
 const INVALID = 'ERR_SYNCULAR_INVALID_ARGUMENT';
 const TIMEOUT = 'ERR_SYNCULAR_QUERY_TIMEOUT';
@@ -36,24 +36,6 @@ function planOf(sql, tables, firstOnly = false) {
     if (m && !NOT_ALIAS.has(m[1].toLowerCase())) r.alias = m[1].replace(/"/g, '');
   }
   return p;
-}
-
-/**
- * The name of the SQLite engine's partition view of a table (FNV-1a over
- * the table's and its columns' names, as src/query/rewrite.rs names it):
- * derived from the schema, so an attacker knows it too.
- */
-function viewName(table, columns) {
-  let h = 0x811c9dc5;
-  const eat = (text) => {
-    for (const b of Buffer.from(text, 'utf8')) {
-      h = Math.imul(h ^ b, 0x01000193) >>> 0;
-    }
-    h = Math.imul(h ^ 0xff, 0x01000193) >>> 0;
-  };
-  eat(table);
-  for (const c of columns) eat(c.name);
-  return `_syncular_q_${table}_${h.toString(16).padStart(8, '0')}`;
 }
 
 /** A count answer that is not the count of the caller's own rows: counts of other partitions or internal tables. */

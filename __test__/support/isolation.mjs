@@ -234,3 +234,19 @@ export async function endRunaways(url) {
     await psql.close();
   }
 }
+
+/**
+ * The name of the SQLite engine's partition view of a table (FNV-1a over
+ * the table's and its columns' names, as src/query/rewrite.rs names it):
+ * derived from the schema, so an attacker knows it too.
+ */
+export function viewName(table, columns) {
+  let h = 0x811c9dc5;
+  const eat = (text) => {
+    for (const b of Buffer.from(text, 'utf8')) h = Math.imul(h ^ b, 0x01000193) >>> 0;
+    h = Math.imul(h ^ 0xff, 0x01000193) >>> 0;
+  };
+  eat(table);
+  for (const c of columns) eat(c.name);
+  return `_syncular_q_${table}_${h.toString(16).padStart(8, '0')}`;
+}

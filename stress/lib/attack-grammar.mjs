@@ -14,7 +14,7 @@
 // or size an argument or a client parameter sets, and functions that fail
 // with their argument in the message (over every tenant's rows, on tables
 // with statistics, where the attack child seeds many partitions).
-import { OWN, VICTIM, planFor } from '../../__test__/support/isolation.mjs';
+import { OWN, VICTIM, planFor, viewName } from '../../__test__/support/isolation.mjs';
 import { ACCOUNT_COLUMNS, TASK_COLUMNS } from '../../__test__/support/schema.mjs';
 
 function rng(seed) {
@@ -53,18 +53,6 @@ const INTERNAL = [
   ...D('sqlite', 'sqlite_master', 'sqlite_schema', '"sqlite_temp_master"', "pragma_table_info('tasks')", 'pragma_database_list', '[sync_commits]', '`sync_push_results`'),
   ...D('postgres', 'pg_class', '"pg_tables"', 'U&"sync\\005fcommits"', 'information_schema.tables', 'pg_stat_activity', 'pg_settings', "pg_ls_dir('.')", 'U&"pg\\005fclass"', 'pg_catalog.pg_namespace'),
 ];
-
-/** The SQLite engine's partition view of a table (src/query/rewrite.rs `view_name`): derivable from the schema. */
-function viewName(table, columns) {
-  let h = 0x811c9dc5;
-  const eat = (text) => {
-    for (const b of Buffer.from(text, 'utf8')) h = Math.imul(h ^ b, 0x01000193) >>> 0;
-    h = Math.imul(h ^ 0xff, 0x01000193) >>> 0;
-  };
-  eat(table);
-  for (const c of columns) eat(c.name);
-  return `_syncular_q_${table}_${h.toString(16).padStart(8, '0')}`;
-}
 
 // Names a CTE or alias may take to pose as something it is not.
 const POSING_NAMES = [
