@@ -671,7 +671,10 @@ export interface NativeTransaction {
  * 0.15.x call forms). The constructor is synchronous and opens nothing; the
  * database opens on the first call. Every member is an own, writable,
  * bound function and returns a promise; failures are rejections carrying a
- * string `code` (see `NativeErrorCode`, `StorageQueryErrorCode`).
+ * string `code` (see `NativeErrorCode`, `StorageQueryErrorCode`). A
+ * `partition` is a string, always: any other value is refused with
+ * `ERR_SYNCULAR_INVALID_ARGUMENT` before anything runs (it is never taken
+ * for a transaction's lease).
  */
 export declare class NativeStorage {
   /** Throws a `TypeError` with code `ERR_SYNCULAR_INVALID_ARGUMENT` for a malformed option. */
