@@ -9,8 +9,9 @@
 //
 // A second host does the same against the 0.24 declaration
 // (interface-0.24.d.ts), copied into the work folder at run time from
-// --interface FILE, $SYNCULAR_INTERFACE_024, or ../shared/spec/ when that
-// exists (an empty $SYNCULAR_INTERFACE_024 skips it). It resolves
+// --interface FILE or $SYNCULAR_INTERFACE_024 (neither given, or an empty
+// $SYNCULAR_INTERFACE_024: skipped, and said so). The declaration is not
+// part of this repository either. It resolves
 // @syncular/core and @syncular/server's CompiledSchema from the same tree.
 //
 // Nothing upstream is part of this repository: the tree is read where it
@@ -46,8 +47,7 @@ const serverSrc = join(tree, 'packages', 'server', 'src');
 const coreSrc = join(tree, 'packages', 'core', 'src');
 for (const dir of [serverSrc, coreSrc]) if (!existsSync(dir)) fail(`${dir} does not exist: not an upstream tree`);
 
-const defaultInterface = join(root, '..', 'shared', 'spec', 'interface-0.24.d.ts');
-const interfaceFile = interfaceArg ?? process.env.SYNCULAR_INTERFACE_024 ?? (existsSync(defaultInterface) ? defaultInterface : undefined);
+const interfaceFile = interfaceArg ?? process.env.SYNCULAR_INTERFACE_024;
 if (interfaceArg !== undefined && !existsSync(interfaceArg)) fail(`--interface ${interfaceArg} does not exist`);
 
 /** The non-test .ts file under packages/server/src that declares `export interface ServerStorage`. */
