@@ -191,7 +191,7 @@ export function define(engine) {
       }
     });
 
-    test('an own row larger than the calling thread takes is still answered', async () => {
+    test('an own value of 200 KB (under the 1 MiB value limit) is still answered', async () => {
       await withStorage(engine, async (storage) => {
         await writeCommit(storage, OWN, [{ table: 'tasks', row: taskRow('big', { title: 'x'.repeat(200_000), project: 'p' }) }]);
         const r = await storage.queryAuthoritative(OWN, { sql: 'SELECT length(title) AS n FROM tasks', params: [], tables: ['tasks'] });

@@ -457,16 +457,14 @@ impl Engine for Arc<SqliteEngine> {
         // As the storage-level form: on this thread within NOW_STEPS, else
         // on the transaction's connection from a worker (the host awaits
         // the call before its next one on this transaction).
-        let now = Some(NOW_STEPS);
         if let Some(r) =
-            SqliteEngine::tx_query_authoritative(self, lease, &request, &params, &declared, now)
+            self.try_tx_query_authoritative_now(lease, &request, &params, &declared, NOW_STEPS)
         {
             return Call::Now(r);
         }
         let e = self.clone();
         blocking(move || {
-            SqliteEngine::tx_query_authoritative(&e, lease, &request, &params, &declared, None)
-                .unwrap_or_else(|| Err(crate::Error::plain(super::OVER_BUDGET, "unreachable")))
+            SqliteEngine::tx_query_authoritative(&e, lease, &request, &params, &declared)
         })
     }
 

@@ -441,25 +441,44 @@ impl SqliteEngine {
     }
 
     /// `tx.queryAuthoritative`: on the transaction's connection, staged
-    /// writes visible, no gate. With `steps` (a run on the calling thread
-    /// for a query not yet seen to be expensive), `None` when it must run
-    /// off-thread instead, as every later run of its text.
+    /// writes visible, no gate.
     pub fn tx_query_authoritative(
-        &self, id: u32, req: &Request, params: &[Value], declared: &[String], steps: Option<u32>,
+        &self, id: u32, req: &Request, params: &[Value], declared: &[String],
+    ) -> Result<QueryOutput> {
+        let (loaded, rewrite) = self.prepare_query(req, params, declared)?;
+        self.tx_run_query(id, &loaded, &rewrite.prepared, params, None)
+    }
+
+    /// [`tx_query_authoritative`](Self::tx_query_authoritative) on the
+    /// calling thread, as [`try_query_authoritative_now`]
+    /// (Self::try_query_authoritative_now) does for the storage-level form.
+    pub fn try_tx_query_authoritative_now(
+        &self, id: u32, req: &Request, params: &[Value], declared: &[String], steps: u32,
     ) -> Option<Result<QueryOutput>> {
         let (loaded, rewrite) = match self.prepare_query(req, params, declared) {
             Ok(x) => x,
             Err(e) => return Some(Err(e)),
         };
-        if steps.is_some() && rewrite.expensive.load(Ordering::Relaxed) {
+        if rewrite.expensive.load(Ordering::Relaxed) {
             return None;
         }
-        let prepared = &rewrite.prepared;
-        let mut bounds = Bounds::new(&loaded, prepared, self.cfg.query_timeout, &self.closed);
-        bounds.budget = steps;
+        match self.tx_run_query(id, &loaded, &rewrite.prepared, params, Some(steps)) {
+            Err(e) if super::is_over_budget(&e) => {
+                rewrite.expensive.store(true, Ordering::Relaxed);
+                None
+            }
+            r => Some(r),
+        }
+    }
+
+    fn tx_run_query(
+        &self, id: u32, loaded: &Loaded, prepared: &Prepared, params: &[Value], budget: Option<u32>,
+    ) -> Result<QueryOutput> {
+        let mut bounds = Bounds::new(loaded, prepared, self.cfg.query_timeout, &self.closed);
+        bounds.budget = budget;
         let site = Site::Text("tx.queryAuthoritative");
         let slow = || Slow::start(telemetry::SQLITE, "query", site).sql(&prepared.sql);
-        let out = self.with_lease_timed(id, slow, |h| {
+        self.with_lease_timed(id, slow, |h| {
             let p = h.partition()?;
             let (columns, rows) = execute(h.conn, &bounds, prepared, params, p)?;
             Ok(QueryOutput {
@@ -469,14 +488,7 @@ impl SqliteEngine {
                 rows,
                 max_commit_seq: log::max_commit_seq(h.conn, p)?,
             })
-        });
-        match out {
-            Err(e) if super::is_over_budget(&e) => {
-                rewrite.expensive.store(true, Ordering::Relaxed);
-                None
-            }
-            r => Some(r),
-        }
+        })
     }
 
     pub fn scan_rows_by_index(
@@ -883,7 +895,7 @@ mod tests {
     }
 
     #[test]
-    fn a_run_on_the_calling_thread_hands_over_large_values_and_long_steps() {
+    fn a_run_on_the_calling_thread_hands_over_long_steps() {
         let (conn, loaded) = setup();
         let closed = Arc::new(AtomicBool::new(false));
         for sql in [
