@@ -144,6 +144,44 @@ async function withStorage(path, fn) {
   }
 }
 
+/** Every read the in-tree storage recorded, through `storage`. */
+async function assertInTreeReads(storage) {
+  for (const { partition, table, rowId, row } of expected.rows) {
+    const got = await storage.getRow(partition, table, rowId);
+    assert.deepEqual(got === undefined ? null : norm(got), row, `getRow ${partition}/${table}/${rowId}`);
+  }
+  for (const { partition, query, result } of expected.windows) {
+    const got = await storage.readCommitWindow(partition, query);
+    assert.deepEqual(norm(got), result, `readCommitWindow ${partition} ${JSON.stringify(query)}`);
+  }
+  for (const { partition, query, result } of expected.scans) {
+    const got = await storage.scanRows(partition, query);
+    assert.deepEqual(norm(got), result, `scanRows ${partition} ${JSON.stringify(query)}`);
+  }
+  for (const { partition, clientId, clientCommitId, result } of expected.pushResults) {
+    const got = await storage.getPushResult(partition, clientId, clientCommitId);
+    assert.deepEqual(
+      got === undefined ? null : withoutEmptyConflictColumns(norm(got)),
+      result,
+      `getPushResult ${partition}/${clientId}/${clientCommitId}`,
+    );
+  }
+  for (const { partition, clientId, record } of expected.clients) {
+    const got = await storage.getClientRecord(partition, clientId);
+    assert.deepEqual(got === undefined ? null : norm(got), record, `getClientRecord ${partition}/${clientId}`);
+  }
+  assert.deepEqual(norm(await storage.listPartitionRegistry()), expected.registry);
+  for (const [partition, seq] of Object.entries(expected.maxCommitSeq)) {
+    assert.equal(await storage.getMaxCommitSeq(partition), seq, `getMaxCommitSeq ${partition}`);
+  }
+}
+
+/** The column list and uniqueness of an index, from the catalog. */
+function indexShape(path, name) {
+  const cols = sql(path, `SELECT name FROM pragma_index_info('${name}') ORDER BY seqno`).map((r) => r.name);
+  return cols;
+}
+
 // ---------------------------------------------------------------------------
 
 describe(`in-tree ${expected.upstreamVersion} fixture database`, () => {
@@ -159,55 +197,60 @@ describe(`in-tree ${expected.upstreamVersion} fixture database`, () => {
     assert.deepEqual(sql(FIXTURE_DB, 'PRAGMA journal_mode'), [{ journal_mode: 'delete' }]);
   });
 
-  test('same schema version: ensureSchema refuses with physical_layout_mismatch and changes nothing', async () => {
+  test('same schema version: ensureSchema completes the layout in place, and every read matches the in-tree reads', async () => {
     const path = fixtureCopy();
     const pristine = snapshot(path);
+    assert.deepEqual(indexShape(path, 'sync_ix_tasks_by_title'), ['title'], '0.15.48 indexes span partitions');
     await withStorage(path, async (storage) => {
-      let afterFirst;
-      for (let attempt = 0; attempt < 2; attempt++) {
-        let caught;
-        await assert.rejects(storage.ensureSchema(compile(expected.schema)), (err) => {
-          caught = err;
-          return true;
-        });
-        assert.ok(caught instanceof StorageQueryError, `expected StorageQueryError, got ${caught?.constructor?.name}: ${caught?.message}`);
-        assert.equal(caught.code, 'sync.storage.physical_layout_mismatch');
-        assert.equal(caught.details?.reason, 'missing_column');
-        assert.equal(caught.details?.column, '_sync_column_versions');
-        assert.ok(ROW_TABLES.includes(caught.details?.table), `details.table ${caught.details?.table}`);
-        if (attempt === 0) afterFirst = snapshot(path);
-        else assert.deepEqual(snapshot(path), afterFirst, 'a repeated refusal changed the database');
-      }
+      await storage.ensureSchema(compile(expected.schema));
+      await assertInTreeReads(storage);
     });
-    // Opening may create the newer meta tables and add the two nullable meta
-    // columns to sync_commits / sync_clients (storage-layout.md §1). Beyond
-    // that: every pre-existing table keeps its data; row tables, indexes and
-    // the marker are byte-for-byte the same DDL; new tables are empty.
-    const now = snapshot(path);
-    for (const [name, before] of Object.entries(pristine)) {
-      const after = now[name];
-      assert.ok(after, `table ${name} vanished`);
-      assert.deepEqual(after.columns.slice(0, before.columns.length), before.columns, `columns of ${name}`);
-      assert.deepEqual(tableRows(path, name, before.columns), before.rows, `rows of ${name}`);
-      if (ROW_TABLES.includes(name) || name === 'sync_schema_meta') {
-        assert.deepEqual(after.ddl, before.ddl, `DDL of ${name}`);
-        continue;
-      }
-      // Meta tables: newer indexes/triggers may be added; nothing is dropped or altered.
-      const kept = (d) => after.ddl.some((x) => x.type === d.type && x.name === d.name && x.sql === d.sql);
-      for (const d of before.ddl) {
-        if (d.type === 'table' && META_UPGRADED.has(name)) continue;
-        assert.ok(kept(d), `${d.type} ${d.name} of ${name} kept unchanged`);
-      }
-      assert.ok(after.columns.length - before.columns.length <= (META_UPGRADED.has(name) ? 1 : 0), `${name} gained no unexpected columns`);
+    // A second start finds nothing left to do.
+    const once = snapshot(path);
+    await withStorage(path, (storage) => storage.ensureSchema(compile(expected.schema)));
+    assert.deepEqual(snapshot(path), once, 'a second same-version start changed the database');
+
+    // Every row table gained the nullable column, last, with NULL in every
+    // row; the declared index now leads with _sync_partition; the marker
+    // is where it was; every pre-existing row is unchanged.
+    for (const t of ROW_TABLES) {
+      const cols = columnsOf(path, t);
+      assert.equal(cols.at(-1), '_sync_column_versions', `${t} gained _sync_column_versions`);
+      assert.deepEqual(cols.slice(0, -1), pristine[t].columns, `${t} kept its columns`);
+      assert.deepEqual(sql(path, `SELECT count(*) AS n FROM "${t}" WHERE "_sync_column_versions" IS NOT NULL`), [{ n: 0 }]);
+      assert.deepEqual(tableRows(path, t, pristine[t].columns), pristine[t].rows, `rows of ${t}`);
     }
-    for (const name of Object.keys(now)) {
-      if (pristine[name]) continue;
-      assert.ok(name.startsWith('sync_'), `unexpected new table ${name}`);
-      assert.deepEqual(now[name].rows, [], `new table ${name} is empty`);
-    }
-    for (const t of ROW_TABLES) assert.ok(!columnsOf(path, t).includes('_sync_column_versions'));
+    assert.deepEqual(indexShape(path, 'sync_ix_tasks_by_title'), ['_sync_partition', 'title']);
     assert.deepEqual(sql(path, 'SELECT schema_version FROM sync_schema_meta WHERE id=1'), [{ schema_version: VERSION }]);
+  });
+
+  test('same schema version: a difference that cannot be bridged is refused, names the fix, and changes nothing', async () => {
+    const path = fixtureCopy();
+    // `notes` gets a meta column of the wrong type (a layout that cannot be
+    // served), after `tasks`, which alone would be repaired: the refusal
+    // must undo that repair too.
+    sql(
+      path,
+      `CREATE TABLE notes_x ("_sync_partition" TEXT NOT NULL, "_sync_row_id" TEXT NOT NULL, "_sync_server_version" INTEGER NOT NULL,
+         "_sync_scopes" BLOB NOT NULL, "_sync_payload" BLOB NOT NULL, PRIMARY KEY ("_sync_partition", "_sync_row_id"));
+       INSERT INTO notes_x SELECT * FROM notes; DROP TABLE notes; ALTER TABLE notes_x RENAME TO notes;`,
+    );
+    const before = snapshot(path);
+    await withStorage(path, async (storage) => {
+      let caught;
+      await assert.rejects(storage.ensureSchema(compile(expected.schema)), (err) => {
+        caught = err;
+        return true;
+      });
+      assert.ok(caught instanceof StorageQueryError, `expected StorageQueryError, got ${caught?.constructor?.name}: ${caught?.message}`);
+      assert.equal(caught.code, 'sync.storage.physical_layout_mismatch');
+      assert.equal(caught.details?.table, 'notes');
+      assert.equal(caught.details?.reason, 'type');
+      assert.equal(caught.details?.column, '_sync_scopes');
+      assert.match(caught.details?.fix ?? '', /backup/);
+    });
+    const after = snapshot(path);
+    for (const t of ROW_TABLES) assert.deepEqual(after[t], before[t], `${t} unchanged by a refused start`);
   });
 
   test('schema version + 1: ensureSchema migrates and every read matches the in-tree reads', async () => {
@@ -215,34 +258,7 @@ describe(`in-tree ${expected.upstreamVersion} fixture database`, () => {
     await withStorage(path, async (storage) => {
       await storage.ensureSchema(compile(expected.schema, VERSION + 1));
 
-      for (const { partition, table, rowId, row } of expected.rows) {
-        const got = await storage.getRow(partition, table, rowId);
-        assert.deepEqual(got === undefined ? null : norm(got), row, `getRow ${partition}/${table}/${rowId}`);
-      }
-      for (const { partition, query, result } of expected.windows) {
-        const got = await storage.readCommitWindow(partition, query);
-        assert.deepEqual(norm(got), result, `readCommitWindow ${partition} ${JSON.stringify(query)}`);
-      }
-      for (const { partition, query, result } of expected.scans) {
-        const got = await storage.scanRows(partition, query);
-        assert.deepEqual(norm(got), result, `scanRows ${partition} ${JSON.stringify(query)}`);
-      }
-      for (const { partition, clientId, clientCommitId, result } of expected.pushResults) {
-        const got = await storage.getPushResult(partition, clientId, clientCommitId);
-        assert.deepEqual(
-          got === undefined ? null : withoutEmptyConflictColumns(norm(got)),
-          result,
-          `getPushResult ${partition}/${clientId}/${clientCommitId}`,
-        );
-      }
-      for (const { partition, clientId, record } of expected.clients) {
-        const got = await storage.getClientRecord(partition, clientId);
-        assert.deepEqual(got === undefined ? null : norm(got), record, `getClientRecord ${partition}/${clientId}`);
-      }
-      assert.deepEqual(norm(await storage.listPartitionRegistry()), expected.registry);
-      for (const [partition, seq] of Object.entries(expected.maxCommitSeq)) {
-        assert.equal(await storage.getMaxCommitSeq(partition), seq, `getMaxCommitSeq ${partition}`);
-      }
+      await assertInTreeReads(storage);
     });
     // The bump added the column to every row table and moved the marker.
     for (const t of ROW_TABLES) assert.ok(columnsOf(path, t).includes('_sync_column_versions'), `${t} gained _sync_column_versions`);

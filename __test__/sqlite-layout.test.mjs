@@ -370,18 +370,19 @@ describe('sqlite hand-modified databases', () => {
     const a = reopen(path);
     await a.ensureSchema(items);
     await a.close();
-    exec(path, 'ALTER TABLE items DROP COLUMN _sync_column_versions');
+    exec(path, 'ALTER TABLE items DROP COLUMN title');
     const b = reopen(path);
     try {
       const e = await rejectsQueryError(b.ensureSchema(items), 'sync.storage.physical_layout_mismatch');
       assert.equal(e.details.table, 'items');
       assert.equal(e.details.reason, 'missing_column');
-      assert.equal(e.details.column, '_sync_column_versions');
+      assert.equal(e.details.column, 'title');
+      assert.match(e.details.fix, /bump the schema version/);
     } finally {
       await b.close();
     }
     exec(path, 'DROP TABLE extra');
-    exec(path, 'ALTER TABLE items ADD COLUMN _sync_column_versions BLOB');
+    exec(path, 'ALTER TABLE items ADD COLUMN title TEXT');
     const c = reopen(path);
     try {
       const e = await rejectsQueryError(c.ensureSchema(items), 'sync.storage.physical_layout_mismatch');
@@ -391,6 +392,28 @@ describe('sqlite hand-modified databases', () => {
     } finally {
       await c.close();
     }
+  });
+
+  test('same version: a missing _sync_column_versions (an in-tree 0.15.48 table) is added in place', async () => {
+    const v1 = schema(1, [table('items', [col('id', 'string'), col('title', 'string')])]);
+    const path = tempDbPath();
+    const a = reopen(path);
+    await a.ensureSchema(v1);
+    await a.close();
+    exec(path, 'ALTER TABLE items DROP COLUMN _sync_column_versions');
+    const b = reopen(path);
+    try {
+      await b.ensureSchema(v1);
+      const tx = await b.begin('p1');
+      await tx.lockPartitionForPush();
+      const { encodeRow } = await import('./support/codec.mjs');
+      await tx.upsertRow('items', { rowId: 'i', serverVersion: 2, scopes: {}, payload: encodeRow(v1.tables.get('items').columns, { id: 'i', title: 't' }), columnVersions: Uint8Array.of(1, 2) });
+      await tx.commit();
+      assert.deepEqual([...(await b.getRow('p1', 'items', 'i')).columnVersions], [1, 2]);
+    } finally {
+      await b.close();
+    }
+    assert.deepEqual(query(path, "SELECT schema_version AS v FROM sync_schema_meta"), [{ v: 1 }]);
   });
 
   test('a schema bump adds a missing _sync_column_versions column', async () => {

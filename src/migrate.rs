@@ -7,7 +7,7 @@
 use crate::codec::ColumnType;
 use crate::error::{Error, Result};
 use crate::model::CheckpointDeclaration;
-use crate::schema::{parse_layouts, quote_ident, LayoutColumn, Schema, Table};
+use crate::schema::{parse_layouts, physical_index_name, quote_ident, LayoutColumn, Schema, Table};
 
 /// Refuses when an incomplete checkpoint at the running version is not
 /// redeclared by this call.
@@ -117,21 +117,104 @@ pub struct PhysicalColumn {
     pub pk: i64,
 }
 
-/// Compares a row table's catalog columns with the meta columns
-/// `(name, declared type, not null, pk position)` and the app columns of a
-/// materialized table.
+/// What a start at an unchanged schema version repairs in place on a row
+/// table: the differences where our layout only adds to the one an older
+/// in-tree storage wrote (0.15.48 had no `_sync_column_versions`, and its
+/// user indexes did not lead with `_sync_partition`). Each is safe for the
+/// in-tree storage that wrote the file: it never names the added column,
+/// and an index is only a faster path to the same rows.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Repairs {
+    pub add_column_versions: bool,
+    /// Declared indexes to (re)create in our form, dropping any index of
+    /// the same physical name first.
+    pub indexes: Vec<IndexDdl>,
+}
+
+impl Repairs {
+    pub fn is_empty(&self) -> bool {
+        !self.add_column_versions && self.indexes.is_empty()
+    }
+}
+
+/// One user index as the catalog reports it: physical column names in
+/// order, and whether it is unique.
+#[derive(Debug, PartialEq, Eq)]
+pub struct PhysicalIndex {
+    pub columns: Vec<String>,
+    pub unique: bool,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct IndexDdl {
+    /// The physical name (`sync_ix_…`), quoted.
+    pub quoted_name: String,
+    /// Whether an index of that name exists and must be dropped first.
+    pub replace: bool,
+    /// `CREATE [UNIQUE ]INDEX IF NOT EXISTS …` in our form.
+    pub create: String,
+}
+
+/// `CREATE [UNIQUE ]INDEX` for each declared index of a materialized
+/// table, with `_sync_partition` first (uniqueness is per partition). The
+/// DDL is the same on both engines.
+pub fn index_ddl(t: &Table) -> Vec<(String, String, PhysicalIndex)> {
+    if !t.materialize {
+        return Vec::new();
+    }
+    t.indexes
+        .iter()
+        .map(|ix| {
+            let physical = physical_index_name(&ix.name);
+            let mut columns = vec!["_sync_partition".to_owned()];
+            columns.extend(ix.columns.iter().cloned());
+            let quoted_cols: Vec<String> = columns.iter().map(|c| quote_ident(c)).collect();
+            let create = format!(
+                "CREATE {}INDEX IF NOT EXISTS {} ON {} ({})",
+                if ix.unique { "UNIQUE " } else { "" },
+                quote_ident(&physical),
+                t.quoted,
+                quoted_cols.join(", ")
+            );
+            (
+                physical,
+                create,
+                PhysicalIndex {
+                    columns,
+                    unique: ix.unique,
+                },
+            )
+        })
+        .collect()
+}
+
+/// Compares a row table's catalog columns and user indexes with the meta
+/// columns `(name, declared type, not null, pk position)`, the app columns
+/// of a materialized table and its declared indexes. Returns what may be
+/// repaired in place; anything else is a coded refusal naming the table,
+/// the column and the fix. `index_of` reads one index by physical name.
 pub fn check_physical(
     t: &Table, cols: &[PhysicalColumn], meta_columns: &[(&str, &str, bool, i64)],
-) -> Result<()> {
+    mut index_of: impl FnMut(&str) -> Result<Option<PhysicalIndex>>,
+) -> Result<Repairs> {
     if cols.is_empty() {
-        return Err(physical_mismatch(&t.name, "missing_table", &[]));
+        return Err(physical_mismatch(
+            &t.name,
+            "missing_table",
+            &[("fix", "restore the table from a backup, or bump the schema version so ensureSchema creates it")],
+        ));
     }
+    let mut repairs = Repairs::default();
     for (name, ty, not_null, pk) in meta_columns {
         let Some(c) = cols.iter().find(|c| c.name == *name) else {
+            if *name == "_sync_column_versions" {
+                repairs.add_column_versions = true;
+                continue;
+            }
             return Err(physical_mismatch(
                 &t.name,
                 "missing_column",
-                &[("column", name)],
+                &[("column", name), ("fix", FIX_META)],
             ));
         };
         if !c.ty.eq_ignore_ascii_case(ty) {
@@ -139,7 +222,12 @@ pub fn check_physical(
             return Err(physical_mismatch(
                 &t.name,
                 "type",
-                &[("column", name), ("expected", ty), ("actual", &actual)],
+                &[
+                    ("column", name),
+                    ("expected", ty),
+                    ("actual", &actual),
+                    ("fix", FIX_META),
+                ],
             ));
         }
         if c.not_null != *not_null {
@@ -151,7 +239,12 @@ pub fn check_physical(
             return Err(physical_mismatch(
                 &t.name,
                 "nullability",
-                &[("column", name), ("expected", e), ("actual", a)],
+                &[
+                    ("column", name),
+                    ("expected", e),
+                    ("actual", a),
+                    ("fix", FIX_META),
+                ],
             ));
         }
         if c.pk != *pk {
@@ -159,7 +252,12 @@ pub fn check_physical(
             return Err(physical_mismatch(
                 &t.name,
                 "primary_key",
-                &[("column", name), ("expected", &e), ("actual", &a)],
+                &[
+                    ("column", name),
+                    ("expected", &e),
+                    ("actual", &a),
+                    ("fix", FIX_META),
+                ],
             ));
         }
     }
@@ -169,13 +267,28 @@ pub fn check_physical(
                 return Err(physical_mismatch(
                     &t.name,
                     "missing_column",
-                    &[("column", &c.name)],
+                    &[("column", &c.name), ("fix", FIX_APP)],
                 ));
             }
         }
     }
-    Ok(())
+    for (physical, create, want) in index_ddl(t) {
+        let have = index_of(&physical)?;
+        if have.as_ref() != Some(&want) {
+            repairs.indexes.push(IndexDdl {
+                quoted_name: quote_ident(&physical),
+                replace: have.is_some(),
+                create,
+            });
+        }
+    }
+    Ok(repairs)
 }
+
+const FIX_META: &str = "a storage meta column differs from the in-tree layout at this schema version; \
+     restore the table from a backup of the storage that wrote it, or recreate it through a schema-version bump";
+const FIX_APP: &str = "the table lacks a column the schema declares at this schema version: \
+     bump the schema version (ensureSchema adds the column and back-fills it), or add it with ALTER TABLE";
 
 /// The column types a dialect gives a row table (storage-layout §3.1,
 /// §3.2); the table's shape is the same on every engine.

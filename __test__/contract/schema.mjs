@@ -33,6 +33,36 @@ import { DecodeError, StorageConstraintError, StorageQueryError } from '../suppo
 const ITEM_V1 = [col('id', 'string'), col('project_id', 'string'), col('title', 'string'), col('qty', 'integer', true)];
 const ITEM_V2 = [...ITEM_V1, col('note', 'string', true), col('flag', 'boolean', true)];
 
+/** Runs statements on the database behind `shared` (the engine's own SQL); the last one's rows. */
+async function rawSql(engine, shared, statements) {
+  if (engine.dialect === 'sqlite') {
+    const { exec, query } = await import('../support/sqlite-cli.mjs');
+    for (const s of statements.slice(0, -1)) exec(shared.path, s);
+    return query(shared.path, statements.at(-1));
+  }
+  const pg = (await import('pg')).default;
+  const client = new pg.Client({ connectionString: shared.url });
+  await client.connect();
+  try {
+    await client.query(`SET search_path TO "${shared.schema}"`);
+    let last;
+    for (const s of statements) last = await client.query(s);
+    return last.rows;
+  } finally {
+    await client.end();
+  }
+}
+
+async function hasColumn(engine, shared, table, column) {
+  const rows =
+    engine.dialect === 'sqlite'
+      ? await rawSql(engine, shared, [`SELECT count(*) AS n FROM pragma_table_info('${table}') WHERE name = '${column}'`])
+      : await rawSql(engine, shared, [
+          `SELECT count(*)::int AS n FROM information_schema.columns WHERE table_schema = '${shared.schema}' AND table_name = '${table}' AND column_name = '${column}'`,
+        ]);
+  return rows[0].n === 1;
+}
+
 function itemsTable(columns, extra = {}) {
   return table('items', columns, { scopes: [{ variable: 'project_id' }], ...extra });
 }
@@ -636,6 +666,61 @@ export function define(engine) {
               }
             }));
         }
+
+        // What the in-tree 0.15.48 storage wrote: row tables without
+        // _sync_column_versions, user indexes over the declared columns only
+        // (a UNIQUE one spanning partitions).
+        const dropColumnVersions = (t) => `ALTER TABLE ${t} DROP COLUMN "_sync_column_versions"`;
+        const legacyUniqueIndex = [
+          'DROP INDEX "sync_ix_accounts_email"',
+          'CREATE UNIQUE INDEX "sync_ix_accounts_email" ON "accounts" ("email")',
+        ];
+
+        test('same version over an in-tree 0.15.48 layout: completed in place, rows kept, uniqueness per partition', () =>
+          twoStorages(async (first, shared) => {
+            await first.ensureSchema(fixtureSchema(2));
+            await writeCommit(first, 'p1', [{ table: 'accounts', row: accountRow('a1', 'o1', 'a@example.com') }]);
+            await first.close();
+            await rawSql(engine, shared, [dropColumnVersions('tasks'), dropColumnVersions('accounts'), ...legacyUniqueIndex]);
+            assert.equal(await hasColumn(engine, shared, 'accounts', '_sync_column_versions'), false);
+            const second = shared.open();
+            try {
+              await second.ensureSchema(fixtureSchema(2));
+              assertRow(await second.getRow('p1', 'accounts', 'a1'), accountRow('a1', 'o1', 'a@example.com'));
+              // The same email in another partition is no longer a violation.
+              await writeCommit(second, 'p2', [{ table: 'accounts', row: accountRow('a1', 'o1', 'a@example.com') }]);
+              assertRow(await second.getRow('p2', 'accounts', 'a1'), accountRow('a1', 'o1', 'a@example.com'));
+              // Column versions round-trip on the added column.
+              const tx = await second.begin('p1');
+              await tx.lockPartitionForPush();
+              const row = taskRow('t1');
+              await tx.upsertRow('tasks', { ...row, columnVersions: Uint8Array.of(2, 3) }, { opIndex: 0 });
+              await tx.commit();
+              assert.deepEqual([...(await second.getRow('p1', 'tasks', 't1')).columnVersions], [2, 3]);
+            } finally {
+              await second.close();
+            }
+            for (const t of ['tasks', 'accounts']) assert.equal(await hasColumn(engine, shared, t, '_sync_column_versions'), true, t);
+            assert.equal(Number((await rawSql(engine, shared, ['SELECT schema_version AS v FROM sync_schema_meta']))[0].v), 2);
+          }));
+
+        test('same version: a refusal after a repairable table rolls the repair back', () =>
+          twoStorages(async (first, shared) => {
+            await first.ensureSchema(fixtureSchema(2));
+            await first.close();
+            // tasks alone would be repaired; accounts lost an app column.
+            await rawSql(engine, shared, [dropColumnVersions('tasks'), 'DROP INDEX "sync_ix_accounts_email"', 'ALTER TABLE accounts DROP COLUMN email']);
+            const second = shared.open();
+            try {
+              const err = await rejectsQueryError(second.ensureSchema(fixtureSchema(2)), 'sync.storage.physical_layout_mismatch');
+              assert.equal(err.details.table, 'accounts');
+              assert.equal(err.details.column, 'email');
+              assert.match(err.details.fix, /schema version/);
+            } finally {
+              await second.close();
+            }
+            assert.equal(await hasColumn(engine, shared, 'tasks', '_sync_column_versions'), false);
+          }));
 
         test('same version with a stored table missing from the schema → stored_layout_mismatch {table}', () =>
           twoStorages(async (first, shared) => {

@@ -8,9 +8,9 @@ use super::meta;
 use super::rows::{bind_value, pg_type};
 use crate::codec::{self, ColumnType};
 use crate::error::{Error, Result};
-use crate::migrate::{self, check_append_only, check_stored_layout, PhysicalColumn};
+use crate::migrate::{self, check_append_only, check_stored_layout, PhysicalColumn, PhysicalIndex};
 use crate::model::CheckpointDeclaration;
-use crate::schema::{parse_layouts, physical_index_name, quote_ident, LayoutColumn, Schema, Table};
+use crate::schema::{parse_layouts, quote_ident, LayoutColumn, Schema, Table};
 use sqlx::{AssertSqlSafe, Executor, PgConnection, Row};
 
 /// (name, type as `format_type` prints it, not null, pk position).
@@ -49,6 +49,75 @@ async fn physical_columns(c: &mut PgConnection, table: &str) -> Result<Vec<Physi
             })
         })
         .collect()
+}
+
+async fn check_physical(c: &mut PgConnection, t: &Table) -> Result<migrate::Repairs> {
+    let cols = physical_columns(c, &t.name).await?;
+    let mut indexes = Vec::new();
+    for (physical, _, _) in migrate::index_ddl(t) {
+        indexes.push((
+            physical.clone(),
+            physical_index(c, &t.name, &physical).await?,
+        ));
+    }
+    migrate::check_physical(t, &cols, META_COLUMNS, |name| {
+        Ok(indexes
+            .iter_mut()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, ix)| ix.take()))
+    })
+}
+
+/// The columns and uniqueness of the index `name` on `table` in the
+/// storage's schema, if it exists.
+async fn physical_index(
+    c: &mut PgConnection, table: &str, name: &str,
+) -> Result<Option<PhysicalIndex>> {
+    let row = sqlx::query(
+        "SELECT i.indisunique,
+                array(SELECT coalesce(a.attname::text, '')
+                      FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS k(att, n)
+                      LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.att
+                      ORDER BY k.n)
+         FROM pg_index i
+         JOIN pg_class ic ON ic.oid = i.indexrelid
+         JOIN pg_class tc ON tc.oid = i.indrelid
+         JOIN pg_namespace n ON n.oid = tc.relnamespace
+         WHERE n.nspname = current_schema() AND tc.relname = $1 AND ic.relname = $2",
+    )
+    .bind(table)
+    .bind(name)
+    .fetch_optional(&mut *c)
+    .await
+    .map_err(map_err)?;
+    row.map(|r| {
+        Ok(PhysicalIndex {
+            unique: r.try_get(0).map_err(map_err)?,
+            columns: r.try_get(1).map_err(map_err)?,
+        })
+    })
+    .transpose()
+}
+
+/// Completes a same-version layout inside the open transaction.
+async fn apply_repairs(c: &mut PgConnection, t: &Table, repairs: &migrate::Repairs) -> Result<()> {
+    if repairs.add_column_versions {
+        run(
+            c,
+            format!(
+                "ALTER TABLE {} ADD COLUMN IF NOT EXISTS \"_sync_column_versions\" BYTEA",
+                t.quoted
+            ),
+        )
+        .await?;
+    }
+    for ix in &repairs.indexes {
+        if ix.replace {
+            run(c, format!("DROP INDEX IF EXISTS {}", ix.quoted_name)).await?;
+        }
+        run(c, ix.create.clone()).await?;
+    }
+    Ok(())
 }
 
 async fn table_exists(c: &mut PgConnection, table: &str) -> Result<bool> {
@@ -92,8 +161,19 @@ pub async fn ensure_schema(
         )),
         Some((v, layouts)) if v == schema.version => {
             check_stored_layout(schema, &layouts)?;
+            let mut locked = false;
             for t in &schema.tables {
-                migrate::check_physical(t, &physical_columns(c, &t.name).await?, META_COLUMNS)?;
+                let mut repairs = check_physical(c, t).await?;
+                if !repairs.is_empty() && !locked {
+                    // Another process may be completing the same layout:
+                    // serialize as a bump does, then look again.
+                    c.execute("LOCK TABLE sync_partitions IN EXCLUSIVE MODE")
+                        .await
+                        .map_err(map_err)?;
+                    locked = true;
+                    repairs = check_physical(c, t).await?;
+                }
+                apply_repairs(c, t, &repairs).await?;
             }
             Ok(false)
         }
@@ -252,23 +332,8 @@ async fn drop_managed_indexes(c: &mut PgConnection, t: &Table) -> Result<()> {
 }
 
 async fn create_indexes(c: &mut PgConnection, t: &Table) -> Result<()> {
-    if !t.materialize {
-        return Ok(());
-    }
-    for ix in &t.indexes {
-        let mut cols = vec!["\"_sync_partition\"".to_owned()];
-        cols.extend(ix.columns.iter().map(|col| quote_ident(col)));
-        run(
-            c,
-            format!(
-                "CREATE {}INDEX IF NOT EXISTS {} ON {} ({})",
-                if ix.unique { "UNIQUE " } else { "" },
-                quote_ident(&physical_index_name(&ix.name)),
-                t.quoted,
-                cols.join(", ")
-            ),
-        )
-        .await?;
+    for (_, create, _) in migrate::index_ddl(t) {
+        run(c, create).await?;
     }
     Ok(())
 }

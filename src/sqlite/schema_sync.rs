@@ -10,9 +10,9 @@ use super::rows::Projected;
 use super::sql;
 use crate::codec::{self, ColumnType, Value};
 use crate::error::{Error, Result};
-use crate::migrate::{self, check_append_only, check_stored_layout, PhysicalColumn};
+use crate::migrate::{self, check_append_only, check_stored_layout, PhysicalColumn, PhysicalIndex};
 use crate::model::CheckpointDeclaration;
-use crate::schema::{parse_layouts, physical_index_name, quote_ident, LayoutColumn, Schema, Table};
+use crate::schema::{parse_layouts, quote_ident, LayoutColumn, Schema, Table};
 use rusqlite::{params, Connection, ToSql};
 
 pub fn sqlite_type(ty: ColumnType) -> &'static str {
@@ -67,7 +67,12 @@ pub fn check_incomplete_checkpoints(
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
     Unchanged,
-    Migrated { from: Option<i64> },
+    /// Same version; the layout an older in-tree storage wrote was
+    /// completed in place (`migrate::Repairs`).
+    Repaired,
+    Migrated {
+        from: Option<i64>,
+    },
 }
 
 pub fn ensure_schema(
@@ -86,10 +91,17 @@ pub fn ensure_schema(
         )),
         Some((v, layouts)) if v == schema.version => {
             check_stored_layout(schema, &layouts)?;
+            let mut repaired = false;
             for t in &schema.tables {
-                check_physical(conn, t)?;
+                let repairs = check_physical(conn, t)?;
+                repaired |= !repairs.is_empty();
+                apply_repairs(conn, t, &repairs)?;
             }
-            Ok(Outcome::Unchanged)
+            Ok(if repaired {
+                Outcome::Repaired
+            } else {
+                Outcome::Unchanged
+            })
         }
         other => {
             let from = other.as_ref().map(|(v, _)| *v);
@@ -110,8 +122,56 @@ pub fn ensure_schema(
     }
 }
 
-fn check_physical(conn: &Connection, t: &Table) -> Result<()> {
-    migrate::check_physical(t, &physical_columns(conn, &t.name)?, META_COLUMNS)
+fn check_physical(conn: &Connection, t: &Table) -> Result<migrate::Repairs> {
+    migrate::check_physical(t, &physical_columns(conn, &t.name)?, META_COLUMNS, |name| {
+        physical_index(conn, &t.name, name)
+    })
+}
+
+/// The columns and uniqueness of the index `name` on `table`, if it exists.
+fn physical_index(conn: &Connection, table: &str, name: &str) -> Result<Option<PhysicalIndex>> {
+    let unique: Option<i64> = conn
+        .prepare_cached("SELECT \"unique\" FROM pragma_index_list(?1) WHERE name = ?2")
+        .and_then(|mut st| {
+            let mut rows = st.query(params![table, name])?;
+            rows.next()?.map(|r| r.get(0)).transpose()
+        })
+        .map_err(map_err)?;
+    let Some(unique) = unique else {
+        return Ok(None);
+    };
+    let mut st = conn
+        .prepare_cached("SELECT name FROM pragma_index_info(?1) ORDER BY seqno")
+        .map_err(map_err)?;
+    let columns = st
+        .query_map([name], |r| r.get::<_, Option<String>>(0))
+        .map_err(map_err)?
+        .map(|c| c.map(Option::unwrap_or_default))
+        .collect::<rusqlite::Result<_>>()
+        .map_err(map_err)?;
+    Ok(Some(PhysicalIndex {
+        columns,
+        unique: unique != 0,
+    }))
+}
+
+/// Completes a same-version layout in the open write transaction.
+fn apply_repairs(conn: &Connection, t: &Table, repairs: &migrate::Repairs) -> Result<()> {
+    if repairs.add_column_versions {
+        conn.execute_batch(&format!(
+            "ALTER TABLE {} ADD COLUMN \"_sync_column_versions\" BLOB",
+            t.quoted
+        ))
+        .map_err(map_err)?;
+    }
+    for ix in &repairs.indexes {
+        if ix.replace {
+            conn.execute_batch(&format!("DROP INDEX IF EXISTS {}", ix.quoted_name))
+                .map_err(map_err)?;
+        }
+        conn.execute_batch(&ix.create).map_err(map_err)?;
+    }
+    Ok(())
 }
 
 fn migrate(conn: &Connection, schema: &Schema, old: &[(String, Vec<LayoutColumn>)]) -> Result<()> {
@@ -230,20 +290,8 @@ fn drop_managed_indexes(conn: &Connection, t: &Table) -> Result<()> {
 }
 
 fn create_indexes(conn: &Connection, t: &Table) -> Result<()> {
-    if !t.materialize {
-        return Ok(());
-    }
-    for ix in &t.indexes {
-        let mut cols = vec!["\"_sync_partition\"".to_owned()];
-        cols.extend(ix.columns.iter().map(|c| quote_ident(c)));
-        conn.execute_batch(&format!(
-            "CREATE {}INDEX IF NOT EXISTS {} ON {} ({})",
-            if ix.unique { "UNIQUE " } else { "" },
-            quote_ident(&physical_index_name(&ix.name)),
-            t.quoted,
-            cols.join(", ")
-        ))
-        .map_err(map_err)?;
+    for (_, create, _) in migrate::index_ddl(t) {
+        conn.execute_batch(&create).map_err(map_err)?;
     }
     Ok(())
 }
