@@ -64,7 +64,7 @@ export async function createStorage(context) {
     throw new Error('intree-postgres-pg: pass --server naming a @syncular/server entry exporting PostgresServerStorage');
   }
   schemas += 1;
-  const schema = `syncular_bench_intree_pg_${process.pid}_${Date.now().toString(36)}_${schemas}`;
+  const schema = context.schema ?? `syncular_bench_intree_pg_${process.pid}_${Date.now().toString(36)}_${schemas}`;
   // The same pool size as the native module's maxConnections.
   const pool = new pg.Pool({ connectionString: url, max: 16, options: `-c search_path=${schema}` });
   await pool.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);

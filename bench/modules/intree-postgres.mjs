@@ -38,7 +38,7 @@ export async function createStorage(context) {
     throw new Error('intree-postgres: run under bun with --server naming a @syncular/server entry exporting PostgresServerStorage');
   }
   schemas += 1;
-  const schema = `syncular_bench_intree_${process.pid}_${Date.now().toString(36)}_${schemas}`;
+  const schema = context.schema ?? `syncular_bench_intree_${process.pid}_${Date.now().toString(36)}_${schemas}`;
   // The same pool size as the native module's maxConnections.
   const sql = new Bun.SQL(url, { max: 16, connection: { search_path: schema } });
   await sql.unsafe(`CREATE SCHEMA IF NOT EXISTS "${schema}"`, []);

@@ -11,6 +11,6 @@ let schemas = 0;
 
 export function createStorage(context) {
   schemas += 1;
-  const schema = `syncular_bench_${process.pid}_${Date.now().toString(36)}_${schemas}`;
+  const schema = context.schema ?? `syncular_bench_${process.pid}_${Date.now().toString(36)}_${schemas}`;
   return new NativeStorage({ url, schema, maxConnections: 16, errors: context.server });
 }
