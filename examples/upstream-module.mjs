@@ -18,9 +18,9 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 const { NativeStorage } = require('../index.js');
 
-/** A private in-memory SQLite database per call (no url => `:memory:`). */
+/** A private in-memory SQLite database per call. */
 function createSqliteStorage(context) {
-  return new NativeStorage({ errors: context?.server });
+  return new NativeStorage({ url: 'sqlite::memory:', errors: context?.server });
 }
 
 let pgSchemas = 0;

@@ -13,6 +13,7 @@ const V = require('./values');
 const Q = require('./query');
 const R = require('./reactions');
 const { installLogger } = require('./logging');
+const { checkOptions } = require('./options');
 const native = require('./native');
 
 const METHODS = [
@@ -75,13 +76,6 @@ const SETTLED = new Set(['getRow', 'getPushResult', 'getClientRecord', 'putClien
 // must be a string (ERR_SYNCULAR_INVALID_ARGUMENT otherwise).
 const UNPARTITIONED = new Set(['ensureSchema', 'listPartitionRegistry', 'listPartitions', 'close']);
 
-function storageUrl(options) {
-  const url = options.url ?? options.path ?? options.filename;
-  if (url === undefined || url === null) return undefined;
-  if (typeof url !== 'string') throw invalidArgument('NativeStorage: url must be a string');
-  return url;
-}
-
 function clientOrUndefined(c) {
   return c === null || c === undefined ? undefined : V.clientOut(c);
 }
@@ -96,11 +90,11 @@ class NativeStorage {
   #ensuredVersion;
   #host;
 
-  constructor(options = {}) {
-    if (options === null || typeof options !== 'object') throw invalidArgument('NativeStorage: options must be an object');
-    checkText(options.url, options.schema);
+  constructor(options) {
+    const url = checkOptions(options);
+    options ??= {};
+    checkText(url, options.schema);
     installLogger(native, options.logger, options.logFilter);
-    const url = storageUrl(options);
     this.#errors = resolveErrorClasses(options.errors);
     this.#host = options.errors;
     try {

@@ -37,6 +37,13 @@ function flattenSchema(schema) {
     if (!t || typeof t.name !== 'string' || !Array.isArray(t.columns)) {
       throw invalidArgument('ensureSchema: every table needs a name and columns');
     }
+    if (t.primaryKeyIndex === undefined && (t.primaryKey !== undefined || t.scopes !== undefined)) {
+      // A ServerSchema as the host declares it: its primaryKey and scopes
+      // would be ignored (the first column taken as the key).
+      throw invalidArgument(
+        `ensureSchema: table ${JSON.stringify(t.name)} is uncompiled (it has primaryKey/scopes, no primaryKeyIndex/scopePatterns): pass compileSchema(schema) from @syncular/server`,
+      );
+    }
     return {
       name: t.name,
       columns: t.columns.map((c) => ({ name: c.name, type: c.type, nullable: c.nullable === true })),

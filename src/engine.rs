@@ -284,6 +284,32 @@ pub fn is_postgres_url(url: &str) -> bool {
     lower.starts_with("postgres:") || lower.starts_with("postgresql:")
 }
 
+/// The scheme of `url` (`mysql` of `mysql:oops.db`), if it has one: two or
+/// more letters, digits, `+`, `-` or `.` starting with a letter, then `:`.
+/// A one-letter "scheme" is a Windows drive (`C:\\data\\sync.db`).
+fn url_scheme(url: &str) -> Option<&str> {
+    let (scheme, _) = url.split_once(':')?;
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    (scheme.len() >= 2
+        && first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+    .then_some(scheme)
+}
+
+/// Refuses a url whose scheme names no engine (`mysql:`, `postgress://`,
+/// `https://`), which would otherwise open a SQLite file of that name.
+fn check_scheme(url: &str) -> Result<()> {
+    match url_scheme(url) {
+        Some(s) if !["sqlite", "file"].iter().any(|k| s.eq_ignore_ascii_case(k)) => {
+            Err(crate::Error::invalid(format!(
+                "unknown url scheme {s:?} in {url:?}: accepted are sqlite:PATH, sqlite::memory:, file:PATH, postgres://… and postgresql://…, or a plain file path"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Validates the options and returns the engine they name. Nothing
 /// connects yet: the database opens on first use.
 pub fn open(o: Options) -> Result<Box<dyn Engine>> {
@@ -300,6 +326,9 @@ pub fn open(o: Options) -> Result<Box<dyn Engine>> {
         }
         url => {
             use crate::sqlite::{Config, Location, SqliteEngine, Synchronous};
+            if let Some(u) = url.as_deref() {
+                check_scheme(u)?;
+            }
             let cfg = Config {
                 location: Location::parse(url.as_deref())?,
                 synchronous: Synchronous::parse(o.synchronous.as_deref())?,

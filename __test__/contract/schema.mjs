@@ -737,6 +737,33 @@ export function define(engine) {
       });
     }
 
+    test('an uncompiled ServerSchema is refused, naming compileSchema, and creates nothing', async () => {
+      const storage = engine.create();
+      try {
+        // As a host declares it: the key is `id`, the second column, and a
+        // scope pattern; taken as compiled, the first column would become the key.
+        const declared = {
+          version: 1,
+          tables: [
+            {
+              name: 'items',
+              columns: [col('project_id', 'string'), col('id', 'string')],
+              primaryKey: 'id',
+              scopes: ['project:{project_id}'],
+            },
+          ],
+        };
+        await assert.rejects(storage.ensureSchema(declared), (e) => {
+          assert.equal(e.code, 'ERR_SYNCULAR_INVALID_ARGUMENT');
+          assert.match(e.message, /table "items" is uncompiled.*compileSchema\(schema\)/);
+          return true;
+        });
+        await assert.rejects(storage.getRow('p1', 'items', 'x'), { message: unknownTablePattern('items') });
+      } finally {
+        await storage.close();
+      }
+    });
+
     test('ensureSchema rejects (never throws) for a malformed schema argument', async () => {
       const storage = engine.create();
       try {

@@ -3,4 +3,4 @@ import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
 export const pkg = require('../../index.js');
-export const { NativeStorage, SyncError, StorageQueryError, StorageConstraintError, DecodeError } = pkg;
+export const { NativeStorage, createStorage, SyncError, StorageQueryError, StorageConstraintError, DecodeError } = pkg;
