@@ -104,6 +104,14 @@ export interface NativeStorageOptions {
    */
   readonly connectTimeoutMs?: number | undefined;
   /**
+   * How long, in ms, `close()` lets work begun before it finish: open
+   * transactions, begins already asked for, writes already submitted. An
+   * integer ≥ 0; default 5000. After it, what is still open is rolled back
+   * and its calls reject with `ERR_SYNCULAR_CLOSED`. Calls made after
+   * `close()` reject with `ERR_SYNCULAR_CLOSED` at once.
+   */
+  readonly closeDrainMs?: number | undefined;
+  /**
    * Receives the native diagnostics (storage calls with their duration,
    * slow statements, write-lock and pool waits, busy retries; see the
    * README's "Logging") instead of stderr. Either a function receiving each

@@ -23,8 +23,9 @@ import * as migrationFence from './contract/migration-fence.mjs';
 import * as rollbackFailure from './contract/rollback-failure.mjs';
 import * as scopeReplacement from './contract/scope-replacement.mjs';
 import * as pullConcurrency from './contract/pull-concurrency.mjs';
+import * as shutdown from './contract/shutdown.mjs';
 
-export const modules = [schema, registry, transaction, pull, prune, clients, concurrency, pitfalls, badInput, errors, durability, checkpoints, reactions, admin, query, indexScan, isolation, isolationBounds, migrationFence, rollbackFailure, scopeReplacement, pullConcurrency];
+export const modules = [schema, registry, transaction, pull, prune, clients, concurrency, pitfalls, badInput, errors, durability, checkpoints, reactions, admin, query, indexScan, isolation, isolationBounds, migrationFence, rollbackFailure, scopeReplacement, pullConcurrency, shutdown];
 
 const only = process.env.SYNCULAR_TEST_ENGINE;
 for (const engine of engines) {

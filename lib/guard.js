@@ -71,14 +71,23 @@ function partitionError(member) {
   return err;
 }
 
+/** What every member of a closed storage answers (README "Shutdown"). */
+function closedError(member) {
+  const err = new Error(`${member}: storage is closed`);
+  err.code = 'ERR_SYNCULAR_CLOSED';
+  return err;
+}
+
 /**
- * `fn` bound to `self`, with argument errors coded. With `member`, the
+ * `fn` bound to `self`, with argument errors coded. With `partition`, the
  * first argument is a partition: anything but a string is refused, never
- * passed on for the engine to interpret.
+ * passed on for the engine to interpret. Once `gate.closed`, every call is
+ * refused with ERR_SYNCULAR_CLOSED before anything runs.
  */
-function guarded(fn, self, member) {
+function guarded(fn, self, member, partition, gate) {
   return function (...args) {
-    if (member !== undefined && typeof args[0] !== 'string') return Promise.reject(partitionError(member));
+    if (gate.closed) return Promise.reject(closedError(member));
+    if (partition && typeof args[0] !== 'string') return Promise.reject(partitionError(member));
     try {
       for (let i = 0; i < args.length; i++) {
         if (malformed(args[i], DEPTH)) return Promise.reject(surrogateError());
@@ -99,9 +108,10 @@ function guarded(fn, self, member) {
  * this sits on the push path. The methods it wraps take at most six
  * arguments and never read `arguments.length`.
  */
-function settled(fn, self, member) {
+function settled(fn, self, member, partition, gate) {
   return function (a, b, c, d, e, f) {
-    if (member !== undefined && typeof a !== 'string') return Promise.reject(partitionError(member));
+    if (gate !== undefined && gate.closed) return Promise.reject(closedError(member));
+    if (partition && typeof a !== 'string') return Promise.reject(partitionError(member));
     try {
       checkText(a, b, c, d, e, f);
       return fn.call(self, a, b, c, d, e, f);
@@ -111,4 +121,4 @@ function settled(fn, self, member) {
   };
 }
 
-module.exports = { guarded, settled, code, checkText };
+module.exports = { guarded, settled, code, checkText, closedError };

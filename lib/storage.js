@@ -8,7 +8,7 @@
 const { resolveErrorClasses, translate, invalidArgument, WIRE_PREFIX } = require('./errors');
 const { Engine } = require('./engine');
 const { NativeTransaction } = require('./transaction');
-const { guarded, settled, code, checkText } = require('./guard');
+const { guarded, settled, code, checkText, closedError } = require('./guard');
 const V = require('./values');
 const Q = require('./query');
 const R = require('./reactions');
@@ -76,6 +76,29 @@ const SETTLED = new Set(['getRow', 'getPushResult', 'getClientRecord', 'putClien
 // must be a string (ERR_SYNCULAR_INVALID_ARGUMENT otherwise).
 const UNPARTITIONED = new Set(['ensureSchema', 'listPartitionRegistry', 'listPartitions', 'close']);
 
+/** The gate of close() itself, which is never refused. */
+const OPEN = Object.freeze({ closed: false });
+
+const DEFAULT_DRAIN_MS = 5000;
+
+function drainOption(v) {
+  if (v === undefined) return DEFAULT_DRAIN_MS;
+  if (!Number.isSafeInteger(v) || v < 0) throw invalidArgument('NativeStorage: closeDrainMs must be an integer ≥ 0');
+  return v;
+}
+
+function rollbackQuietly(native, lease) {
+  const done = () => lease.release();
+  try {
+    const out = native.unlock(lease.id, false);
+    if (out instanceof Promise) return out.then(done, done);
+  } catch {
+    // the engine has nothing open under this lease any more
+  }
+  done();
+  return undefined;
+}
+
 function clientOrUndefined(c) {
   return c === null || c === undefined ? undefined : V.clientOut(c);
 }
@@ -89,6 +112,15 @@ class NativeStorage {
   #errors;
   #ensuredVersion;
   #host;
+  /** `closed` once close() was called: every member refuses from then on. */
+  #gate = { closed: false };
+  /** The close() in progress or done. */
+  #closing;
+  #drainMs;
+  /** Transactions begun and not finished, and begins not yet answered. */
+  #open = new Set();
+  #begins = new Set();
+  #drainWaiter;
 
   constructor(options) {
     const url = checkOptions(options);
@@ -97,6 +129,7 @@ class NativeStorage {
     installLogger(native, options.logger, options.logFilter);
     this.#errors = resolveErrorClasses(options.errors);
     this.#host = options.errors;
+    this.#drainMs = drainOption(options.closeDrainMs);
     try {
       this.#engine = new Engine(url, options);
     } catch (err) {
@@ -105,13 +138,14 @@ class NativeStorage {
     }
     for (const name of METHODS) {
       const wrap = SETTLED.has(name) ? settled : guarded;
-      this[name] = wrap(NativeStorage.prototype[name], this, UNPARTITIONED.has(name) ? undefined : name);
+      const gate = name === 'close' ? OPEN : this.#gate;
+      this[name] = wrap(NativeStorage.prototype[name], this, name, !UNPARTITIONED.has(name), gate);
     }
     // The host ensures the schema on every request: once this version is
     // in place, answer before the argument check walks the whole schema.
     const ensure = this.ensureSchema;
     this.ensureSchema = (schema, checkpoints) => {
-      if (this.#ensuredVersion !== undefined && schema !== null && typeof schema === 'object') {
+      if (this.#ensuredVersion !== undefined && !this.#gate.closed && schema !== null && typeof schema === 'object') {
         let version;
         try {
           version = schema.version;
@@ -231,15 +265,39 @@ class NativeStorage {
 
   // ---- transactions --------------------------------------------------------------
 
-  async begin(partition) {
-    if (typeof partition !== 'string') throw invalidArgument('begin: partition must be a string');
-    let lease;
-    try {
-      lease = await this.#engine.begin(partition);
-    } catch (err) {
-      throw this._translate(err);
-    }
-    return new NativeTransaction(this, this.#engine, lease);
+  begin(partition) {
+    if (typeof partition !== 'string') return Promise.reject(invalidArgument('begin: partition must be a string'));
+    const begun = this.#engine.begin(partition).then(
+      (lease) => {
+        this.#begins.delete(begun);
+        if (this.#gate.killed) {
+          // Granted after the drain ended: handed back, never out.
+          rollbackQuietly(this.#engine.native, lease);
+          throw closedError('begin');
+        }
+        const tx = new NativeTransaction(this, this.#engine, lease);
+        this.#open.add(tx);
+        return tx;
+      },
+      (err) => {
+        this.#begins.delete(begun);
+        this._drained();
+        throw this._translate(err);
+      },
+    );
+    this.#begins.add(begun);
+    return begun;
+  }
+
+  /** A transaction of this storage finished (committed, rolled back, or aborted at close). */
+  _ended(tx) {
+    this.#open.delete(tx);
+    this._drained();
+  }
+
+  /** Wakes close() when nothing it waits for is left. */
+  _drained() {
+    if (this.#drainWaiter !== undefined && this.#open.size === 0 && this.#begins.size === 0) this.#drainWaiter();
   }
 
   // ---- the log --------------------------------------------------------------------
@@ -521,7 +579,34 @@ class NativeStorage {
     return this.#read((n) => n.listReferencedBlobIds(partition));
   }
 
-  async close() {
+  /**
+   * Shutdown (README "Shutdown"): refuses new calls at once; transactions
+   * already begun, begins already asked for and writes already submitted
+   * get `closeDrainMs` to finish; then what is still open is rolled back
+   * (its calls reject with ERR_SYNCULAR_CLOSED), and the engine closes.
+   * Resolves once nothing is left running; idempotent.
+   */
+  close() {
+    this.#gate.closed = true;
+    this.#closing ??= this.#shutdown();
+    return this.#closing;
+  }
+
+  async #shutdown() {
+    const drained = new Promise((resolve) => {
+      this.#drainWaiter = resolve;
+    });
+    this._drained();
+    let timer;
+    const deadline = new Promise((resolve) => {
+      timer = setTimeout(resolve, this.#drainMs);
+    });
+    await Promise.race([Promise.all([drained, this.#engine.queue.writesDone]), deadline]);
+    clearTimeout(timer);
+    this.#gate.killed = true;
+    this.#engine.queue.killed = true;
+    await Promise.all([...this.#open].map((tx) => tx._abortClosed()));
+    await Promise.allSettled([...this.#begins]);
     await this.#engine.close();
   }
 }

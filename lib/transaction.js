@@ -8,7 +8,7 @@
 // costs a promise and a tick.
 
 const { invalidArgument, withCode } = require('./errors');
-const { settled, code } = require('./guard');
+const { settled, code, closedError } = require('./guard');
 const { RowCache, MISS } = require('./row-cache');
 const V = require('./values');
 const Q = require('./query');
@@ -61,6 +61,8 @@ class NativeTransaction {
   #commit;
   #storage;
   #finished = false;
+  /** Rolled back by close() after its drain: calls answer ERR_SYNCULAR_CLOSED. */
+  #closed = false;
   /** Native calls still running; later calls wait for `#tail`. */
   #pending = 0;
   #tail = Promise.resolve();
@@ -85,6 +87,25 @@ class NativeTransaction {
     this.#finished = true;
     abandoned.unregister(this);
     this.#release();
+    this.#storage._ended(this);
+  }
+
+  /**
+   * close()'s drain is over and this transaction is still open: roll it
+   * back. Its later calls reject with ERR_SYNCULAR_CLOSED; rollback()
+   * resolves (it has happened).
+   */
+  async _abortClosed() {
+    if (this.#finished) return;
+    this.#closed = true;
+    this.#cache.clear();
+    try {
+      await this.#native.unlock(this.#id, false);
+    } catch {
+      // the engine already let go of it
+    } finally {
+      this.#end();
+    }
   }
 
   #fail(err) {
@@ -96,6 +117,7 @@ class NativeTransaction {
    * settles with `out(result)` (or the result); errors translated and coded.
    */
   #call(fn, out) {
+    if (this.#closed) return Promise.reject(closedError('transaction'));
     if (this.#finished) {
       return Promise.reject(withCode(new Error('transaction already finished'), 'ERR_SYNCULAR_TX_FINISHED'));
     }

@@ -50,6 +50,8 @@ class WriteQueue {
     this.maxWaitMs = groupCommit?.maxWaitMs ?? 5;
     /** The open group: `{ acks, started, timer }`, or null. */
     this.group = null;
+    /** close()'s drain is over: a write still in line is refused, not run. */
+    this.killed = false;
   }
 
   /** Resolves with `{ id, release, commit }` once the engine granted a lease. */
@@ -270,6 +272,12 @@ class WriteQueue {
         lease.release();
       }
     };
+    if (this.killed) {
+      const err = new Error('storage is closed');
+      err.code = 'ERR_SYNCULAR_CLOSED';
+      rollback(err);
+      throw err;
+    }
     let out;
     try {
       out = fn(lease.id);
