@@ -5,7 +5,7 @@
 // engine's write lease in submission order; reads run at once against
 // committed state, after any write submitted before them.
 
-const { resolveErrorClasses, translate, invalidArgument, WIRE_PREFIX } = require('./errors');
+const { resolveErrorClasses, translate, invalidArgument, queryError, syncError, WIRE_PREFIX } = require('./errors');
 const { Engine } = require('./engine');
 const { NativeTransaction } = require('./transaction');
 const { guarded, settled, code, checkText } = require('./guard');
@@ -134,7 +134,7 @@ class NativeStorage {
     if (text === null || text === undefined) return undefined;
     const parsed = V.parsePushResult(text);
     if (parsed === undefined) {
-      throw new this.#errors.SyncError('sync.idempotency_cache_miss', 'persisted push result unreadable (§6.3)');
+      throw syncError(this.#errors, 'sync.idempotency_cache_miss', 'persisted push result unreadable (§6.3)');
     }
     return parsed;
   }
@@ -233,6 +233,8 @@ class NativeStorage {
 
   async begin(partition) {
     if (typeof partition !== 'string') throw invalidArgument('begin: partition must be a string');
+    // The host's StorageConstraintError is known before a write can violate a constraint.
+    if (this.#errors.ready !== undefined) await this.#errors.ready;
     let lease;
     try {
       lease = await this.#engine.begin(partition);
@@ -268,7 +270,7 @@ class NativeStorage {
       query.throughSeq >= 0 &&
       typeof query.logEpoch === 'string' &&
       query.logEpoch.length > 0;
-    if (!ok) throw new this.#errors.StorageQueryError('sync.storage.invalid_prune_cursor');
+    if (!ok) throw queryError(this.#errors, 'sync.storage.invalid_prune_cursor');
     return this.#write((n, id) => n.pruneCommitsThrough(id, partition, query.throughSeq, query.logEpoch));
   }
 
