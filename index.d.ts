@@ -56,7 +56,10 @@ export interface NativeStorageOptions {
    * (or an object carrying `SyncError`, `StorageQueryError`,
    * `StorageConstraintError`, `DecodeError`) so the host's `instanceof`
    * checks hold. Each class not given falls back to this package's class of
-   * the same name (exported below).
+   * the same name (exported below), but for `StorageConstraintError`, which
+   * the host module's root does not export: it is taken from what the
+   * module's `SqliteServerStorage` throws (README, "Errors through the
+   * host's classes").
    */
   readonly errors?: ErrorClasses | undefined;
   /**

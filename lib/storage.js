@@ -5,7 +5,7 @@
 // engine's write lease in submission order; reads run at once against
 // committed state, after any write submitted before them.
 
-const { resolveErrorClasses, translate, invalidArgument, WIRE_PREFIX } = require('./errors');
+const { resolveErrorClasses, translate, invalidArgument, queryError, syncError, WIRE_PREFIX } = require('./errors');
 const { Engine } = require('./engine');
 const { NativeTransaction } = require('./transaction');
 const { guarded, settled, code, checkText, closedError } = require('./guard');
@@ -168,7 +168,7 @@ class NativeStorage {
     if (text === null || text === undefined) return undefined;
     const parsed = V.parsePushResult(text);
     if (parsed === undefined) {
-      throw new this.#errors.SyncError('sync.idempotency_cache_miss', 'persisted push result unreadable (§6.3)');
+      throw syncError(this.#errors, 'sync.idempotency_cache_miss', 'persisted push result unreadable (§6.3)');
     }
     return parsed;
   }
@@ -267,7 +267,10 @@ class NativeStorage {
 
   begin(partition) {
     if (typeof partition !== 'string') return Promise.reject(invalidArgument('begin: partition must be a string'));
-    const begun = this.#engine.begin(partition).then(
+    // The host's StorageConstraintError is known before a write can violate a constraint.
+    const ready = this.#errors.ready;
+    const lease = ready === undefined ? this.#engine.begin(partition) : ready.then(() => this.#engine.begin(partition));
+    const begun = lease.then(
       (lease) => {
         this.#begins.delete(begun);
         if (this.#gate.killed) {
@@ -326,7 +329,7 @@ class NativeStorage {
       query.throughSeq >= 0 &&
       typeof query.logEpoch === 'string' &&
       query.logEpoch.length > 0;
-    if (!ok) throw new this.#errors.StorageQueryError('sync.storage.invalid_prune_cursor');
+    if (!ok) throw queryError(this.#errors, 'sync.storage.invalid_prune_cursor');
     return this.#write((n, id) => n.pruneCommitsThrough(id, partition, query.throughSeq, query.logEpoch));
   }
 

@@ -64,21 +64,22 @@ export async function loadCore(serverPath) {
  * A sync request context over `storage` for one partition, as a host sets
  * one up per authenticated request: the schema, one actor, a scope resolver
  * allowing project p1, an in-memory segment store. Returns helpers to build
- * request bytes and run them through the handler.
+ * request bytes and run them through the handler. `schema` replaces the
+ * bench's own (the same `tasks` table with, say, a unique index).
  */
-export async function createHost(server, core, storage, partition) {
+export async function createHost(server, core, storage, partition, { schema = serverSchema } = {}) {
   if (typeof server?.handleSyncRequest !== 'function') throw new Error('--server exports no handleSyncRequest');
   const ctx = {
     partition,
     actorId: ACTOR,
-    schema: serverSchema,
+    schema,
     storage,
     segments: new server.MemorySegmentStore(),
     resolveScopes: () => ({ project_id: ['p1'] }),
   };
   // The partition's log epoch is fixed up front (as a host's first touch
   // would), so every request can name it.
-  await storage.ensureSchema(server.compileSchema(serverSchema));
+  await storage.ensureSchema(server.compileSchema(schema));
   await storage.touchPartition(partition, Date.now(), EPOCH);
   const wireVersion = core.PROTOCOL_WIRE_VERSION ?? 2;
   return {
@@ -89,7 +90,7 @@ export async function createHost(server, core, storage, partition) {
       return core.encodeMessage({
         wireVersion,
         msgKind: 'request',
-        frames: [{ type: 'REQ_HEADER', clientId, schemaVersion: serverSchema.version, logEpoch: EPOCH }, ...frames],
+        frames: [{ type: 'REQ_HEADER', clientId, schemaVersion: schema.version, logEpoch: EPOCH }, ...frames],
       });
     },
     handle: (bytes) => server.handleSyncRequest(bytes, ctx),
