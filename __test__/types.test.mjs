@@ -94,35 +94,37 @@ test('index.d.ts declares exactly the runtime exports and members', async () => 
 
 test('every declared option is read: valid values construct, invalid ones throw coded errors', async () => {
   const { options } = declared();
-  assert.deepEqual(sorted(options), sorted(['url', 'path', 'filename', 'errors', 'synchronous', 'groupCommit', 'busyTimeoutMs', 'maxConnections', 'schema', 'queryTimeoutMs', 'connectTimeoutMs', 'logger', 'logFilter']));
+  assert.deepEqual(sorted(options), sorted(['url', 'path', 'filename', 'errors', 'synchronous', 'groupCommit', 'busyTimeoutMs', 'maxConnections', 'schema', 'queryTimeoutMs', 'connectTimeoutMs', 'closeDrainMs', 'logger', 'logFilter']));
   const invalid = [
-    { synchronous: 'fast' },
-    { groupCommit: 'on' },
-    { groupCommit: { maxSize: 0 } },
-    { busyTimeoutMs: -1 },
-    { queryTimeoutMs: 0 },
+    { url: 'sqlite::memory:', synchronous: 'fast' },
+    { url: 'sqlite::memory:', groupCommit: 'on' },
+    { url: 'sqlite::memory:', groupCommit: { maxSize: 0 } },
+    { url: 'sqlite::memory:', busyTimeoutMs: -1 },
+    { url: 'sqlite::memory:', queryTimeoutMs: 0 },
     { url: 42 },
     { url: 'postgres://127.0.0.1:1/none', maxConnections: 0 },
     { url: 'postgres://127.0.0.1:1/none', schema: 7 },
     { url: 'postgres://127.0.0.1:1/none', queryTimeoutMs: 1.5 },
     { url: 'postgres://127.0.0.1:1/none', connectTimeoutMs: 0 },
     { url: 'postgres://127.0.0.1:1/none', connectTimeoutMs: 'soon' },
-    { logger: 'console' },
-    { logger: () => {}, logFilter: 7 },
-    { logger: () => {}, logFilter: 'syncular=loud' },
+    { url: 'sqlite::memory:', closeDrainMs: -1 },
+    { url: 'sqlite::memory:', closeDrainMs: 1.5 },
+    { url: 'sqlite::memory:', logger: 'console' },
+    { url: 'sqlite::memory:', logger: () => {}, logFilter: 7 },
+    { url: 'sqlite::memory:', logger: () => {}, logFilter: 'syncular=loud' },
   ];
   for (const opts of invalid) {
     assert.throws(() => new pkg.NativeStorage(opts), { code: 'ERR_SYNCULAR_INVALID_ARGUMENT' }, JSON.stringify(opts));
   }
   for (const opts of [
-    { synchronous: 'off', busyTimeoutMs: 0, queryTimeoutMs: 1 },
-    { synchronous: 'full', queryTimeoutMs: 10_000, url: undefined },
-    { groupCommit: false },
-    { groupCommit: { maxSize: 8, maxWaitMs: 2 } },
+    { url: 'sqlite::memory:', synchronous: 'off', busyTimeoutMs: 0, queryTimeoutMs: 1 },
+    { synchronous: 'full', queryTimeoutMs: 10_000, url: 'sqlite::memory:', path: undefined },
+    { url: 'sqlite::memory:', groupCommit: false },
+    { url: 'sqlite::memory:', groupCommit: { maxSize: 8, maxWaitMs: 2 } },
     { path: ':memory:' },
     { filename: ':memory:' },
     { url: 'postgres://127.0.0.1:1/none', maxConnections: 2, schema: 'tenant_a', queryTimeoutMs: 500, connectTimeoutMs: 250 },
-    { logger: console, logFilter: 'off' },
+    { url: 'sqlite::memory:', logger: console, logFilter: 'off' },
   ]) {
     const s = new pkg.NativeStorage(opts);
     await s.close();
