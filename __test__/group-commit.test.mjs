@@ -186,20 +186,25 @@ describe('group commit (sqlite file)', () => {
     }
   });
 
-  test('closing with a group held by a running lease fails its commits, none acknowledged', async () => {
-    const { storage, path } = await open({ groupCommit: { maxWaitMs: 10_000 } });
+  test('closing with a group held by a running lease: the held commit becomes durable, the open lease is rolled back', async () => {
+    const { storage, path } = await open({ groupCommit: { maxWaitMs: 10_000 }, closeDrainMs: 50 });
     const tx1 = await storage.begin('p');
     await write(tx1, 'a', 'one');
     const waiting = storage.begin('p');
     const c1 = tx1.commit();
     const tx2 = await waiting;
     await write(tx2, 'b', 'two');
+    let acknowledged = false;
+    c1.then(() => (acknowledged = true));
     await storage.close();
-    await assert.rejects(c1, (err) => err.code === 'ERR_SYNCULAR_CLOSED');
-    await assert.rejects(tx2.commit());
+    // tx1 committed before close(): acknowledged before close() resolved.
+    assert.equal(acknowledged, true);
+    await c1;
+    // tx2 was still open when the drain ended.
+    await assert.rejects(tx2.commit(), (err) => err.code === 'ERR_SYNCULAR_CLOSED');
     const again = new NativeStorage({ url: `sqlite:${path}` });
     try {
-      assert.equal(await again.getMaxCommitSeq('p'), 0);
+      assert.equal(await again.getMaxCommitSeq('p'), 1);
     } finally {
       await again.close();
     }
