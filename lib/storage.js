@@ -117,7 +117,7 @@ class NativeStorage {
   /** The close() in progress or done. */
   #closing;
   #drainMs;
-  /** Transactions begun and not finished, and begins not yet answered. */
+  /** Open transactions (weak handles) and begins not yet answered. */
   #open = new Set();
   #begins = new Set();
   #drainWaiter;
@@ -278,9 +278,7 @@ class NativeStorage {
           rollbackQuietly(this.#engine.native, lease);
           throw closedError('begin');
         }
-        const tx = new NativeTransaction(this, this.#engine, lease);
-        this.#open.add(tx);
-        return tx;
+        return new NativeTransaction(this, this.#engine, lease);
       },
       (err) => {
         this.#begins.delete(begun);
@@ -292,9 +290,14 @@ class NativeStorage {
     return begun;
   }
 
-  /** A transaction of this storage finished (committed, rolled back, or aborted at close). */
-  _ended(tx) {
-    this.#open.delete(tx);
+  /** A transaction began: `handle` is `{ ref: WeakRef, lease }` (a dropped one stays collectable). */
+  _opened(handle) {
+    this.#open.add(handle);
+  }
+
+  /** A transaction finished: committed, rolled back, collected, or aborted at close. */
+  _ended(handle) {
+    this.#open.delete(handle);
     this._drained();
   }
 
@@ -608,7 +611,14 @@ class NativeStorage {
     clearTimeout(timer);
     this.#gate.killed = true;
     this.#engine.queue.killed = true;
-    await Promise.all([...this.#open].map((tx) => tx._abortClosed()));
+    await Promise.all(
+      [...this.#open].map((h) => {
+        const tx = h.ref.deref();
+        if (tx !== undefined) return tx._abortClosed();
+        // Collected, its finalizer not run yet: roll it back here.
+        return Promise.resolve(rollbackQuietly(this.#engine.native, h.lease)).then(() => this._ended(h));
+      }),
+    );
     await Promise.allSettled([...this.#begins]);
     await this.#engine.close();
   }

@@ -16,16 +16,20 @@ const R = require('./reactions');
 
 // A transaction dropped without commit or rollback must not hold the write
 // lease forever: roll it back when it is collected.
-const abandoned = new FinalizationRegistry(({ native, id, release }) => {
+const abandoned = new FinalizationRegistry(({ native, id, release, storage, handle }) => {
   let out;
   try {
     out = native.unlock(id, false);
   } catch {
     // The storage was closed meanwhile; nothing is held any more.
   }
+  const done = () => {
+    release();
+    storage._ended(handle);
+  };
   // An engine that answers later rolls back in the background.
-  if (out instanceof Promise) out.then(release, release);
-  else release();
+  if (out instanceof Promise) out.then(done, done);
+  else done();
 });
 
 const METHODS = [
@@ -60,6 +64,8 @@ class NativeTransaction {
   #release;
   #commit;
   #storage;
+  /** What the storage keeps of an open transaction: no strong reference to it. */
+  #handle;
   #finished = false;
   /** Rolled back by close() after its drain: calls answer ERR_SYNCULAR_CLOSED. */
   #closed = false;
@@ -77,7 +83,9 @@ class NativeTransaction {
     this.#id = lease.id;
     this.#release = lease.release;
     this.#commit = lease.commit;
-    abandoned.register(this, { native, id: lease.id, release: lease.release }, this);
+    this.#handle = { ref: new WeakRef(this), lease };
+    storage._opened(this.#handle);
+    abandoned.register(this, { native, id: lease.id, release: lease.release, storage, handle: this.#handle }, this);
     // Own, writable methods: hosts and tests wrap or replace them.
     for (const name of METHODS) this[name] = settled(NativeTransaction.prototype[name], this);
   }
@@ -87,7 +95,7 @@ class NativeTransaction {
     this.#finished = true;
     abandoned.unregister(this);
     this.#release();
-    this.#storage._ended(this);
+    this.#storage._ended(this.#handle);
   }
 
   /**
