@@ -115,6 +115,19 @@ export interface NativeStorageOptions {
    */
   readonly closeDrainMs?: number | undefined;
   /**
+   * A transaction open this long, in ms, is reported once at warn on the
+   * `syncular::tx` target (see `logger`), with its partition, age and the
+   * last member it called. An integer ≥ 0; default 10000; 0 never warns.
+   */
+  readonly transactionWarnMs?: number | undefined;
+  /**
+   * A transaction open this long, in ms, is rolled back (reported on
+   * `syncular::tx` with `rolled_back: true`); its later calls, and its
+   * `commit()`, reject with `ERR_SYNCULAR_TX_TIMEOUT`. An integer ≥ 0;
+   * default 0: never.
+   */
+  readonly transactionTimeoutMs?: number | undefined;
+  /**
    * Receives the native diagnostics (storage calls with their duration,
    * slow statements, write-lock and pool waits, busy retries; see the
    * README's "Logging") instead of stderr. Either a function receiving each

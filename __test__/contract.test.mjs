@@ -24,8 +24,9 @@ import * as rollbackFailure from './contract/rollback-failure.mjs';
 import * as scopeReplacement from './contract/scope-replacement.mjs';
 import * as pullConcurrency from './contract/pull-concurrency.mjs';
 import * as shutdown from './contract/shutdown.mjs';
+import * as hygiene from './contract/hygiene.mjs';
 
-export const modules = [schema, registry, transaction, pull, prune, clients, concurrency, pitfalls, badInput, errors, durability, checkpoints, reactions, admin, query, indexScan, isolation, isolationBounds, migrationFence, rollbackFailure, scopeReplacement, pullConcurrency, shutdown];
+export const modules = [schema, registry, transaction, pull, prune, clients, concurrency, pitfalls, badInput, errors, durability, checkpoints, reactions, admin, query, indexScan, isolation, isolationBounds, migrationFence, rollbackFailure, scopeReplacement, pullConcurrency, shutdown, hygiene];
 
 const only = process.env.SYNCULAR_TEST_ENGINE;
 for (const engine of engines) {

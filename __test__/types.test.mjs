@@ -94,7 +94,7 @@ test('index.d.ts declares exactly the runtime exports and members', async () => 
 
 test('every declared option is read: valid values construct, invalid ones throw coded errors', async () => {
   const { options } = declared();
-  assert.deepEqual(sorted(options), sorted(['url', 'path', 'filename', 'errors', 'synchronous', 'groupCommit', 'busyTimeoutMs', 'maxConnections', 'schema', 'queryTimeoutMs', 'connectTimeoutMs', 'closeDrainMs', 'logger', 'logFilter']));
+  assert.deepEqual(sorted(options), sorted(['url', 'path', 'filename', 'errors', 'synchronous', 'groupCommit', 'busyTimeoutMs', 'maxConnections', 'schema', 'queryTimeoutMs', 'connectTimeoutMs', 'closeDrainMs', 'transactionWarnMs', 'transactionTimeoutMs', 'logger', 'logFilter']));
   const invalid = [
     { url: 'sqlite::memory:', synchronous: 'fast' },
     { url: 'sqlite::memory:', groupCommit: 'on' },
@@ -109,6 +109,8 @@ test('every declared option is read: valid values construct, invalid ones throw 
     { url: 'postgres://127.0.0.1:1/none', connectTimeoutMs: 'soon' },
     { url: 'sqlite::memory:', closeDrainMs: -1 },
     { url: 'sqlite::memory:', closeDrainMs: 1.5 },
+    { url: 'sqlite::memory:', transactionWarnMs: -5 },
+    { url: 'sqlite::memory:', transactionTimeoutMs: 'soon' },
     { url: 'sqlite::memory:', logger: 'console' },
     { url: 'sqlite::memory:', logger: () => {}, logFilter: 7 },
     { url: 'sqlite::memory:', logger: () => {}, logFilter: 'syncular=loud' },

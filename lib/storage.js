@@ -80,10 +80,11 @@ const UNPARTITIONED = new Set(['ensureSchema', 'listPartitionRegistry', 'listPar
 const OPEN = Object.freeze({ closed: false });
 
 const DEFAULT_DRAIN_MS = 5000;
+const DEFAULT_TX_WARN_MS = 10_000;
 
-function drainOption(v) {
-  if (v === undefined) return DEFAULT_DRAIN_MS;
-  if (!Number.isSafeInteger(v) || v < 0) throw invalidArgument('NativeStorage: closeDrainMs must be an integer ≥ 0');
+function msOption(name, v, fallback) {
+  if (v === undefined) return fallback;
+  if (!Number.isSafeInteger(v) || v < 0) throw invalidArgument(`NativeStorage: ${name} must be an integer ≥ 0`);
   return v;
 }
 
@@ -121,6 +122,10 @@ class NativeStorage {
   #open = new Set();
   #begins = new Set();
   #drainWaiter;
+  /** Transaction hygiene: warn after, and roll back after, these ages (0: never). */
+  #txWarnMs;
+  #txTimeoutMs;
+  #watch;
 
   constructor(options) {
     const url = checkOptions(options);
@@ -129,7 +134,9 @@ class NativeStorage {
     installLogger(native, options.logger, options.logFilter);
     this.#errors = resolveErrorClasses(options.errors);
     this.#host = options.errors;
-    this.#drainMs = drainOption(options.closeDrainMs);
+    this.#drainMs = msOption('closeDrainMs', options.closeDrainMs, DEFAULT_DRAIN_MS);
+    this.#txWarnMs = msOption('transactionWarnMs', options.transactionWarnMs, DEFAULT_TX_WARN_MS);
+    this.#txTimeoutMs = msOption('transactionTimeoutMs', options.transactionTimeoutMs, 0);
     try {
       this.#engine = new Engine(url, options);
     } catch (err) {
@@ -278,6 +285,7 @@ class NativeStorage {
           rollbackQuietly(this.#engine.native, lease);
           throw closedError('begin');
         }
+        lease.partition = partition;
         return new NativeTransaction(this, this.#engine, lease);
       },
       (err) => {
@@ -293,6 +301,30 @@ class NativeStorage {
   /** A transaction began: `handle` is `{ ref: WeakRef, lease }` (a dropped one stays collectable). */
   _opened(handle) {
     this.#open.add(handle);
+    if (this.#watch === undefined && (this.#txWarnMs > 0 || this.#txTimeoutMs > 0)) {
+      const limits = [this.#txWarnMs, this.#txTimeoutMs].filter((ms) => ms > 0);
+      const every = Math.max(10, Math.min(1000, Math.floor(Math.min(...limits) / 4)));
+      this.#watch = setInterval(() => this.#sweep(), every);
+      this.#watch.unref?.();
+    }
+  }
+
+  /** Warns about transactions left open, and rolls back those past the limit. */
+  #sweep() {
+    const now = performance.now();
+    const postgres = !this.#engine.native.exclusiveWrites;
+    for (const h of this.#open) {
+      const age = now - h.started;
+      const tx = h.ref.deref();
+      if (tx === undefined) continue;
+      if (this.#txTimeoutMs > 0 && age >= this.#txTimeoutMs) {
+        native.logTransactionOpen(postgres, h.lease.partition ?? '', age, h.last, true);
+        tx._abort('ERR_SYNCULAR_TX_TIMEOUT');
+      } else if (this.#txWarnMs > 0 && age >= this.#txWarnMs && !h.warned) {
+        h.warned = true;
+        native.logTransactionOpen(postgres, h.lease.partition ?? '', age, h.last, false);
+      }
+    }
   }
 
   /** A transaction finished: committed, rolled back, collected, or aborted at close. */
@@ -609,12 +641,13 @@ class NativeStorage {
     });
     await Promise.race([Promise.all([drained, this.#engine.queue.writesDone]), deadline]);
     clearTimeout(timer);
+    clearInterval(this.#watch);
     this.#gate.killed = true;
     this.#engine.queue.killed = true;
     await Promise.all(
       [...this.#open].map((h) => {
         const tx = h.ref.deref();
-        if (tx !== undefined) return tx._abortClosed();
+        if (tx !== undefined) return tx._abort('ERR_SYNCULAR_CLOSED');
         // Collected, its finalizer not run yet: roll it back here.
         return Promise.resolve(rollbackQuietly(this.#engine.native, h.lease)).then(() => this._ended(h));
       }),

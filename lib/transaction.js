@@ -67,8 +67,8 @@ class NativeTransaction {
   /** What the storage keeps of an open transaction: no strong reference to it. */
   #handle;
   #finished = false;
-  /** Rolled back by close() after its drain: calls answer ERR_SYNCULAR_CLOSED. */
-  #closed = false;
+  /** Rolled back by the storage (close() after its drain, or its age limit): the code its calls answer. */
+  #aborted;
   /** Native calls still running; later calls wait for `#tail`. */
   #pending = 0;
   #tail = Promise.resolve();
@@ -83,11 +83,19 @@ class NativeTransaction {
     this.#id = lease.id;
     this.#release = lease.release;
     this.#commit = lease.commit;
-    this.#handle = { ref: new WeakRef(this), lease };
-    storage._opened(this.#handle);
-    abandoned.register(this, { native, id: lease.id, release: lease.release, storage, handle: this.#handle }, this);
-    // Own, writable methods: hosts and tests wrap or replace them.
-    for (const name of METHODS) this[name] = settled(NativeTransaction.prototype[name], this);
+    const handle = { ref: new WeakRef(this), lease, started: performance.now(), last: 'begin', warned: false };
+    this.#handle = handle;
+    storage._opened(handle);
+    abandoned.register(this, { native, id: lease.id, release: lease.release, storage, handle }, this);
+    // Own, writable methods: hosts and tests wrap or replace them. Each
+    // notes its name, for the storage's warning about a transaction left open.
+    for (const name of METHODS) {
+      const member = settled(NativeTransaction.prototype[name], this);
+      this[name] = function (a, b, c, d, e, f) {
+        handle.last = name;
+        return member(a, b, c, d, e, f);
+      };
+    }
   }
 
   #end() {
@@ -99,13 +107,14 @@ class NativeTransaction {
   }
 
   /**
-   * close()'s drain is over and this transaction is still open: roll it
-   * back. Its later calls reject with ERR_SYNCULAR_CLOSED; rollback()
-   * resolves (it has happened).
+   * The storage rolls this transaction back: close()'s drain is over
+   * (`ERR_SYNCULAR_CLOSED`), or it outlived `transactionTimeoutMs`
+   * (`ERR_SYNCULAR_TX_TIMEOUT`). Its later calls reject with that code;
+   * rollback() resolves (it has happened).
    */
-  async _abortClosed() {
+  async _abort(code) {
     if (this.#finished) return;
-    this.#closed = true;
+    this.#aborted = code;
     this.#cache.clear();
     try {
       await this.#native.unlock(this.#id, false);
@@ -114,6 +123,11 @@ class NativeTransaction {
     } finally {
       this.#end();
     }
+  }
+
+  #abortError() {
+    if (this.#aborted === 'ERR_SYNCULAR_CLOSED') return closedError('transaction');
+    return withCode(new Error('transaction rolled back: open longer than transactionTimeoutMs'), this.#aborted);
   }
 
   #fail(err) {
@@ -125,7 +139,7 @@ class NativeTransaction {
    * settles with `out(result)` (or the result); errors translated and coded.
    */
   #call(fn, out) {
-    if (this.#closed) return Promise.reject(closedError('transaction'));
+    if (this.#aborted !== undefined) return Promise.reject(this.#abortError());
     if (this.#finished) {
       return Promise.reject(withCode(new Error('transaction already finished'), 'ERR_SYNCULAR_TX_FINISHED'));
     }

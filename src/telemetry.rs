@@ -18,6 +18,7 @@
 //! | `syncular::lock` | warn  | `engine`, [`partition`], `micros`                   |
 //! | `syncular::pool` | warn  | `engine`, `micros`, `size`, `idle`                  |
 //! | `syncular::busy` | warn  | `engine`, `op`, `retries`, `waited_ms`, `gave_up`   |
+//! | `syncular::tx`   | warn  | `engine`, `partition`, `age_ms`, `last_member`, `rolled_back` |
 //!
 //! `slow`, `lock` and `pool` warn above `SYNCULAR_NATIVE_SLOW_MS` (default
 //! 100, read once); `busy` warns at retries 1, 2, 4, 8, … and when the wait
@@ -55,6 +56,7 @@ pub mod target {
     pub const LOCK: &str = "syncular::lock";
     pub const POOL: &str = "syncular::pool";
     pub const BUSY: &str = "syncular::busy";
+    pub const TX: &str = "syncular::tx";
 }
 
 /// The engines, as the `engine` field names them.
@@ -506,6 +508,19 @@ pub fn lock_waited(start: Option<Instant>, engine: &'static str, partition: Opti
         ),
         None => tracing::warn!(target: target::LOCK, engine, micros, "write lock wait"),
     }
+}
+
+/// Warns on `syncular::tx` about a transaction left open: `age_ms` since
+/// its begin, the last member it called, and whether it is being rolled
+/// back for exceeding the storage's limit.
+pub fn transaction_open(
+    engine: &'static str, partition: &str, age_ms: u64, last_member: &str, rolled_back: bool,
+) {
+    tracing::warn!(
+        target: target::TX,
+        engine, partition, age_ms, last_member, rolled_back,
+        "transaction open"
+    );
 }
 
 /// Start of a pool acquire: `Some` only when pool warnings are enabled.

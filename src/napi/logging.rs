@@ -69,6 +69,27 @@ pub fn set_log_sink(callback: Option<Callback>, filter: Option<String>) -> Resul
     telemetry::set_sink(sink, filter.as_deref()).map_err(to_napi)
 }
 
+/// A transaction open too long (lib/transaction.js watches the ages), on
+/// `syncular::tx` at warn, through the same sink and filters as every
+/// native event.
+#[cfg_attr(test, allow(dead_code))]
+#[napi(js_name = "logTransactionOpen")]
+pub fn log_transaction_open(
+    postgres: bool, partition: String, age_ms: f64, last_member: String, rolled_back: bool,
+) {
+    let engine = if postgres {
+        telemetry::POSTGRES
+    } else {
+        telemetry::SQLITE
+    };
+    let age = if age_ms.is_finite() && age_ms > 0.0 {
+        age_ms as u64
+    } else {
+        0
+    };
+    telemetry::transaction_open(engine, &partition, age, &last_member, rolled_back);
+}
+
 /// Reads `SYNCULAR_NATIVE_LOG` when the addon registers (once per process).
 #[cfg_attr(test, allow(dead_code))]
 #[napi(module_exports)]
