@@ -3,7 +3,7 @@
 //! Layers, inner to outer:
 //! - `codec`: the row payload codec (pure);
 //! - `schema`, `scope`, `model`: what the host's data means, engine-neutral;
-//! - `window`, `scan`, `migrate`: logic both engines share;
+//! - `window`, `scan`, `migrate`, `stored`: logic both engines share;
 //! - `sqlite`: the embedded engine (SQL text in `sqlite::sql`, logic per area);
 //! - `postgres`: the PostgreSQL engine on sqlx (same areas, same shared logic);
 //! - `telemetry`: `tracing` events (calls, slow statements, waits) and their
@@ -22,6 +22,7 @@ pub mod scan;
 pub mod schema;
 pub mod scope;
 pub mod sqlite;
+pub mod stored;
 pub mod telemetry;
 pub mod window;
 

@@ -1,13 +1,18 @@
 //! Scope-scan paging (storage-layout §7.5), engine-neutral: each engine runs
 //! its page query (candidate row ids from the row-scope index, LEFT JOIN the
 //! row table, ordered by `row_id` in the database's collation) and feeds the
-//! rows here for full-filter verification and the stop rule.
+//! rows here for full-filter verification and the stop rule. A candidate
+//! whose stored scopes are not an object is a corrupt value, never skipped.
 
 use crate::model::StoredRow;
 use crate::scope::ScopeFilter;
+use crate::Result;
 
 pub struct ScanFold<'f> {
     filter: &'f ScopeFilter,
+    /// The row table and partition, named by a corrupt-value error.
+    table: &'f str,
+    partition: &'f str,
     limit: i64,
     out: Vec<StoredRow>,
     seen: i64,
@@ -16,9 +21,13 @@ pub struct ScanFold<'f> {
 }
 
 impl<'f> ScanFold<'f> {
-    pub fn new(filter: &'f ScopeFilter, after_row_id: &str, limit: i64) -> Self {
+    pub fn new(
+        filter: &'f ScopeFilter, table: &'f str, partition: &'f str, after_row_id: &str, limit: i64,
+    ) -> Self {
         ScanFold {
             filter,
+            table,
+            partition,
             limit,
             out: Vec::new(),
             seen: 0,
@@ -31,20 +40,26 @@ impl<'f> ScanFold<'f> {
         self.limit.max(64)
     }
 
+    fn wants(&self, row_id: &str, scopes: &str) -> Result<bool> {
+        self.filter
+            .matches_json(scopes)
+            .ok_or_else(|| crate::stored::row_corrupt(self.table, self.partition, row_id))
+    }
+
     /// Feeds one candidate; `row` is `None` when the row vanished. Returns
     /// `false` once the limit is reached (stop reading).
-    pub fn add(&mut self, row_id: String, row: Option<StoredRow>) -> bool {
+    pub fn add(&mut self, row_id: String, row: Option<StoredRow>) -> Result<bool> {
         self.seen += 1;
         if let Some(row) = row {
-            if self.filter.matches_json(&row.scopes_json) {
+            if self.wants(&row_id, &row.scopes_json)? {
                 self.out.push(row);
                 if self.out.len() as i64 >= self.limit {
-                    return false;
+                    return Ok(false);
                 }
             }
         }
         self.after = row_id;
-        true
+        Ok(true)
     }
 
     /// [`add`](Self::add) for a page read in order, without building
@@ -52,12 +67,11 @@ impl<'f> ScanFold<'f> {
     /// text (`None` when the row vanished) and `build` makes the row once
     /// it matched.
     pub fn offer(
-        &mut self, row_id: &str, scopes: Option<&str>,
-        build: impl FnOnce() -> crate::Result<StoredRow>,
-    ) -> crate::Result<bool> {
+        &mut self, row_id: &str, scopes: Option<&str>, build: impl FnOnce() -> Result<StoredRow>,
+    ) -> Result<bool> {
         self.seen += 1;
         if let Some(scopes) = scopes {
-            if self.filter.matches_json(scopes) {
+            if self.wants(row_id, scopes)? {
                 self.out.push(build()?);
                 if self.out.len() as i64 >= self.limit {
                     return Ok(false);

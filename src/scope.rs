@@ -83,27 +83,40 @@ impl ScopeFilter {
         self.keys.first().map(|(k, v)| (k.as_str(), v.as_slice()))
     }
 
-    /// Full verification of a stored scope map against every filter key.
-    /// Runs once per candidate row of every scan and window, so the common
-    /// shape (a flat object of plain strings) is matched without parsing
-    /// into a map; anything else takes the general path.
-    pub fn matches_json(&self, scopes_json: &str) -> bool {
+    /// Full verification of a stored scope map against every filter key;
+    /// `None` when the text is not a JSON object (`JSON.parse` semantics),
+    /// which a caller reports as a corrupt value. Runs once per candidate
+    /// row of every scan and window, so the common shape (a flat object of
+    /// plain strings) is matched without parsing into a map; anything else
+    /// takes the general path.
+    pub fn matches_json(&self, scopes_json: &str) -> Option<bool> {
         match self.matches_flat(scopes_json) {
-            Some(m) => m,
+            Some(m) => Some(m),
             None => self.matches_parsed(scopes_json),
         }
     }
 
-    fn matches_parsed(&self, scopes_json: &str) -> bool {
-        let Ok(Json::Object(stored)) = serde_json::from_str::<Json>(scopes_json) else {
-            return false;
+    fn matches_parsed(&self, scopes_json: &str) -> Option<bool> {
+        let stored = match serde_json::from_str::<Json>(scopes_json) {
+            Ok(Json::Object(o)) => o,
+            Ok(_) => return None,
+            // JSON.parse also reads `\u` escapes of lone surrogates, which
+            // serde refuses: match those as U+FFFD (no filter value, being
+            // UTF-8, holds a lone surrogate).
+            Err(_) if crate::stored::Shape::Object.holds(scopes_json) => {
+                match serde_json::from_str::<Json>(&lone_surrogates_replaced(scopes_json)) {
+                    Ok(Json::Object(o)) => o,
+                    _ => return None,
+                }
+            }
+            Err(_) => return None,
         };
-        self.keys.iter().all(|(k, values)| {
+        Some(self.keys.iter().all(|(k, values)| {
             stored
                 .get(k)
                 .and_then(scalar_text)
                 .is_some_and(|s| values.contains(&s))
-        })
+        }))
     }
 
     /// `None` when the text is not a flat object of escape-free strings
@@ -191,6 +204,43 @@ impl ScopeFilter {
     }
 }
 
+/// `text` (valid JSON) with every `\u` escape of a lone surrogate replaced
+/// by `\ufffd`; escaped surrogate pairs stay.
+fn lone_surrogates_replaced(text: &str) -> String {
+    let hex = |s: &str| u16::from_str_radix(s, 16).ok();
+    let surrogate = |s: &str, lo: u16, hi: u16| {
+        s.strip_prefix("\\u")
+            .and_then(|h| h.get(..4))
+            .and_then(hex)
+            .is_some_and(|u| (lo..=hi).contains(&u))
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('\\') {
+        out.push_str(&rest[..at]);
+        let esc = &rest[at..];
+        if surrogate(esc, 0xD800, 0xDBFF) && surrogate(&esc[6..], 0xDC00, 0xDFFF) {
+            out.push_str(&esc[..12]);
+            rest = &esc[12..];
+        } else if surrogate(esc, 0xD800, 0xDFFF) {
+            out.push_str("\\ufffd");
+            rest = &esc[6..];
+        } else {
+            // Any other escape is two characters, or six for `\uXXXX`.
+            let n = if esc.as_bytes().get(1) == Some(&b'u') {
+                6
+            } else {
+                2
+            };
+            let n = n.min(esc.len());
+            out.push_str(&esc[..n]);
+            rest = &esc[n..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,16 +272,47 @@ mod tests {
             r#"{"p":"1","u":"x""#,
         ] {
             assert_eq!(f.matches_json(text), f.matches_parsed(text), "{text}");
+            assert_eq!(
+                f.matches_json(text).is_some(),
+                crate::stored::Shape::Object.holds(text),
+                "{text}"
+            );
         }
     }
 
     #[test]
     fn matches_every_key() {
         let f = ScopeFilter::parse(r#"{"p":["1","2"],"u":["x"]}"#).unwrap();
-        assert!(f.matches_json(r#"{"p":"2","u":"x","z":"q"}"#));
-        assert!(!f.matches_json(r#"{"p":"3","u":"x"}"#));
-        assert!(!f.matches_json(r#"{"p":"1"}"#));
+        assert_eq!(f.matches_json(r#"{"p":"2","u":"x","z":"q"}"#), Some(true));
+        assert_eq!(f.matches_json(r#"{"p":"3","u":"x"}"#), Some(false));
+        assert_eq!(f.matches_json(r#"{"p":"1"}"#), Some(false));
         let empty = ScopeFilter::parse(r#"{"p":[]}"#).unwrap();
-        assert!(!empty.matches_json(r#"{"p":"1"}"#));
+        assert_eq!(empty.matches_json(r#"{"p":"1"}"#), Some(false));
+    }
+
+    #[test]
+    fn unreadable_scopes_are_none_and_lone_surrogates_are_read() {
+        let f = ScopeFilter::parse(r#"{"p":["1"]}"#).unwrap();
+        for text in [
+            "",
+            "[]",
+            "42",
+            r#""{\"p\":\"1\"}""#,
+            r#"{"p":"1""#,
+            "{\"p\":\"1\"} x",
+        ] {
+            assert_eq!(f.matches_json(text), None, "{text}");
+        }
+        // JSON.parse reads these; serde refuses the lone surrogates.
+        assert_eq!(f.matches_json(r#"{"x":"\ud800","p":"1"}"#), Some(true));
+        assert_eq!(
+            f.matches_json(r#"{"x":"\udc00\\ud800","p":"2"}"#),
+            Some(false)
+        );
+        assert_eq!(f.matches_json(r#"{"p":"\ud83d\ude00"}"#), Some(false));
+        assert_eq!(
+            lone_surrogates_replaced(r#"["\ud800","\\ud800","\ud83d\ude00","\udc00x","\n"]"#),
+            r#"["\ufffd","\\ud800","\ud83d\ude00","\ufffdx","\n"]"#
+        );
     }
 }

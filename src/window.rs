@@ -2,7 +2,8 @@
 //! runs its own page query (candidate commits from the change-scope index,
 //! LEFT JOIN metadata and the table's changes, ordered by seq and idx) and
 //! feeds the rows here; this module decides what is emitted and when paging
-//! stops.
+//! stops. A change whose stored scopes are not an object is a corrupt
+//! value, never skipped.
 
 use crate::model::{Change, ChangeOp, StoredCommit};
 use crate::scope::ScopeFilter;
@@ -57,6 +58,21 @@ impl WindowQuery<'_> {
     pub fn batch(&self) -> i64 {
         self.page.unwrap_or(self.limit_changes.max(64)).max(1)
     }
+}
+
+/// [`crate::stored::corrupt`] for the scopes of change `idx` of commit `seq`.
+pub fn change_corrupt(partition: &str, seq: i64, idx: i64) -> crate::Error {
+    use crate::stored::{corrupt, Key, Shape};
+    corrupt(
+        "sync_changes",
+        "scopes",
+        Shape::Object,
+        &[
+            ("partition", Key::Text(partition)),
+            ("commit_seq", Key::Int(seq)),
+            ("idx", Key::Int(idx)),
+        ],
+    )
 }
 
 /// One change row of a page (the LEFT JOINed `sync_changes` columns).
@@ -126,8 +142,9 @@ impl<'q> WindowFold<'q> {
         true
     }
 
-    /// Whether a change with these scopes belongs in the window.
-    pub fn wants(&self, scopes_json: &str) -> bool {
+    /// Whether a change with these scopes belongs in the window; `None`
+    /// when they are not an object (the caller reports [`change_corrupt`]).
+    pub fn wants(&self, scopes_json: &str) -> Option<bool> {
         self.q.filter.matches_json(scopes_json)
     }
 

@@ -113,7 +113,7 @@ impl Writer {
     fn row_fields(&mut self, r: &StoredRow) {
         self.int(r.server_version);
         self.json.push(',');
-        // Stored scopes are JSON text the host wrote; they pass through as is.
+        // Stored scopes, read as a JSON object (`crate::stored`).
         self.json.push_str(&r.scopes_json);
         self.blob(Some(&r.payload));
         self.blob(r.column_versions.as_deref());
@@ -127,22 +127,9 @@ impl Writer {
     }
 }
 
-/// Scope JSON embedded raw must itself be valid JSON; anything else (a
-/// hand-edited database) is re-encoded as a string so the batch still parses.
-fn safe_scopes(mut r: StoredRow) -> StoredRow {
-    if serde_json::from_str::<&serde_json::value::RawValue>(&r.scopes_json).is_err() {
-        r.scopes_json = serde_json::to_string(&r.scopes_json).unwrap_or_else(|_| "{}".into());
-    }
-    r
-}
-
+/// Rows as the engines read them: their scopes are JSON objects (every
+/// row read checks them, `crate::stored`), so they are embedded as is.
 pub fn rows(list: Vec<StoredRow>) -> Packed {
-    verified_rows(list.into_iter().map(safe_scopes).collect())
-}
-
-/// [`rows`] whose scopes passed a scan's filter (`ScopeFilter::matches_json`
-/// accepts valid JSON only), so they are embedded without another check.
-pub fn verified_rows(list: Vec<StoredRow>) -> Packed {
     let mut w = Writer::with_capacity(list.len() * 96, list.iter().map(|r| r.payload.len()).sum());
     w.json.push('[');
     for (i, r) in list.iter().enumerate() {
@@ -172,8 +159,8 @@ pub fn prefetched(p: Prefetch) -> Packed {
             Tomb::Read(None) => w.json.push_str(",null,"),
             Tomb::Unread => w.json.push_str(",-1,"),
         }
-        match f.row.map(safe_scopes) {
-            Some(r) => w.row_fields(&r),
+        match &f.row {
+            Some(r) => w.row_fields(r),
             None => w.json.push_str("-1,null,-1,0,-1,0"),
         }
     }
@@ -181,8 +168,8 @@ pub fn prefetched(p: Prefetch) -> Packed {
     w.finish()
 }
 
-/// Window changes were verified against the filter, which parsed their
-/// scopes, so their text is known to be valid JSON.
+/// Window changes were verified against the filter, which read their
+/// scopes as JSON objects.
 pub fn commits(list: Vec<StoredCommit>) -> Packed {
     let (n, bytes) = list
         .iter()

@@ -7,6 +7,7 @@ use super::{read, snapshot, PgEngine};
 use crate::error::Result;
 use crate::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
 use crate::schema::quote_ident;
+use crate::stored::{self, Form, Shape};
 use sqlx::{AssertSqlSafe, PgConnection, Row};
 
 /// Changes per (commit, table) of the listed commits, ordered by table.
@@ -106,7 +107,8 @@ pub async fn scope_activity(
         .collect()
 }
 
-/// `(serverVersion, scopes JSON)` without reading the payload.
+/// `(serverVersion, scopes JSON)` without reading the payload; the scopes
+/// in either JSONB form (`crate::stored`).
 pub async fn row_scopes(
     c: &mut PgConnection, table: &str, partition: &str, row_id: &str,
 ) -> Result<Option<(i64, String)>> {
@@ -120,10 +122,9 @@ pub async fn row_scopes(
     .await
     .map_err(map_err)?;
     r.map(|r| {
-        Ok((
-            r.try_get(0).map_err(map_err)?,
-            r.try_get(1).map_err(map_err)?,
-        ))
+        let scopes = stored::read(Form::Jsonb, r.try_get(1).map_err(map_err)?, Shape::Object)
+            .ok_or_else(|| stored::row_corrupt(table, partition, row_id))?;
+        Ok((r.try_get(0).map_err(map_err)?, scopes))
     })
     .transpose()
 }

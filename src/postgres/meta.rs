@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::model::{
     Checkpoint, CheckpointDeclaration, ClientCursor, ClientRecord, RegistryEntry, ServeGate,
 };
+use crate::stored::{self, Form, Shape};
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 
@@ -99,10 +100,12 @@ pub async fn log_epoch(c: &mut PgConnection, partition: &str) -> Result<Option<S
 
 // ---- push results -----------------------------------------------------------
 
+/// The stored result's JSON text, the Bun.SQL string form unwrapped; what
+/// the host cannot read is its `sync.idempotency_cache_miss`, as in-tree.
 pub async fn get_push_result(
     c: &mut PgConnection, partition: &str, client_id: &str, commit_id: &str,
 ) -> Result<Option<String>> {
-    sqlx::query_scalar(
+    let text: Option<String> = sqlx::query_scalar(
         "SELECT result::text FROM sync_push_results WHERE partition = $1 AND client_id = $2 AND client_commit_id = $3",
     )
     .bind(partition)
@@ -110,7 +113,8 @@ pub async fn get_push_result(
     .bind(commit_id)
     .fetch_optional(&mut *c)
     .await
-    .map_err(map_err)
+    .map_err(map_err)?;
+    Ok(text.and_then(|t| stored::read(Form::Jsonb, t, Shape::Any)))
 }
 
 /// First writer wins.
@@ -133,15 +137,17 @@ pub async fn put_push_result(
 
 // ---- clients ----------------------------------------------------------------
 
-fn client_from(r: &PgRow) -> Result<ClientRecord> {
-    Ok(ClientRecord {
+/// A client record, its subscriptions in either JSONB form.
+fn client_from(r: &PgRow, partition: &str) -> Result<ClientRecord> {
+    let raw = ClientRecord {
         client_id: r.try_get(0).map_err(map_err)?,
         actor_id: r.try_get(1).map_err(map_err)?,
         wire_version: i64::from(r.try_get::<i32, _>(2).map_err(map_err)?),
         cursor: r.try_get(3).map_err(map_err)?,
         updated_at_ms: r.try_get(4).map_err(map_err)?,
         subscriptions_json: r.try_get(5).map_err(map_err)?,
-    })
+    };
+    stored::client(Form::Jsonb, raw, partition)
 }
 
 pub async fn get_client(
@@ -156,7 +162,7 @@ pub async fn get_client(
     .fetch_optional(&mut *c)
     .await
     .map_err(map_err)?;
-    r.as_ref().map(client_from).transpose()
+    r.as_ref().map(|r| client_from(r, partition)).transpose()
 }
 
 pub async fn list_clients(c: &mut PgConnection, partition: &str) -> Result<Vec<ClientRecord>> {
@@ -168,7 +174,7 @@ pub async fn list_clients(c: &mut PgConnection, partition: &str) -> Result<Vec<C
     .fetch_all(&mut *c)
     .await
     .map_err(map_err)?;
-    rows.iter().map(client_from).collect()
+    rows.iter().map(|r| client_from(r, partition)).collect()
 }
 
 pub async fn put_client(c: &mut PgConnection, partition: &str, r: &ClientRecord) -> Result<()> {

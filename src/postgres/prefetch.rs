@@ -13,6 +13,7 @@ use super::{exec, rows, sql, PgEngine, TxState};
 use crate::engine::Prefetch;
 use crate::error::{Error, Result};
 use crate::model::{Prefetched, StoredRow, Tomb};
+use crate::stored::{self, Form};
 use sqlx::{AssertSqlSafe, PgConnection, Row};
 use std::collections::HashSet;
 
@@ -236,7 +237,8 @@ impl PgEngine {
             let row_id: String = r.try_get(0).map_err(map_err)?;
             let present: bool = r.try_get(1).map_err(map_err)?;
             let row = if present {
-                Some(rows::row_from_parts(r, row_id.clone(), 2)?)
+                let row = rows::row_from_parts(r, row_id.clone(), 2)?;
+                Some(stored::row(Form::Jsonb, row, table, &st.partition)?)
             } else {
                 None
             };

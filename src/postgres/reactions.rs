@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::model::reactions::{
     ClaimQuery, FailureUpdate, NewReaction, PruneQuery, PrunedCounts, StoredReaction,
 };
+use crate::stored::{self, Form};
 use sqlx::postgres::PgRow;
 use sqlx::{AssertSqlSafe, PgConnection, Row};
 
@@ -37,9 +38,10 @@ const RETRY: &str =
 last_failure = NULL, lease_owner = NULL, lease_expires_at_ms = NULL, completed_at_ms = NULL \
 WHERE partition = $2 AND idempotency_key = $3 AND status = 'dead-letter'";
 
-fn reaction_from(r: &PgRow) -> Result<StoredReaction> {
+/// A reaction row, its JSON columns in either JSONB form.
+fn reaction_from(r: &PgRow, partition: &str) -> Result<StoredReaction> {
     let int = |i: usize| r.try_get::<i32, _>(i).map(i64::from).map_err(map_err);
-    Ok(StoredReaction {
+    let raw = StoredReaction {
         idempotency_key: r.try_get(0).map_err(map_err)?,
         kind: r.try_get(1).map_err(map_err)?,
         version: int(2)?,
@@ -56,7 +58,8 @@ fn reaction_from(r: &PgRow) -> Result<StoredReaction> {
         lease_expires_at_ms: r.try_get(13).map_err(map_err)?,
         completed_at_ms: r.try_get(14).map_err(map_err)?,
         last_failure_json: r.try_get(15).map_err(map_err)?,
-    })
+    };
+    stored::reaction(Form::Jsonb, raw, partition)
 }
 
 fn int4(v: i64, what: &str) -> Result<i32> {
@@ -68,12 +71,13 @@ pub async fn enqueue(
     c: &mut PgConnection, partition: &str, reactions: &[NewReaction],
 ) -> Result<()> {
     for r in reactions {
+        let payload = stored::payload_for_jsonb(&r.payload_json);
         sqlx::query(INSERT)
             .bind(partition)
             .bind(&r.idempotency_key)
             .bind(&r.kind)
             .bind(int4(r.version, "version")?)
-            .bind(&r.payload_json)
+            .bind(payload.as_ref())
             .bind(&r.source_client_id)
             .bind(&r.source_client_commit_id)
             .bind(r.source_commit_seq)
@@ -115,7 +119,7 @@ RETURNING {FIELDS}"
         .fetch_all(&mut *c)
         .await
         .map_err(map_err)?;
-    rows.iter().map(reaction_from).collect()
+    rows.iter().map(|r| reaction_from(r, partition)).collect()
 }
 
 async fn guarded(
@@ -174,7 +178,7 @@ pub async fn get(
     .fetch_optional(&mut *c)
     .await
     .map_err(map_err)?;
-    r.as_ref().map(reaction_from).transpose()
+    r.as_ref().map(|r| reaction_from(r, partition)).transpose()
 }
 
 /// Newest first; an empty filter list means no filter. A negative limit
@@ -198,7 +202,7 @@ pub async fn list(
         .fetch_all(&mut *c)
         .await
         .map_err(map_err)?;
-    rows.iter().map(reaction_from).collect()
+    rows.iter().map(|r| reaction_from(r, partition)).collect()
 }
 
 /// Deletes at most `limit` aged terminal rows, oldest first, then by key;

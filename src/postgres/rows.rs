@@ -1,6 +1,7 @@
 //! Row tables on PostgreSQL: point reads, upserts with their projection and
 //! scope index, deletes, tombstones, blob references and scope scans. Same
-//! rules as `sqlite::rows`; the scan paging is `crate::scan`.
+//! rules as `sqlite::rows`; the scan paging is `crate::scan`. Stored scopes
+//! are read in either JSONB form (`crate::stored`).
 
 use super::conn::{map_err, row_write_err};
 use crate::codec::{self, ColumnType, Value};
@@ -9,6 +10,7 @@ use crate::model::StoredRow;
 use crate::scan::ScanFold;
 use crate::schema::{quote_ident, Table};
 use crate::scope::{scope_pairs, ScopeFilter};
+use crate::stored::{self, Form, Shape};
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
 use sqlx::{AssertSqlSafe, PgConnection, Postgres, Row};
@@ -16,6 +18,8 @@ use std::sync::Arc;
 
 /// Statement text per row table, built once per loaded schema.
 pub struct TableSql {
+    /// The table's name, for the errors reads report.
+    name: Arc<str>,
     select_row: Arc<str>,
     upsert: Arc<str>,
     delete_row: Arc<str>,
@@ -77,6 +81,7 @@ impl TableSql {
         let n = params.len();
         let (tbl, vars, vals) = (n + 1, n + 2, n + 3);
         TableSql {
+            name: t.name.as_str().into(),
             select_row: format!(
                 r#"SELECT {ROW_FIELDS} FROM {q} WHERE "_sync_partition" = $1 AND "_sync_row_id" = $2"#
             )
@@ -190,7 +195,8 @@ pub async fn get_row(
         .fetch_optional(&mut *c)
         .await
         .map_err(map_err)?;
-    r.map(|r| row_from(&r, 0)).transpose()
+    r.map(|r| stored::row(Form::Jsonb, row_from(&r, 0)?, &sql.name, partition))
+        .transpose()
 }
 
 /// Writes the full stored row, its projection and its row-scope index
@@ -311,7 +317,7 @@ pub async fn scan_rows(
     if values.is_empty() || limit <= 0 {
         return Ok(Vec::new());
     }
-    let mut fold = ScanFold::new(filter, after_row_id, limit);
+    let mut fold = ScanFold::new(filter, &table.name, partition, after_row_id, limit);
     loop {
         let rows = sqlx::query(AssertSqlSafe(sql.scan.clone()))
             .bind(partition)
@@ -330,13 +336,18 @@ pub async fn scan_rows(
                 Some(payload) => Some(StoredRow {
                     row_id: row_id.clone(),
                     server_version: r.try_get(1).map_err(map_err)?,
-                    scopes_json: r.try_get(2).map_err(map_err)?,
+                    scopes_json: stored::read(
+                        Form::Jsonb,
+                        r.try_get(2).map_err(map_err)?,
+                        Shape::Object,
+                    )
+                    .ok_or_else(|| stored::row_corrupt(&table.name, partition, &row_id))?,
                     payload,
                     column_versions: r.try_get(4).map_err(map_err)?,
                 }),
                 None => None,
             };
-            if !fold.add(row_id, row) {
+            if !fold.add(row_id, row)? {
                 return Ok(fold.finish());
             }
         }

@@ -11,15 +11,19 @@
 //! key probe whatever the statistics say: as plain joins, tables not yet
 //! analyzed (every table right after it fills) got a plan that rescanned
 //! the partition's commits for every candidate, 8 ms a page instead of 1.
+//!
+//! Scopes are read in either stored form (`crate::stored`): the jsonb
+//! object, or the jsonb string Bun.SQL hosts wrote before 0.26.4.
 
 use super::conn::map_err;
 use crate::error::Result;
 use crate::model::StoredCommit;
 use crate::scope::ScopeFilter;
-use crate::window::{ChangeRow, WindowFold, WindowQuery};
+use crate::stored::{self, Form, Shape};
+use crate::window::{change_corrupt, ChangeRow, WindowFold, WindowQuery};
 use sqlx::{PgConnection, Row};
 
-const PAGE: &str = "SELECT c.commit_seq, m.actor_id, m.created_at_ms, ch.row_id, ch.op, ch.row_version, ch.scopes::text, ch.payload
+const PAGE: &str = "SELECT c.commit_seq, m.actor_id, m.created_at_ms, ch.row_id, ch.op, ch.row_version, ch.scopes::text, ch.payload, ch.idx
 FROM (SELECT DISTINCT x.commit_seq FROM unnest($7::text[]) AS v(value)
       CROSS JOIN LATERAL (SELECT s.commit_seq FROM sync_change_scopes s
         WHERE s.partition = $1 AND s.tbl = $2 AND s.var = $3 AND s.value = v.value
@@ -62,10 +66,17 @@ pub async fn read_commit_window(
             }
             let row_id: Option<String> = r.try_get(3).map_err(map_err)?;
             let Some(row_id) = row_id else { continue };
-            let scopes_json: String = r.try_get(6).map_err(map_err)?;
-            if !fold.wants(&scopes_json) {
-                continue;
-            }
+            let text: String = r.try_get(6).map_err(map_err)?;
+            let wanted = stored::read(Form::Jsonb, text, Shape::Object)
+                .and_then(|s| fold.wants(&s).map(|w| (s, w)));
+            let scopes_json = match wanted {
+                Some((s, true)) => s,
+                Some((_, false)) => continue,
+                None => {
+                    let idx: i32 = r.try_get(8).map_err(map_err)?;
+                    return Err(change_corrupt(partition, seq, i64::from(idx)));
+                }
+            };
             fold.add(ChangeRow {
                 row_id,
                 op: i64::from(r.try_get::<i16, _>(4).map_err(map_err)?),

@@ -7,6 +7,8 @@ use super::conn::map_err;
 use super::{rows, SqliteEngine};
 use crate::error::Result;
 use crate::model::admin::*;
+use crate::schema::Table;
+use crate::stored::{self, Form, Shape};
 use rusqlite::{params, Connection, OptionalExtension};
 
 const COMMIT_FIELDS: &str =
@@ -109,16 +111,28 @@ pub fn scope_activity(
 
 /// `(serverVersion, scopes JSON)` without reading the payload.
 pub fn row_scopes(
-    conn: &Connection, table_quoted: &str, partition: &str, row_id: &str,
+    conn: &Connection, table: &Table, partition: &str, row_id: &str,
 ) -> Result<Option<(i64, String)>> {
-    conn.prepare_cached(&format!(
-        r#"SELECT "_sync_server_version", "_sync_scopes" FROM {table_quoted} WHERE "_sync_partition" = ?1 AND "_sync_row_id" = ?2"#
-    ))
-    .and_then(|mut st| {
-        st.query_row(params![partition, row_id], |r| Ok((r.get(0)?, r.get(1)?)))
+    let found: Option<(i64, String)> = conn
+        .prepare_cached(&format!(
+            r#"SELECT "_sync_server_version", "_sync_scopes" FROM {} WHERE "_sync_partition" = ?1 AND "_sync_row_id" = ?2"#,
+            table.quoted
+        ))
+        .and_then(|mut st| {
+            st.query_row(params![partition, row_id], |r| {
+                Ok((r.get(0)?, rows::json_text(r, 1)?))
+            })
             .optional()
-    })
-    .map_err(map_err)
+        })
+        .map_err(map_err)?;
+    found
+        .map(|(v, s)| Ok((v, checked_scopes(s, &table.name, partition, row_id)?)))
+        .transpose()
+}
+
+fn checked_scopes(text: String, table: &str, partition: &str, row_id: &str) -> Result<String> {
+    stored::read(Form::Text, text, Shape::Object)
+        .ok_or_else(|| stored::row_corrupt(table, partition, row_id))
 }
 
 pub fn blob_refs(
@@ -155,7 +169,7 @@ impl SqliteEngine {
         &self, partition: &str, table: &str, row_id: &str,
     ) -> Result<Option<(i64, String)>> {
         self.table_sql(table, |t, _| {
-            self.read(|c| row_scopes(c, &t.quoted, partition, row_id))
+            self.read(|c| row_scopes(c, t, partition, row_id))
         })
     }
 
@@ -171,9 +185,8 @@ impl SqliteEngine {
                 let Ok(i) = loaded.schema.index_of(&table) else {
                     continue;
                 };
-                if let Some(scopes_json) =
-                    rows::get_row_scopes(c, &loaded.sql[i], partition, &row_id)?
-                {
+                if let Some(text) = rows::get_row_scopes(c, &loaded.sql[i], partition, &row_id)? {
+                    let scopes_json = checked_scopes(text, &table, partition, &row_id)?;
                     out.push(BlobReferencingRow {
                         table,
                         row_id,

@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::model::{
     Checkpoint, CheckpointDeclaration, ClientCursor, ClientRecord, RegistryEntry, ServeGate,
 };
+use crate::stored::{self, Form};
 use rusqlite::{params, Connection, OptionalExtension};
 
 // ---- registry ---------------------------------------------------------------
@@ -88,7 +89,10 @@ pub fn get_push_result(
     conn.prepare_cached(
         "SELECT result FROM sync_push_results WHERE partition = ?1 AND client_id = ?2 AND client_commit_id = ?3",
     )
-    .and_then(|mut st| st.query_row([partition, client_id, commit_id], |r| r.get(0)).optional())
+    .and_then(|mut st| {
+        st.query_row([partition, client_id, commit_id], |r| super::rows::json_text(r, 0))
+            .optional()
+    })
     .map_err(map_err)
 }
 
@@ -109,6 +113,7 @@ pub fn put_push_result(
 const CLIENT_FIELDS: &str =
     "client_id, actor_id, wire_version, cursor, updated_at_ms, subscriptions";
 
+/// The record as stored; [`stored::client`] checks its subscriptions.
 fn client_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<ClientRecord> {
     Ok(ClientRecord {
         client_id: r.get(0)?,
@@ -116,7 +121,7 @@ fn client_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<ClientRecord> {
         wire_version: r.get(2)?,
         cursor: r.get(3)?,
         updated_at_ms: r.get(4)?,
-        subscriptions_json: r.get(5)?,
+        subscriptions_json: super::rows::json_text(r, 5)?,
     })
 }
 
@@ -127,7 +132,9 @@ pub fn get_client(
         "SELECT {CLIENT_FIELDS} FROM sync_clients WHERE partition = ?1 AND client_id = ?2"
     ))
     .and_then(|mut st| st.query_row([partition, client_id], client_from).optional())
-    .map_err(map_err)
+    .map_err(map_err)?
+    .map(|c| stored::client(Form::Text, c, partition))
+    .transpose()
 }
 
 pub fn list_clients(conn: &Connection, partition: &str) -> Result<Vec<ClientRecord>> {
@@ -137,7 +144,8 @@ pub fn list_clients(conn: &Connection, partition: &str) -> Result<Vec<ClientReco
         ))
         .map_err(map_err)?;
     let rows = st.query_map([partition], client_from).map_err(map_err)?;
-    rows.collect::<rusqlite::Result<_>>().map_err(map_err)
+    rows.map(|c| stored::client(Form::Text, c.map_err(map_err)?, partition))
+        .collect()
 }
 
 pub fn put_client(conn: &Connection, partition: &str, c: &ClientRecord) -> Result<()> {

@@ -14,6 +14,7 @@ use crate::model::StoredRow;
 use crate::model::{Cell as SqlValue, QueryOutput};
 use crate::query::{self, Bind, Prepared, Request, Target, Value};
 use crate::schema::{quote_ident, Table};
+use crate::stored::{self, Form};
 use crate::telemetry::{self, Site, Slow};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ToSql};
@@ -187,7 +188,8 @@ pub fn scan_rows_by_index(
     let rows = st
         .query_map(&*all, |r| rows::row_from(r, 0))
         .map_err(map_err)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(map_err)
+    rows.map(|r| stored::row(Form::Text, r.map_err(map_err)?, &table.name, partition))
+        .collect()
 }
 
 // ---- the rewrite cache ---------------------------------------------------------------

@@ -10,6 +10,7 @@ use super::sql::placeholders;
 use super::SqliteEngine;
 use crate::error::Result;
 use crate::model::reactions::*;
+use crate::stored::{self, Form};
 use rusqlite::{params, Connection, OptionalExtension, ToSql};
 
 const FIELDS: &str = "idempotency_key, type, version, payload, source_client_id, \
@@ -44,12 +45,13 @@ const PRUNABLE: &str =
     "((status = 'completed' AND completed_at_ms IS NOT NULL AND completed_at_ms < ?2) \
 OR (status = 'dead-letter' AND available_at_ms < ?3))";
 
+/// The reaction as stored; [`stored::reaction`] checks its JSON columns.
 fn reaction_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredReaction> {
     Ok(StoredReaction {
         idempotency_key: r.get(0)?,
         kind: r.get(1)?,
         version: r.get(2)?,
-        payload_json: r.get(3)?,
+        payload_json: super::rows::json_text(r, 3)?,
         source_client_id: r.get(4)?,
         source_client_commit_id: r.get(5)?,
         source_commit_seq: r.get(6)?,
@@ -61,7 +63,7 @@ fn reaction_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredReaction> {
         lease_owner: r.get(12)?,
         lease_expires_at_ms: r.get(13)?,
         completed_at_ms: r.get(14)?,
-        last_failure_json: r.get(15)?,
+        last_failure_json: super::rows::json_text_opt(r, 15)?,
     })
 }
 
@@ -110,7 +112,8 @@ created_at_ms, idempotency_key LIMIT ?) RETURNING {FIELDS}",
     let rows = st
         .query_map(args.as_slice(), reaction_from)
         .map_err(map_err)?;
-    rows.collect::<rusqlite::Result<_>>().map_err(map_err)
+    rows.map(|r| stored::reaction(Form::Text, r.map_err(map_err)?, partition))
+        .collect()
 }
 
 fn changed_one(n: usize) -> bool {
@@ -169,7 +172,9 @@ pub fn get(conn: &Connection, partition: &str, key: &str) -> Result<Option<Store
         "SELECT {FIELDS} FROM sync_reactions WHERE partition = ?1 AND idempotency_key = ?2"
     ))
     .and_then(|mut st| st.query_row([partition, key], reaction_from).optional())
-    .map_err(map_err)
+    .map_err(map_err)?
+    .map(|r| stored::reaction(Form::Text, r, partition))
+    .transpose()
 }
 
 /// Newest first. An empty filter list means no filter; `limit` is bound as
@@ -196,7 +201,8 @@ pub fn list(
     let rows = st
         .query_map(args.as_slice(), reaction_from)
         .map_err(map_err)?;
-    rows.collect::<rusqlite::Result<_>>().map_err(map_err)
+    rows.map(|r| stored::reaction(Form::Text, r.map_err(map_err)?, partition))
+        .collect()
 }
 
 /// Deletes at most `limit` aged terminal rows, oldest first, then by key.

@@ -1,7 +1,8 @@
 //! Row tables: point reads, upserts with their projection and scope index,
 //! deletes, tombstones, blob references and scope scans. Every function
 //! takes the connection it runs on, so the same code serves a transaction
-//! (staged writes visible) and a committed-state reader.
+//! (staged writes visible) and a committed-state reader. Stored scopes are
+//! read as JSON objects (`crate::stored`); anything else is corrupt.
 
 use super::conn::{is_constraint, map_err};
 use super::sql::placeholders;
@@ -10,11 +11,14 @@ use crate::error::{Error, Result};
 use crate::model::StoredRow;
 use crate::schema::{quote_ident, Table};
 use crate::scope::{scope_pairs, ScopeFilter};
+use crate::stored::{self, Form};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{params, Connection, OptionalExtension, ToSql};
 
 /// Statement text per row table, built once per loaded schema.
 pub struct TableSql {
+    /// The table's name, for the errors reads report.
+    name: String,
     select_row: String,
     select_scopes: String,
     upsert: String,
@@ -51,6 +55,7 @@ impl TableSql {
             .map(|c| format!("{c} = excluded.{c}"))
             .collect();
         TableSql {
+            name: t.name.clone(),
             select_row: format!(
                 r#"SELECT {ROW_FIELDS} FROM {q} WHERE "_sync_partition" = ?1 AND "_sync_row_id" = ?2"#
             ),
@@ -87,11 +92,30 @@ impl ToSql for Projected<'_> {
     }
 }
 
+/// A JSON column's text. A value that is not TEXT (a BLOB, or NULL in a
+/// NOT NULL column) reads as `""`, which no `stored::Shape` accepts, so it
+/// is reported as corrupt where it is checked.
+pub fn json_text(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<String> {
+    Ok(match r.get_ref(i)? {
+        ValueRef::Text(t) => String::from_utf8(t.to_vec()).unwrap_or_default(),
+        _ => String::new(),
+    })
+}
+
+/// [`json_text`] of a nullable column: NULL is `None`.
+pub fn json_text_opt(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
+    match r.get_ref(i)? {
+        ValueRef::Null => Ok(None),
+        _ => json_text(r, i).map(Some),
+    }
+}
+
+/// The row as stored; [`stored::row`] checks its scopes.
 pub fn row_from(r: &rusqlite::Row<'_>, offset: usize) -> rusqlite::Result<StoredRow> {
     Ok(StoredRow {
         row_id: r.get(offset)?,
         server_version: r.get(offset + 1)?,
-        scopes_json: r.get(offset + 2)?,
+        scopes_json: json_text(r, offset + 2)?,
         payload: r.get(offset + 3)?,
         column_versions: r.get(offset + 4)?,
     })
@@ -103,14 +127,17 @@ pub fn get_row(
     let mut st = conn.prepare_cached(&sql.select_row).map_err(map_err)?;
     st.query_row(params![partition, row_id], |r| row_from(r, 0))
         .optional()
-        .map_err(map_err)
+        .map_err(map_err)?
+        .map(|row| stored::row(Form::Text, row, &sql.name, partition))
+        .transpose()
 }
 
+/// The stored scope text as it is (unchecked: the upsert compares it).
 pub fn get_row_scopes(
     conn: &Connection, sql: &TableSql, partition: &str, row_id: &str,
 ) -> Result<Option<String>> {
     let mut st = conn.prepare_cached(&sql.select_scopes).map_err(map_err)?;
-    st.query_row(params![partition, row_id], |r| r.get(0))
+    st.query_row(params![partition, row_id], |r| json_text(r, 0))
         .optional()
         .map_err(map_err)
 }
@@ -305,7 +332,7 @@ LEFT JOIN {} t ON t."_sync_partition" = ?1 AND t."_sync_row_id" = c.row_id"#,
         )
     };
     let mut st = conn.prepare_cached(&text).map_err(map_err)?;
-    let mut fold = crate::scan::ScanFold::new(filter, after_row_id, limit);
+    let mut fold = crate::scan::ScanFold::new(filter, &table.name, partition, after_row_id, limit);
     let mut after = String::new();
     loop {
         after.clone_from(&fold.after);
@@ -318,9 +345,10 @@ LEFT JOIN {} t ON t."_sync_partition" = ?1 AND t."_sync_row_id" = c.row_id"#,
             while let Some(r) = rows.next().map_err(map_err)? {
                 budget.step()?;
                 let row_id = text_ref(r, 0)?;
+                // Not TEXT (or not UTF-8): "", which the filter reports.
                 let scopes = match r.get_ref(3).map_err(map_err)? {
                     ValueRef::Null => None,
-                    _ => Some(text_ref(r, 2)?),
+                    _ => Some(text_ref(r, 2).unwrap_or("")),
                 };
                 if !fold.offer(row_id, scopes, || {
                     Ok(StoredRow {
@@ -344,7 +372,7 @@ LEFT JOIN {} t ON t."_sync_partition" = ?1 AND t."_sync_row_id" = c.row_id"#,
                     Some(payload) => Some(StoredRow {
                         row_id: row_id.clone(),
                         server_version: r.get(1).map_err(map_err)?,
-                        scopes_json: r.get(2).map_err(map_err)?,
+                        scopes_json: json_text(r, 2).map_err(map_err)?,
                         payload,
                         column_versions: r.get(4).map_err(map_err)?,
                     }),
@@ -355,7 +383,7 @@ LEFT JOIN {} t ON t."_sync_partition" = ?1 AND t."_sync_row_id" = c.row_id"#,
             // SQLite's BINARY collation is byte order, which is str order.
             page.sort_by(|a, b| a.0.cmp(&b.0));
             for (row_id, row) in page {
-                if !fold.add(row_id, row) {
+                if !fold.add(row_id, row)? {
                     return Ok(fold.finish());
                 }
             }

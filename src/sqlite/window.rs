@@ -8,7 +8,7 @@ use super::sql::ValueSet;
 use crate::error::Result;
 use crate::model::StoredCommit;
 use crate::scope::ScopeFilter;
-use crate::window::{ChangeRow, WindowFold};
+use crate::window::{change_corrupt, ChangeRow, WindowFold};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, ToSql};
 
@@ -81,8 +81,17 @@ LEFT JOIN sync_changes ch ON ch.partition = ?1 AND ch.commit_seq = c.commit_seq 
             let change = match r.get_ref(4).map_err(map_err)? {
                 ValueRef::Null => None,
                 _ => {
-                    let scopes = text_at(r, 7)?;
-                    if fold.wants(scopes) {
+                    // TEXT holding an object; anything else is corrupt.
+                    let wanted = match r.get_ref(7).map_err(map_err)? {
+                        ValueRef::Text(t) => std::str::from_utf8(t)
+                            .ok()
+                            .and_then(|s| fold.wants(s).map(|w| (s, w))),
+                        _ => None,
+                    };
+                    let Some((scopes, wanted)) = wanted else {
+                        return Err(change_corrupt(partition, seq, idx));
+                    };
+                    if wanted {
                         Some(ChangeRow {
                             row_id: text_at(r, 4)?.to_owned(),
                             op: int(r, 5)?,

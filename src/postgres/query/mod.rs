@@ -34,6 +34,7 @@ use crate::model::StoredRow;
 use crate::model::{Cell, QueryOutput};
 use crate::query::{self, Bind, Prepared, Request, Value};
 use crate::schema::{quote_ident, Table};
+use crate::stored::{self, Form};
 use crate::telemetry::{self, Site, Slow};
 use sqlx::encode::{Encode, IsNull};
 use sqlx::error::BoxDynError;
@@ -339,12 +340,14 @@ enum IndexBind<'v> {
     Value(&'v Value),
 }
 
-/// The placeholder for one index value, cast to its column's type, and
-/// what to bind.
+/// The comparison with placeholder `$n` for one index value, cast to its
+/// column's type, and what to bind. A `json` column holds either the value
+/// or, written by a Bun.SQL host, a jsonb string of its text
+/// (docs/legacy-forms.md): both match, in one index condition.
 fn index_bind(n: usize, ty: Option<ColumnType>, v: &Value) -> (String, IndexBind<'_>) {
     match (ty, v) {
         (Some(ColumnType::Boolean), Value::Integer(i)) => {
-            (format!("${n}"), IndexBind::Bool(*i != 0))
+            (format!("= ${n}"), IndexBind::Bool(*i != 0))
         }
         (Some(ColumnType::Json), v) => {
             let text = match v {
@@ -353,10 +356,16 @@ fn index_bind(n: usize, ty: Option<ColumnType>, v: &Value) -> (String, IndexBind
                 Value::Real(f) => f.to_string(),
                 _ => String::new(),
             };
-            (format!("${n}::text::jsonb"), IndexBind::Text(text))
+            (
+                format!("IN (${n}::text::jsonb, to_jsonb(${n}::text))"),
+                IndexBind::Text(text),
+            )
         }
-        (Some(ty), v) => (format!("${n}::{}", rows::pg_type(ty)), IndexBind::Value(v)),
-        (None, v) => (format!("${n}"), IndexBind::Value(v)),
+        (Some(ty), v) => (
+            format!("= ${n}::{}", rows::pg_type(ty)),
+            IndexBind::Value(v),
+        ),
+        (None, v) => (format!("= ${n}"), IndexBind::Value(v)),
     }
 }
 
@@ -382,9 +391,9 @@ pub async fn scan_rows_by_index(
                 .iter()
                 .find(|c| &c.name == column)
                 .map(|c| c.def.ty);
-            let (placeholder, bind) = index_bind(binds.len() + 2, ty, v);
+            let (compare, bind) = index_bind(binds.len() + 2, ty, v);
             binds.push(bind);
-            text.push_str(&format!(" AND {} = {placeholder}", quote_ident(column)));
+            text.push_str(&format!(" AND {} {compare}", quote_ident(column)));
         }
     }
     let n = binds.len() + 1;
@@ -407,7 +416,9 @@ pub async fn scan_rows_by_index(
         .fetch_all(&mut *c)
         .await
         .map_err(map_err)?;
-    rows.iter().map(|r| rows::row_from(r, 0)).collect()
+    rows.iter()
+        .map(|r| stored::row(Form::Jsonb, rows::row_from(r, 0)?, &table.name, partition))
+        .collect()
 }
 
 impl PgEngine {
