@@ -42,10 +42,10 @@ async function withClient<T>(schema: string, fn: (c: pg.Client) => Promise<T>): 
   }
 }
 
-/** JSON-comparable: bytes → base64, undefined-valued keys dropped. */
+/** JSON-comparable: bytes → base64, a bigint marked as one, undefined-valued keys dropped. */
 function norm(value: unknown): unknown {
   if (value instanceof Uint8Array) return Buffer.from(value).toString('base64');
-  if (typeof value === 'bigint') return Number(value);
+  if (typeof value === 'bigint') return { bigint: String(value) };
   if (Array.isArray(value)) return value.map(norm);
   if (value !== null && typeof value === 'object') {
     const out: Record<string, unknown> = {};
