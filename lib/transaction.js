@@ -131,6 +131,9 @@ class NativeTransaction {
   }
 
   #fail(err) {
+    // A call cut by the storage's rollback (close, age limit) says so, not
+    // what the engine answered the cut statement (57014, GenericFailure).
+    if (this.#aborted !== undefined) return this.#abortError();
     return code(this.#storage._translate(err));
   }
 
