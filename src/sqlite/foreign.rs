@@ -39,7 +39,9 @@ use std::time::Duration;
 /// How often the storage's thread looks for a second mapping of `-shm`:
 /// every [`INTERVAL`], or less often if one look takes more than 1/[`SHARE`]
 /// of that.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub const INTERVAL: Duration = Duration::from_millis(100);
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 const SHARE: u32 = 50;
 
 /// The code of the refusal.
@@ -353,7 +355,7 @@ mod tests {
     fn a_descriptor_on_the_file_refuses_an_open_unless_a_storage_of_ours_has_it() {
         let (dir, path) = temp("open");
         assert_eq!(code(Registration::before_open(&path)), None);
-        let fd = std::fs::File::open(format!("{path}")).unwrap();
+        let fd = std::fs::File::open(&path).unwrap();
         assert_eq!(code(Registration::before_open(&path)), Some(CODE));
         drop(fd);
         let ours = Registration::before_open(&path).unwrap();
