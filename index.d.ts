@@ -688,6 +688,54 @@ export interface NativeTransaction {
   rollback(): Promise<void>;
 }
 
+// ================================================================ storage.db
+
+/** A value `storage.db` binds: upstream's `SqliteValue` (a boolean binds as 1 or 0). */
+export type SqliteValue = string | number | bigint | boolean | Uint8Array | null;
+
+/** What a statement that ran reports (numbers; `bigint` beyond 2^53). */
+export interface SqliteRunResult {
+  readonly changes: number | bigint;
+  readonly lastInsertRowid: number | bigint;
+}
+
+/**
+ * A statement from `storage.db.query(sql)`. Row values come back as
+ * upstream's drivers give them: INTEGER as a number (a `bigint` beyond
+ * 2^53), REAL as a number, TEXT as a string, BLOB as a `Uint8Array`, NULL
+ * as `null`.
+ */
+export interface SqliteStatement<Row, Params extends readonly SqliteValue[]> {
+  run(...params: Params): SqliteRunResult;
+  /** The first row, or `null`. */
+  get(...params: Params): Row | null;
+  all(...params: Params): Row[];
+}
+
+/**
+ * `storage.db`: upstream's synchronous `SqliteDatabase` on the storage's own
+ * SQLite connection, for `new SqliteSegmentStore(storage.db)`,
+ * `new SqliteBlobStore(storage.db)` and `new SqliteLeaseStore(storage.db)`
+ * (one file, one copy of SQLite). Each call runs at once. A statement made
+ * while a storage transaction is open joins it (durable with its COMMIT,
+ * kept if it rolls back); otherwise it commits on its own, waiting up to
+ * `busyTimeoutMs` for another process's lock. Refused with
+ * `ERR_SYNCULAR_DB_REFUSED`: transaction control (BEGIN, COMMIT, ROLLBACK,
+ * SAVEPOINT, RELEASE) and pragmas that set the connection's behaviour.
+ * Bad values: `ERR_SYNCULAR_INVALID_ARGUMENT` (`undefined` included); SQLite
+ * errors carry their `SQLITE_*` code.
+ */
+export interface NativeSqliteDatabase {
+  exec(sql: string): void;
+  run(sql: string, bindings?: readonly SqliteValue[]): SqliteRunResult;
+  /** Compiles `sql` (one statement) at once; statements are cached by text. */
+  query<Row = Record<string, SqliteValue>, Params extends readonly SqliteValue[] = SqliteValue[]>(
+    sql: string,
+  ): SqliteStatement<Row, Params>;
+  /** Ends this handle (later calls: `ERR_SYNCULAR_CLOSED`); the connection closes with the storage. */
+  close(): void;
+}
+
 // ==================================================================== storage
 
 /**
@@ -703,6 +751,13 @@ export interface NativeTransaction {
 export declare class NativeStorage {
   /** Throws a `TypeError` with code `ERR_SYNCULAR_INVALID_ARGUMENT` for a malformed option. */
   constructor(options?: NativeStorageOptions);
+
+  /**
+   * SQLite engines: the storage's connection for upstream's SQLite segment,
+   * blob and lease stores (see `NativeSqliteDatabase`). A PostgreSQL storage
+   * has none: reading it throws `ERR_SYNCULAR_DB_UNSUPPORTED`.
+   */
+  readonly db: NativeSqliteDatabase;
 
   // ---- schema and partitions
   /** Creates or migrates the row tables; memoized per schema version. */
@@ -840,6 +895,9 @@ export type NativeErrorCode =
   | 'ERR_SYNCULAR_ADDON_MISSING'
   | 'ERR_SYNCULAR_CLOSED'
   | 'ERR_SYNCULAR_CORRUPT_VALUE'
+  | 'ERR_SYNCULAR_DB_REFUSED'
+  | 'ERR_SYNCULAR_DB_UNSUPPORTED'
+  | 'ERR_SYNCULAR_FOREIGN_SQLITE'
   | 'ERR_SYNCULAR_EMPTY_EPOCH'
   | 'ERR_SYNCULAR_INTERNAL'
   | 'ERR_SYNCULAR_MIGRATION_REFUSED'

@@ -14,6 +14,7 @@ const Q = require('./query');
 const R = require('./reactions');
 const { installLogger } = require('./logging');
 const { checkOptions } = require('./options');
+const { defineDb } = require('./db');
 const native = require('./native');
 
 const METHODS = [
@@ -143,6 +144,8 @@ class NativeStorage {
       // Bad options (synchronous, busyTimeoutMs, url): a coded error, not the wire text.
       throw this._translate(err);
     }
+    // The SQLite connection for upstream's SQLite stores (lib/db.js).
+    defineDb(this, () => this.#engine.native.sharedDb(), (err) => this._translate(err));
     for (const name of METHODS) {
       const wrap = SETTLED.has(name) ? settled : guarded;
       const gate = name === 'close' ? OPEN : this.#gate;

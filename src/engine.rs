@@ -83,6 +83,11 @@ pub trait Engine: Send + Sync + 'static {
     /// Rolls back every open transaction at once (the storage is being
     /// dropped without `close`).
     fn abandon_all(&self) {}
+    /// The SQLite engine behind this one, for `storage.db`; `None` on
+    /// engines with no SQLite connection.
+    fn sqlite(&self) -> Option<std::sync::Arc<crate::sqlite::SqliteEngine>> {
+        None
+    }
     fn schema_version(&self) -> i64;
 
     // ---- leases and transactions

@@ -104,3 +104,27 @@ export async function prune(s: LegacyServerStorage): Promise<number> {
   await s.setHorizonSeq('p', 10);
   return s.pruneCommitsThrough('p', 10);
 }
+
+// @syncular/server's synchronous SQLite surface (sqlite-driver.ts), which its
+// SqliteSegmentStore, SqliteBlobStore and SqliteLeaseStore take.
+type SqliteValue = string | number | bigint | boolean | Uint8Array | null;
+interface SqliteRunResult {
+  readonly changes: number | bigint;
+  readonly lastInsertRowid: number | bigint;
+}
+interface SqliteStatement<Row, Params extends readonly SqliteValue[]> {
+  run(...params: Params): SqliteRunResult;
+  get(...params: Params): Row | null;
+  all(...params: Params): Row[];
+}
+interface SqliteDatabase {
+  exec(sql: string): void;
+  run(sql: string, bindings?: readonly SqliteValue[]): SqliteRunResult;
+  query<Row = Record<string, SqliteValue>, Params extends readonly SqliteValue[] = SqliteValue[]>(sql: string): SqliteStatement<Row, Params>;
+  close(): void;
+}
+
+export const storesDb: SqliteDatabase = new NativeStorage({ url: 'sqlite:/var/lib/app/sync.db' }).db;
+export function segmentRow(db: SqliteDatabase): { segment_id: string } | null {
+  return db.query<{ segment_id: string }, [string]>('SELECT segment_id FROM sync_segments WHERE segment_id=?').get('s1');
+}

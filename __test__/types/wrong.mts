@@ -18,3 +18,5 @@ export const b: HostExpectingNullRow = new NativeStorage(); // EXPECT-ERROR
 export const c = new NativeStorage({ synchronous: 'FULL' }); // EXPECT-ERROR
 export const d = new NativeStorage({ url: undefined, queryTimeoutMs: '10s' }); // EXPECT-ERROR
 export const e = new NativeStorage({ logger: { warn(message: string) { void message; } } }); // EXPECT-ERROR
+// storage.db binds SqliteValues only: `undefined` is refused at run time too.
+export const f = new NativeStorage().db.run('INSERT INTO t VALUES (?)', [undefined]); // EXPECT-ERROR

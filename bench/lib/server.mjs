@@ -63,18 +63,19 @@ export async function loadCore(serverPath) {
 /**
  * A sync request context over `storage` for one partition, as a host sets
  * one up per authenticated request: the schema, one actor, a scope resolver
- * allowing project p1, an in-memory segment store. Returns helpers to build
- * request bytes and run them through the handler. `schema` replaces the
- * bench's own (the same `tasks` table with, say, a unique index).
+ * allowing project p1, an in-memory segment store (or `segments`). Returns
+ * helpers to build request bytes and run them through the handler.
+ * `schema` replaces the bench's own (the same `tasks` table with, say, a
+ * unique index).
  */
-export async function createHost(server, core, storage, partition, { schema = serverSchema } = {}) {
+export async function createHost(server, core, storage, partition, { schema = serverSchema, segments } = {}) {
   if (typeof server?.handleSyncRequest !== 'function') throw new Error('--server exports no handleSyncRequest');
   const ctx = {
     partition,
     actorId: ACTOR,
     schema,
     storage,
-    segments: new server.MemorySegmentStore(),
+    segments: segments ?? new server.MemorySegmentStore(),
     resolveScopes: () => ({ project_id: ['p1'] }),
   };
   // The partition's log epoch is fixed up front (as a host's first touch

@@ -10,6 +10,7 @@ mod args;
 mod bytes;
 mod checkpoints;
 mod convert;
+mod db;
 mod forward;
 mod lifecycle;
 mod logging;

@@ -122,7 +122,7 @@ pub struct JsQueryResult(pub QueryOutput);
 
 js_type!(JsQueryResult, "AuthoritativeQueryResult", Object);
 
-unsafe fn cell(env: sys::napi_env, v: SqlValue) -> Result<sys::napi_value> {
+pub(super) unsafe fn cell(env: sys::napi_env, v: SqlValue) -> Result<sys::napi_value> {
     unsafe {
         match v {
             SqlValue::Null => Null::to_napi_value(env, Null),

@@ -81,6 +81,11 @@ impl NativeEngine {
         self.engine.as_deref().expect("engine present until drop")
     }
 
+    /// The SQLite engine behind this storage, for `storage.db`.
+    pub(super) fn sqlite_engine(&self) -> Option<std::sync::Arc<crate::sqlite::SqliteEngine>> {
+        self.engine().sqlite()
+    }
+
     /// Runs one member: `f` converts the arguments and calls the engine.
     /// A panic on the way becomes an error, never an unwind into Node.
     pub(super) fn run<T: Send + 'static>(

@@ -250,7 +250,7 @@ pub fn register(conn: &Connection) -> Result<()> {
 /// The installed authorizer's verdict (see [`register`]).
 pub fn bound_verdict(ctx: &AuthContext<'_>) -> Authorization {
     BOUND.with(|b| match b.borrow_mut().as_mut() {
-        None => Authorization::Allow,
+        None => super::shared::verdict(ctx),
         Some(rules) => {
             let verdict = authorize(ctx, rules);
             if verdict != Authorization::Allow {

@@ -16,6 +16,7 @@ mod checkpointer;
 mod checkpoints;
 pub(crate) mod conn;
 pub(crate) mod engine;
+mod foreign;
 mod isolation;
 mod linear_fns;
 mod log;
@@ -26,6 +27,7 @@ pub mod reactions;
 mod rows;
 mod schema_sync;
 pub mod scratch;
+pub mod shared;
 pub mod sql;
 mod window;
 
@@ -57,6 +59,11 @@ struct Lease {
     member: bool,
     /// Has run a call (see [`SqliteEngine::flush`]).
     used: bool,
+    /// `staged.len()` when the lease began (a member: when its savepoint
+    /// opened) and when its apply savepoint opened: the `db` writes a
+    /// rollback to either undoes (see `shared`).
+    mark: usize,
+    savepoint_mark: usize,
 }
 
 struct Writer {
@@ -69,6 +76,15 @@ struct Writer {
     held: u32,
     /// File databases: WAL checkpoints on a thread of their own.
     checkpointer: Option<checkpointer::Checkpointer>,
+    /// Writes through `storage.db` in the open physical transaction, kept
+    /// until it commits (see `shared`).
+    staged: Vec<shared::Staged>,
+    /// How long a `db` statement on an idle writer waits for another
+    /// process's lock.
+    busy_timeout: Duration,
+    /// File databases: another SQLite library in this process on the file
+    /// (see `foreign`).
+    foreign: Option<foreign::Watch>,
 }
 
 struct Db {
@@ -77,9 +93,24 @@ struct Db {
     /// The configuration the connections opened with (a memory database's
     /// file is its scratch path).
     cfg: Config,
+    /// This file counts as open by this process's SQLite (see `foreign`)
+    /// until the connections above have closed.
+    _open: foreign::Registration,
     /// A memory database's directory: declared last, so it is removed
     /// after the connections above have closed.
     _scratch: Option<scratch::Scratch>,
+}
+
+/// Dropped without `close` (collected): `db` writes staged in a
+/// transaction that never committed run again first.
+impl Drop for Db {
+    fn drop(&mut self) {
+        let w = self.writer.get_mut().unwrap_or_else(|p| p.into_inner());
+        if !w.staged.is_empty() {
+            let _ = conn::exec(&w.conn, "ROLLBACK");
+            shared::replay_fresh(w);
+        }
+    }
 }
 
 /// A schema with the statement text of each of its tables.
@@ -90,6 +121,8 @@ pub struct Held<'a> {
     pub conn: &'a Connection,
     pub partition: Option<&'a str>,
     savepoint: &'a mut bool,
+    savepoint_mark: &'a mut usize,
+    staged: &'a [shared::Staged],
 }
 
 const MAX_IDLE_READERS: usize = 4;
@@ -168,17 +201,27 @@ impl SqliteEngine {
                 (cfg, Some(s))
             }
         };
+        // Before any connection of ours opens: closing one would drop the
+        // locks of another SQLite library that has the file open.
+        let mut open = match (&cfg.location, &scratch) {
+            (Location::File(path), None) => foreign::Registration::before_open(path)?,
+            _ => foreign::Registration::none(),
+        };
         let writer = conn::open_writer(&cfg)?;
-        let checkpointer = match (&cfg.location, &scratch) {
+        let (checkpointer, foreign) = match (&cfg.location, &scratch) {
             (Location::File(path), None) => {
+                open.opened(path);
                 writer
                     .pragma_update(None, "wal_autocheckpoint", checkpointer::BACKSTOP_PAGES)
                     .map_err(map_err)?;
-                Some(checkpointer::Checkpointer::start(path)?)
+                (
+                    Some(checkpointer::Checkpointer::start(path)?),
+                    Some(foreign::Watch::start(path)),
+                )
             }
             // A memory database keeps SQLite's own checkpoints: nothing of
             // it needs to reach a disk, and no thread outlives it.
-            _ => None,
+            _ => (None, None),
         };
         let db = Arc::new(Db {
             writer: Mutex::new(Writer {
@@ -187,9 +230,13 @@ impl SqliteEngine {
                 next_id: 1,
                 held: 0,
                 checkpointer,
+                staged: Vec::new(),
+                busy_timeout: cfg.busy_timeout,
+                foreign,
             }),
             readers: Mutex::new(Vec::new()),
             cfg,
+            _open: open,
             _scratch: scratch,
         });
         *slot = Some(db.clone());
@@ -203,10 +250,12 @@ impl SqliteEngine {
         if let Some(db) = lock(&self.db).take() {
             let mut w = lock(&db.writer);
             // A group's held commits were never acknowledged: they go too.
+            // The `db` writes among them were: they run again.
             if w.lease.take().is_some() || w.held > 0 {
                 let _ = conn::exec(&w.conn, "ROLLBACK");
             }
             w.held = 0;
+            shared::replay_fresh(&mut w);
             // Its connection closes now, before the writer's (see checkpointer).
             w.checkpointer.take();
             lock(&db.readers).clear();
@@ -239,6 +288,8 @@ impl SqliteEngine {
             savepoint: false,
             member,
             used: false,
+            mark: w.staged.len(),
+            savepoint_mark: w.staged.len(),
         });
         id
     }
@@ -264,6 +315,9 @@ impl SqliteEngine {
                 "the write lock is already held by this storage; calls must be queued",
             ));
         }
+        if let Some(f) = w.foreign.as_mut() {
+            f.check()?;
+        }
         if w.held > 0 {
             // A group is open: this lease joins its transaction, which
             // already holds the write lock.
@@ -275,6 +329,7 @@ impl SqliteEngine {
             // failed (see `conn::rollback_after`). End it before anything
             // else runs in it.
             conn::exec(&w.conn, "ROLLBACK").map_err(map_err)?;
+            shared::replay_fresh(&mut w);
         }
         match conn::exec(&w.conn, "BEGIN IMMEDIATE") {
             Ok(()) => Ok(Some(Self::grant(&mut w, partition, false))),
@@ -324,8 +379,8 @@ impl SqliteEngine {
     pub fn unlock(&self, id: u32, commit: bool) -> Result<()> {
         let db = self.db()?;
         let mut w = lock(&db.writer);
-        let member = match &w.lease {
-            Some(l) if l.id == id => l.member,
+        let (member, mark) = match &w.lease {
+            Some(l) if l.id == id => (l.member, l.mark),
             _ if commit => return Err(Error::tx_finished()),
             _ => return Ok(()),
         };
@@ -343,13 +398,17 @@ impl SqliteEngine {
             let undone = conn::exec(&w.conn, sql::ROLLBACK_TO_GROUP_MEMBER)
                 .and_then(|()| conn::exec(&w.conn, sql::RELEASE_GROUP_MEMBER));
             match undone {
-                Ok(()) => Ok(()),
+                Ok(()) => {
+                    shared::replay(&w.conn, &w.staged[mark..]);
+                    Ok(())
+                }
                 Err(e) => Err(Self::abort_group(&mut w, e)),
             }
         } else {
             // A failed ROLLBACK (the engine already rolled back) leaves the
             // connection in autocommit, which is what we want.
             let _ = conn::exec(&w.conn, "ROLLBACK");
+            shared::replay_fresh(&mut w);
             Ok(())
         }
     }
@@ -400,12 +459,15 @@ impl SqliteEngine {
         if lease.used || !lease.member {
             return Ok(false);
         }
+        let mark = lease.mark;
         let undone = conn::exec(&w.conn, sql::ROLLBACK_TO_GROUP_MEMBER)
             .and_then(|()| conn::exec(&w.conn, sql::RELEASE_GROUP_MEMBER));
         if let Err(e) = undone {
             w.lease = None;
             return Err(Self::abort_group(&mut w, e));
         }
+        // `db` writes made since the lease began commit with the group.
+        shared::replay(&w.conn, &w.staged[mark..]);
         let committed = Self::commit_physical(&mut w);
         // The lease keeps its number and now needs the lock for itself.
         // Between COMMIT and BEGIN nothing of ours can take it; another
@@ -415,6 +477,8 @@ impl SqliteEngine {
             Ok(()) => {
                 if let Some(l) = w.lease.as_mut() {
                     l.member = false;
+                    l.mark = 0;
+                    l.savepoint_mark = 0;
                 }
             }
             Err(e) => {
@@ -431,8 +495,11 @@ impl SqliteEngine {
         w.held = 0;
         let _slow = Slow::start(telemetry::SQLITE, "commit", Site::caller()).sql("COMMIT");
         if let Err(e) = conn::exec(&w.conn, "COMMIT") {
-            return Err(conn::rollback_after(&w.conn, map_err(e)));
+            let e = conn::rollback_after(&w.conn, map_err(e));
+            shared::replay_fresh(w);
+            return Err(e);
         }
+        w.staged.clear();
         if let Some(c) = w.checkpointer.as_mut() {
             c.committed();
         }
@@ -444,7 +511,9 @@ impl SqliteEngine {
     fn abort_group(w: &mut Writer, e: rusqlite::Error) -> Error {
         w.held = 0;
         w.lease = None;
-        conn::rollback_after(&w.conn, map_err(e))
+        let e = conn::rollback_after(&w.conn, map_err(e));
+        shared::replay_fresh(w);
+        e
     }
 
     /// Test hook: the writer connection's next COMMIT and/or ROLLBACK fail
@@ -488,6 +557,8 @@ impl SqliteEngine {
             conn: &w.conn,
             partition: lease.partition.as_deref(),
             savepoint: &mut lease.savepoint,
+            savepoint_mark: &mut lease.savepoint_mark,
+            staged: &w.staged,
         })
     }
 
@@ -556,6 +627,7 @@ impl Held<'_> {
         if !*self.savepoint {
             conn::exec(self.conn, sql::SAVEPOINT).map_err(map_err)?;
             *self.savepoint = true;
+            *self.savepoint_mark = self.staged.len();
         }
         Ok(())
     }
@@ -571,6 +643,9 @@ impl Held<'_> {
         conn::exec(self.conn, sql::ROLLBACK_TO_SAVEPOINT).map_err(map_err)?;
         conn::exec(self.conn, sql::RELEASE_SAVEPOINT).map_err(map_err)?;
         *self.savepoint = false;
+        // `db` writes made since the savepoint were the host's, not the
+        // candidate's.
+        shared::replay(self.conn, &self.staged[*self.savepoint_mark..]);
         Ok(())
     }
 }

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-struct Bound<'a>(&'a Value);
+pub(super) struct Bound<'a>(pub(super) &'a Value);
 
 impl ToSql for Bound<'_> {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
@@ -36,7 +36,7 @@ impl ToSql for Bound<'_> {
     }
 }
 
-fn cell(v: ValueRef<'_>) -> SqlValue {
+pub(super) fn cell(v: ValueRef<'_>) -> SqlValue {
     match v {
         ValueRef::Null => SqlValue::Null,
         ValueRef::Integer(i) => SqlValue::Integer(i),
