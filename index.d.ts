@@ -862,12 +862,80 @@ export declare class NativeStorage {
   scopeActivity(partition: string, query: ScopeActivityQuery): Promise<ScopeCommitActivity[]>;
   getRowScopes(partition: string, table: string, rowId: string): Promise<RowScopes | undefined>;
 
+  // ---- operations (docs/operations.md)
+  /** One round trip to the database, not queued behind writes. */
+  ping(): Promise<PingResult>;
+  /** Calls and errors per member, waits, commits, pool and WAL gauges. */
+  stats(): Promise<StorageStats>;
+  /**
+   * SQLite: an online copy of the database into a new file at `path`
+   * (refused when it exists), holding every commit acknowledged before the
+   * call; writes go on meanwhile. PostgreSQL rejects with
+   * `ERR_SYNCULAR_BACKUP_UNSUPPORTED` (use `pg_dump`).
+   */
+  backup(path: string): Promise<void>;
+
   /** Releases the connections. */
   close(): Promise<void>;
 }
 
 /** Factory form of `new NativeStorage(options)`. */
 export declare function createStorage(options?: NativeStorageOptions): NativeStorage;
+
+// ================================================================= operations
+
+/** What this process runs: from `versions()`. */
+export interface Versions {
+  /** This package's version (package.json). */
+  readonly package: string;
+  /** The native addon's crate version. */
+  readonly addon: string;
+  readonly addonProfile: 'release' | 'debug';
+  /** The SQLite library compiled into the addon. */
+  readonly sqlite: string;
+  readonly node: string;
+}
+
+export declare function versions(): Versions;
+
+export interface PingResult {
+  readonly engine: 'sqlite' | 'postgres';
+  /** Milliseconds from the call to the answer. */
+  readonly roundTripMs: number;
+  /** PostgreSQL: `server_version`; SQLite: the library's version. */
+  readonly serverVersion: string;
+}
+
+export interface MemberStats {
+  readonly calls: number;
+  readonly errors: number;
+}
+
+export interface StorageStats {
+  readonly engine: 'sqlite' | 'postgres';
+  /** Members called at least once; transaction members as `tx.<name>`. */
+  readonly members: Readonly<Record<string, MemberStats>>;
+  /** SQLite: waits for the write lock (behind another write of this storage, or another process). */
+  readonly lockWaits: { readonly count: number; readonly totalMs: number } | undefined;
+  /** SQLite: physical commits, the acknowledged transactions they made durable (sum), and the largest group. */
+  readonly groupCommit: { readonly count: number; readonly sum: number; readonly max: number } | undefined;
+  /** PostgreSQL: the pool's connections, and the calls that took one from it. */
+  readonly pool:
+    | { readonly size: number; readonly idle: number; readonly waiting: number; readonly acquires: number; readonly acquireMs: number }
+    | undefined;
+  /** SQLite: the WAL file's size; a file database's checkpoint thread's last lag and passes. */
+  readonly wal:
+    | { readonly bytes: number; readonly checkpointLagFrames: number | undefined; readonly checkpoints: number | undefined }
+    | undefined;
+}
+
+export interface PrometheusOptions {
+  /** Metric name prefix; default `syncular_storage_`. */
+  readonly prefix?: string | undefined;
+}
+
+/** `stats` in the Prometheus text exposition format (labels `engine`, `member`). */
+export declare function toPrometheus(stats: StorageStats, options?: PrometheusOptions): string;
 
 // ===================================================================== errors
 
@@ -893,6 +961,7 @@ export type SyncErrorCode = 'sync.idempotency_cache_miss' | 'sync.schema_not_rea
 export type NativeErrorCode =
   | 'ERR_SYNCULAR_INVALID_ARGUMENT'
   | 'ERR_SYNCULAR_ADDON_MISSING'
+  | 'ERR_SYNCULAR_BACKUP_UNSUPPORTED'
   | 'ERR_SYNCULAR_CLOSED'
   | 'ERR_SYNCULAR_CORRUPT_VALUE'
   | 'ERR_SYNCULAR_DB_REFUSED'

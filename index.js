@@ -4,6 +4,7 @@
 
 const { NativeStorage } = require('./lib/storage');
 const errors = require('./lib/errors');
+const ops = require('./lib/ops');
 
 /** Factory form: `createStorage({ url, errors })`. */
 function createStorage(options) {
@@ -19,3 +20,5 @@ exports.SyncError = errors.SyncError;
 exports.StorageQueryError = errors.StorageQueryError;
 exports.StorageConstraintError = errors.StorageConstraintError;
 exports.DecodeError = errors.DecodeError;
+exports.versions = ops.versions;
+exports.toPrometheus = ops.toPrometheus;

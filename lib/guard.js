@@ -8,6 +8,9 @@
 
 const CODE = 'ERR_SYNCULAR_INVALID_ARGUMENT';
 
+/** See settled(); the counter of the member running now. */
+const CURRENT = Symbol('syncular.currentCounter');
+
 // Strings cross into native code as UTF-8, where a lone UTF-16 surrogate
 // becomes U+FFFD: '\uD800' and '\uFFFD' would name the same partition or
 // row. Every string argument, and every string inside an argument's
@@ -84,20 +87,35 @@ function closedError(member) {
  * passed on for the engine to interpret. Once `gate.closed`, every call is
  * refused with ERR_SYNCULAR_CLOSED before anything runs.
  */
-function guarded(fn, self, member, partition, gate) {
+function guarded(fn, self, member, partition, gate, counter) {
+  const failed = (err) => {
+    counter.errors++;
+    throw code(err);
+  };
+  const refuse = (err) => {
+    counter.errors++;
+    return Promise.reject(err);
+  };
   return function (...args) {
-    if (gate.closed) return Promise.reject(closedError(member));
-    if (partition && typeof args[0] !== 'string') return Promise.reject(partitionError(member));
+    counter.calls++;
+    if (gate.closed) return refuse(closedError(member));
+    if (partition && typeof args[0] !== 'string') return refuse(partitionError(member));
     try {
       for (let i = 0; i < args.length; i++) {
-        if (malformed(args[i], DEPTH)) return Promise.reject(surrogateError());
+        if (malformed(args[i], DEPTH)) return refuse(surrogateError());
       }
     } catch (err) {
       // a getter of the argument threw while it was checked
-      return Promise.reject(code(err));
+      return refuse(code(err));
     }
-    const out = fn.apply(self, args);
-    return out instanceof Promise ? out.catch(coded) : out;
+    let out;
+    try {
+      out = fn.apply(self, args);
+    } catch (err) {
+      counter.errors++;
+      throw err;
+    }
+    return out instanceof Promise ? out.catch(failed) : out;
   };
 }
 
@@ -106,19 +124,30 @@ function guarded(fn, self, member, partition, gate) {
  * coded errors (the transaction's): only a synchronous throw is left to
  * turn into a rejection. No rest parameters and no extra promise per call:
  * this sits on the push path. The methods it wraps take at most six
- * arguments and never read `arguments.length`.
+ * arguments and never read `arguments.length`. `counter` counts the call;
+ * `self[CURRENT]` names it to the code that settles the promise, which
+ * counts a failure there (see ops.js).
  */
-function settled(fn, self, member, partition, gate) {
+function settled(fn, self, member, partition, gate, counter) {
   return function (a, b, c, d, e, f) {
-    if (gate !== undefined && gate.closed) return Promise.reject(closedError(member));
-    if (partition && typeof a !== 'string') return Promise.reject(partitionError(member));
+    counter.calls++;
+    self[CURRENT] = counter;
+    if (gate !== undefined && gate.closed) {
+      counter.errors++;
+      return Promise.reject(closedError(member));
+    }
+    if (partition && typeof a !== 'string') {
+      counter.errors++;
+      return Promise.reject(partitionError(member));
+    }
     try {
       checkText(a, b, c, d, e, f);
       return fn.call(self, a, b, c, d, e, f);
     } catch (err) {
+      counter.errors++;
       return Promise.reject(code(err));
     }
   };
 }
 
-module.exports = { guarded, settled, code, checkText, closedError };
+module.exports = { guarded, settled, code, checkText, closedError, CURRENT };

@@ -7,8 +7,9 @@
 
 const { resolveErrorClasses, translate, invalidArgument, queryError, syncError, WIRE_PREFIX } = require('./errors');
 const { Engine } = require('./engine');
-const { NativeTransaction } = require('./transaction');
-const { guarded, settled, code, checkText, closedError } = require('./guard');
+const { NativeTransaction, TX_METHODS } = require('./transaction');
+const { guarded, settled, code, checkText, closedError, CURRENT } = require('./guard');
+const ops = require('./ops');
 const V = require('./values');
 const Q = require('./query');
 const R = require('./reactions');
@@ -66,6 +67,9 @@ const METHODS = [
   'getRowScopes',
   'listRowsReferencingBlob',
   'listReferencedBlobIds',
+  'ping',
+  'stats',
+  'backup',
   'close',
 ];
 
@@ -75,7 +79,7 @@ const SETTLED = new Set(['getRow', 'getPushResult', 'getClientRecord', 'putClien
 
 // Members whose first argument is not a partition; every other member's
 // must be a string (ERR_SYNCULAR_INVALID_ARGUMENT otherwise).
-const UNPARTITIONED = new Set(['ensureSchema', 'listPartitionRegistry', 'listPartitions', 'close']);
+const UNPARTITIONED = new Set(['ensureSchema', 'listPartitionRegistry', 'listPartitions', 'ping', 'stats', 'backup', 'close']);
 
 /** The gate of close() itself, which is never refused. */
 const OPEN = Object.freeze({ closed: false });
@@ -99,6 +103,12 @@ function rollbackQuietly(native, lease) {
   }
   done();
   return undefined;
+}
+
+/** A rejection with `err` coded, counted on `counter` (see guard.settled). */
+function refuse(counter, err) {
+  if (counter !== undefined) counter.errors++;
+  return Promise.reject(code(err));
 }
 
 function clientOrUndefined(c) {
@@ -127,6 +137,8 @@ class NativeStorage {
   #txWarnMs;
   #txTimeoutMs;
   #watch;
+  /** Calls and errors per member (stats()); the transactions' in `_txCounts`. */
+  #counts = ops.counters(METHODS);
 
   constructor(options) {
     const url = checkOptions(options);
@@ -138,6 +150,8 @@ class NativeStorage {
     this.#drainMs = msOption('closeDrainMs', options.closeDrainMs, DEFAULT_DRAIN_MS);
     this.#txWarnMs = msOption('transactionWarnMs', options.transactionWarnMs, DEFAULT_TX_WARN_MS);
     this.#txTimeoutMs = msOption('transactionTimeoutMs', options.transactionTimeoutMs, 0);
+    this._txCounts = ops.counters(TX_METHODS);
+    this[CURRENT] = undefined;
     try {
       this.#engine = new Engine(url, options);
     } catch (err) {
@@ -149,11 +163,12 @@ class NativeStorage {
     for (const name of METHODS) {
       const wrap = SETTLED.has(name) ? settled : guarded;
       const gate = name === 'close' ? OPEN : this.#gate;
-      this[name] = wrap(NativeStorage.prototype[name], this, name, !UNPARTITIONED.has(name), gate);
+      this[name] = wrap(NativeStorage.prototype[name], this, name, !UNPARTITIONED.has(name), gate, this.#counts[name]);
     }
     // The host ensures the schema on every request: once this version is
     // in place, answer before the argument check walks the whole schema.
     const ensure = this.ensureSchema;
+    const ensureCount = this.#counts.ensureSchema;
     this.ensureSchema = (schema, checkpoints) => {
       if (this.#ensuredVersion !== undefined && !this.#gate.closed && schema !== null && typeof schema === 'object') {
         let version;
@@ -162,7 +177,10 @@ class NativeStorage {
         } catch {
           // a hostile getter: the full path reports it
         }
-        if (version === this.#ensuredVersion) return Promise.resolve();
+        if (version === this.#ensuredVersion) {
+          ensureCount.calls++;
+          return Promise.resolve();
+        }
       }
       return ensure(schema, checkpoints);
     };
@@ -200,12 +218,20 @@ class NativeStorage {
 
   /** A read settled as a promise of `out(result)`. */
   #readThen(fn, out) {
+    const counter = this.#current();
     try {
       const v = this.#settle(() => this.#engine.read(fn));
-      return v instanceof Promise ? v.then(out).catch((err) => Promise.reject(code(err))) : Promise.resolve(out(v));
+      return v instanceof Promise ? v.then(out).catch((err) => refuse(counter, err)) : Promise.resolve(out(v));
     } catch (err) {
-      return Promise.reject(code(err));
+      return refuse(counter, err);
     }
+  }
+
+  /** The counter of the settled member running now (see guard.settled). */
+  #current() {
+    const counter = this[CURRENT];
+    this[CURRENT] = undefined;
+    return counter;
   }
 
   /**
@@ -230,14 +256,15 @@ class NativeStorage {
 
   /** A storage-level write settled as one promise of `out(result)` (or the result). */
   #writeThen(fn, out) {
+    const counter = this.#current();
     try {
       const v = this.#settle(() => this.#engine.write(fn));
       if (v instanceof Promise) {
-        return (out === undefined ? v : v.then(out)).catch((err) => Promise.reject(code(err)));
+        return (out === undefined ? v : v.then(out)).catch((err) => refuse(counter, err));
       }
       return Promise.resolve(out === undefined ? v : out(v));
     } catch (err) {
-      return Promise.reject(code(err));
+      return refuse(counter, err);
     }
   }
 
@@ -618,6 +645,51 @@ class NativeStorage {
 
   async listReferencedBlobIds(partition) {
     return this.#read((n) => n.listReferencedBlobIds(partition));
+  }
+
+  // ---- operations (docs/operations.md) ------------------------------------------
+
+  /** One round trip to the database (not queued behind writes). */
+  async ping() {
+    const started = performance.now();
+    const serverVersion = await this.#settle(() => this.#engine.native.ping());
+    return { engine: this.#engine.native.kind, roundTripMs: performance.now() - started, serverVersion };
+  }
+
+  /** Plain numbers: calls and errors per member, waits, commits, pool and WAL. */
+  async stats() {
+    const n = this.#engine.native;
+    const e = this.#settle(() => n.engineStats());
+    const q = this.#engine.queue;
+    const out = {
+      engine: n.kind,
+      members: ops.snapshot(this.#counts, this._txCounts),
+      lockWaits: undefined,
+      groupCommit: undefined,
+      pool: undefined,
+      wal: undefined,
+    };
+    if (q.exclusive) {
+      out.lockWaits = { count: q.waits.count + e.lockWaits, totalMs: q.waits.totalMs + e.lockWaitMs };
+      out.groupCommit = { ...q.commits };
+    }
+    if (e.poolSize !== undefined && e.poolSize !== null) {
+      out.pool = { size: e.poolSize, idle: e.poolIdle, waiting: e.poolWaiting, acquires: e.poolWaits, acquireMs: e.poolWaitMs };
+    }
+    if (e.walBytes !== undefined && e.walBytes !== null) {
+      out.wal = { bytes: e.walBytes, checkpointLagFrames: e.checkpointLagFrames ?? undefined, checkpoints: e.checkpoints ?? undefined };
+    }
+    return out;
+  }
+
+  /**
+   * SQLite: an online copy of the database into a new file at `path`,
+   * holding every commit acknowledged before the call; writes go on
+   * meanwhile. PostgreSQL refuses (use pg_dump; docs/operations.md).
+   */
+  async backup(path) {
+    if (typeof path !== 'string' || path.length === 0) throw invalidArgument('backup: path must be a non-empty string');
+    await this.#read((n) => n.backup(path));
   }
 
   /**

@@ -8,7 +8,7 @@
 // costs a promise and a tick.
 
 const { invalidArgument, withCode } = require('./errors');
-const { settled, code, closedError } = require('./guard');
+const { settled, code, closedError, CURRENT } = require('./guard');
 const { RowCache, MISS } = require('./row-cache');
 const V = require('./values');
 const Q = require('./query');
@@ -89,8 +89,10 @@ class NativeTransaction {
     abandoned.register(this, { native, id: lease.id, release: lease.release, storage, handle }, this);
     // Own, writable methods: hosts and tests wrap or replace them. Each
     // notes its name, for the storage's warning about a transaction left open.
+    const counts = storage._txCounts;
+    this[CURRENT] = undefined;
     for (const name of METHODS) {
-      const member = settled(NativeTransaction.prototype[name], this);
+      const member = settled(NativeTransaction.prototype[name], this, name, false, undefined, counts[name]);
       this[name] = function (a, b, c, d, e, f) {
         handle.last = name;
         return member(a, b, c, d, e, f);
@@ -142,41 +144,54 @@ class NativeTransaction {
    * settles with `out(result)` (or the result); errors translated and coded.
    */
   #call(fn, out) {
-    if (this.#aborted !== undefined) return Promise.reject(this.#abortError());
+    // The member's counter (see guard.settled); undefined in internal calls.
+    const counter = this[CURRENT];
+    this[CURRENT] = undefined;
+    if (this.#aborted !== undefined) return this.#refuse(counter, this.#abortError());
     if (this.#finished) {
-      return Promise.reject(withCode(new Error('transaction already finished'), 'ERR_SYNCULAR_TX_FINISHED'));
+      return this.#refuse(counter, withCode(new Error('transaction already finished'), 'ERR_SYNCULAR_TX_FINISHED'));
     }
     if (this.#pending === 0) {
       let v;
       try {
         v = fn(this.#native, this.#id);
       } catch (err) {
-        return Promise.reject(this.#fail(err));
+        return this.#refuse(counter, this.#fail(err));
       }
-      if (v instanceof Promise) return this.#later(v, out);
+      if (v instanceof Promise) return this.#later(v, out, counter);
       if (out === undefined) return Promise.resolve(v);
       try {
         return Promise.resolve(out(v));
       } catch (err) {
-        return Promise.reject(code(err));
+        return this.#refuse(counter, code(err));
       }
     }
     return this.#later(
       this.#tail.then(() => fn(this.#native, this.#id)),
       out,
+      counter,
     );
   }
 
+  #refuse(counter, err) {
+    if (counter !== undefined) counter.errors++;
+    return Promise.reject(err);
+  }
+
   /** A call answering later: the next calls wait until it settles. */
-  #later(run, out) {
+  #later(run, out, counter) {
     this.#pending++;
     const settled = run.then(noop, noop);
     this.#tail = settled;
     settled.then(() => {
       this.#pending--;
     });
-    const translated = run.catch((err) => Promise.reject(this.#fail(err)));
-    return out === undefined ? translated : translated.then(out).catch((err) => Promise.reject(code(err)));
+    if (out === undefined) return run.catch((err) => this.#refuse(counter, this.#fail(err)));
+    return run
+      .then(out, (err) => {
+        throw this.#fail(err);
+      })
+      .catch((err) => this.#refuse(counter, code(err)));
   }
 
   getRow(table, rowId) {
@@ -384,4 +399,4 @@ function orUndefined(v) {
   return v ?? undefined;
 }
 
-module.exports = { NativeTransaction };
+module.exports = { NativeTransaction, TX_METHODS: METHODS };

@@ -52,6 +52,17 @@ class WriteQueue {
     this.group = null;
     /** close()'s drain is over: a write still in line is refused, not run. */
     this.killed = false;
+    /** For stats(): leases that waited in line, and physical commits. */
+    this.waits = { count: 0, totalMs: 0 };
+    this.commits = { count: 0, sum: 0, max: 0 };
+  }
+
+  /** A physical commit made `n` acknowledged leases durable. */
+  #durable(n) {
+    const c = this.commits;
+    c.count++;
+    c.sum += n;
+    if (n > c.max) c.max = n;
   }
 
   /** Resolves with `{ id, release, commit }` once the engine granted a lease. */
@@ -115,7 +126,13 @@ class WriteQueue {
         return Promise.reject(err);
       }
     }
-    return entry.previous.then(() => this.native.begin(partition)).then(granted, failed);
+    const queuedAt = performance.now();
+    const begin = () => {
+      this.waits.count++;
+      this.waits.totalMs += performance.now() - queuedAt;
+      return this.native.begin(partition);
+    };
+    return entry.previous.then(begin).then(granted, failed);
   }
 
   /**
@@ -147,9 +164,11 @@ class WriteQueue {
       entry.release();
       throw err;
     }
+    const size = group === null ? 1 : group.acks.length + 1;
     if (out instanceof Promise) {
       return out.then(
         (v) => {
+          this.#durable(size);
           this.#settleGroup(group);
           entry.release();
           return v;
@@ -161,6 +180,7 @@ class WriteQueue {
         },
       );
     }
+    this.#durable(size);
     this.#settleGroup(group);
     entry.release();
     return out;
@@ -214,13 +234,18 @@ class WriteQueue {
       // Not an engine with groups today; settle when it answers.
       this.#takeGroup();
       done.then(
-        () => this.#settleGroup(group),
+        () => {
+          if (group !== null && group.acks.length > 0) this.#durable(group.acks.length);
+          this.#settleGroup(group);
+        },
         (err) => this.#settleGroup(group, err),
       );
       return;
     }
-    if (done) this.#settleGroup(this.#takeGroup());
-    else this.#arm(group);
+    if (done) {
+      if (group !== null && group.acks.length > 0) this.#durable(group.acks.length);
+      this.#settleGroup(this.#takeGroup());
+    } else this.#arm(group);
   }
 
   #settleGroup(group, err) {

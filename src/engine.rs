@@ -90,6 +90,20 @@ pub trait Engine: Send + Sync + 'static {
     }
     fn schema_version(&self) -> i64;
 
+    // ---- operations (health, metrics, backup: `docs/operations.md`)
+    /// One round trip to the database; answers the server's version
+    /// (SQLite: the linked library's, read on a reader connection).
+    fn ping(&self) -> Call<String>;
+    /// The engine's own numbers, read without touching the database.
+    fn stats(&self) -> EngineStats;
+    /// An online copy of the database into a new file at `path`.
+    fn backup(&self, _path: String) -> Call<()> {
+        Call::Now(Err(crate::Error::plain(
+            "ERR_SYNCULAR_BACKUP_UNSUPPORTED",
+            "backup() copies the embedded SQLite database; back up PostgreSQL with pg_dump (see docs/operations.md)",
+        )))
+    }
+
     // ---- leases and transactions
     fn begin(&self, partition: Option<String>) -> Call<u32>;
     fn unlock(&self, lease: u32, commit: bool) -> Call<()>;
@@ -268,6 +282,27 @@ pub trait Engine: Send + Sync + 'static {
     ) -> Call<bool>;
     fn tx_enqueue_reactions(&self, lease: u32, reactions: Vec<NewReaction>) -> Call<()>;
     fn tx_prefetch_rows(&self, lease: u32, table: String, row_ids: Vec<String>) -> Call<Prefetch>;
+}
+
+/// What [`Engine::stats`] reads: counters kept with relaxed atomics on the
+/// paths that wait, and gauges of the pool or the WAL. `None`: the engine
+/// has no such thing.
+#[derive(Debug, Default, Clone)]
+pub struct EngineStats {
+    /// SQLite: waits for the write lock held by another process.
+    pub lock_waits: u64,
+    pub lock_wait_micros: u64,
+    /// PostgreSQL: calls that found none of the storage's idle
+    /// connections and took one from the pool (opening it, or waiting).
+    pub pool_waits: u64,
+    pub pool_wait_micros: u64,
+    pub pool_size: Option<u32>,
+    pub pool_idle: Option<u32>,
+    pub pool_waiting: Option<u32>,
+    pub wal_bytes: Option<u64>,
+    /// WAL frames the last checkpoint pass left uncopied.
+    pub checkpoint_lag_frames: Option<i64>,
+    pub checkpoints: Option<u64>,
 }
 
 /// What a host may configure, engine-neutral; each engine reads its part.

@@ -561,6 +561,29 @@ pub fn busy_retry(
     );
 }
 
+/// Lock waits of one storage, counted whether or not anything logs: a
+/// clock read and two relaxed adds, on paths that wait anyway.
+#[derive(Debug, Default)]
+pub struct Waits {
+    count: std::sync::atomic::AtomicU64,
+    micros: std::sync::atomic::AtomicU64,
+}
+
+impl Waits {
+    pub fn record(&self, waited: Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.count.fetch_add(1, Relaxed);
+        self.micros
+            .fetch_add(waited.as_micros().min(u64::MAX as u128) as u64, Relaxed);
+    }
+
+    /// `(count, total microseconds)`.
+    pub fn read(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.count.load(Relaxed), self.micros.load(Relaxed))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

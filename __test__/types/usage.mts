@@ -4,6 +4,9 @@
 import {
   NativeStorage,
   createStorage,
+  versions,
+  toPrometheus,
+  type StorageStats,
   DecodeError,
   StorageConstraintError,
   StorageQueryError,
@@ -77,3 +80,16 @@ export function describe(err: unknown): ErrorCode | undefined {
 }
 
 export const timeout: ErrorCode = 'ERR_SYNCULAR_QUERY_TIMEOUT';
+
+export async function operations(storage: NativeStorage): Promise<string> {
+  const v: string = versions().sqlite;
+  const ping = await storage.ping();
+  const engine: 'sqlite' | 'postgres' = ping.engine;
+  const ms: number = ping.roundTripMs;
+  const stats: StorageStats = await storage.stats();
+  const calls: number | undefined = stats.members['tx.upsertRow']?.calls;
+  const idle: number | undefined = stats.pool?.idle;
+  await storage.backup('/backups/sync.db');
+  void [v, engine, ms, calls, idle];
+  return toPrometheus(stats, { prefix: 'app_' });
+}

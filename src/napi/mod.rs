@@ -14,6 +14,7 @@ mod db;
 mod forward;
 mod lifecycle;
 mod logging;
+mod ops;
 mod packed;
 mod query;
 mod reactions;

@@ -86,6 +86,10 @@ impl NativeEngine {
         self.engine().sqlite()
     }
 
+    pub(super) fn with_engine<T>(&self, f: impl FnOnce(&dyn Engine) -> T) -> T {
+        f(self.engine())
+    }
+
     /// Runs one member: `f` converts the arguments and calls the engine.
     /// A panic on the way becomes an error, never an unwind into Node.
     pub(super) fn run<T: Send + 'static>(

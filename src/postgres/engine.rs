@@ -49,6 +49,14 @@ impl Engine for Arc<PgEngine> {
         PgEngine::abandon_all(self)
     }
 
+    fn ping(&self) -> Call<String> {
+        pg!(self, |e| e.ping().await)
+    }
+
+    fn stats(&self) -> crate::engine::EngineStats {
+        PgEngine::stats(self)
+    }
+
     fn schema_version(&self) -> i64 {
         self.writer_version()
     }

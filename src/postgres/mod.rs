@@ -76,6 +76,8 @@ pub struct PgEngine {
     query: query::State,
     /// Connections between calls (see [`Idle`]).
     idle: Mutex<Idle>,
+    /// Calls that took a connection from sqlx's pool.
+    pool_waits: telemetry::Waits,
 }
 
 /// Runs `$body` with `$c: &mut PgConnection` on a pool connection
@@ -290,6 +292,7 @@ impl PgEngine {
             },
             query: query::State::default(),
             idle: Mutex::new(Idle::default()),
+            pool_waits: Default::default(),
         }
     }
 
@@ -331,7 +334,9 @@ impl PgEngine {
         &self, pool: &PgPool, _waiting: Waiting<'_>,
     ) -> Result<PoolConnection<Postgres>> {
         let waited = telemetry::pool_wait_started();
+        let started = std::time::Instant::now();
         let conn = pool.acquire().await.map_err(map_err);
+        self.pool_waits.record(started.elapsed());
         telemetry::pool_waited(waited, telemetry::POSTGRES, pool.size(), pool.num_idle());
         conn
     }
@@ -365,6 +370,37 @@ impl PgEngine {
     /// its last statement ended cleanly (`healthy`) and nobody waits on
     /// the pool; otherwise handed to the pool (which pings it, or closes
     /// it when marked so).
+    /// `SELECT current_setting('server_version')` through the pool.
+    pub async fn ping(&self) -> Result<String> {
+        read!(self, |c| {
+            sqlx::query_scalar::<_, String>("SELECT current_setting('server_version')")
+                .fetch_one(&mut *c)
+                .await
+                .map_err(map_err)
+        })
+    }
+
+    /// The pool's gauges and the wait counters; touches no connection.
+    pub fn stats(&self) -> crate::engine::EngineStats {
+        let (pool_waits, pool_wait_micros) = self.pool_waits.read();
+        let mut out = crate::engine::EngineStats {
+            pool_waits,
+            pool_wait_micros,
+            pool_size: Some(0),
+            pool_idle: Some(0),
+            pool_waiting: Some(0),
+            ..Default::default()
+        };
+        if let Some(pool) = self.pool.get() {
+            let idle = lock(&self.idle);
+            // The storage's own idle list holds connections sqlx counts as in use.
+            out.pool_size = Some(pool.size());
+            out.pool_idle = Some((pool.num_idle() + idle.conns.len()) as u32);
+            out.pool_waiting = Some(idle.waiting as u32);
+        }
+        out
+    }
+
     pub(crate) fn recycle(&self, conn: PoolConnection<Postgres>, healthy: bool) {
         if healthy && !self.is_closed() {
             let mut idle = lock(&self.idle);

@@ -12,7 +12,9 @@
 use super::conn::map_err;
 use crate::error::Result;
 use rusqlite::{Connection, OpenFlags};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::Arc;
 
 /// Commits between checkpoint requests: about SQLite's default of 1000
 /// pages for pushes that write a few pages each.
@@ -26,6 +28,20 @@ pub const EVERY: u32 = 64;
 /// pages (16 MB of 4 KiB pages) also keeps the WAL index to one hash
 /// segment, so page lookups of reads do not grow with it.
 pub const BACKSTOP_PAGES: u32 = 4000;
+
+/// What the thread's passes did, for `stats()`.
+#[derive(Debug, Default)]
+pub struct Progress {
+    passes: AtomicU64,
+    lag: AtomicI64,
+}
+
+impl Progress {
+    /// Passes run, and the WAL frames the last one left uncopied.
+    pub fn read(&self) -> (u64, i64) {
+        (self.passes.load(Relaxed), self.lag.load(Relaxed))
+    }
+}
 
 pub struct Checkpointer {
     wake: Option<SyncSender<()>>,
@@ -48,7 +64,7 @@ impl Drop for Checkpointer {
 impl Checkpointer {
     /// Starts the thread for the database file at `path`. It exits when
     /// the checkpointer is dropped (with the writer).
-    pub fn start(path: &str) -> Result<Checkpointer> {
+    pub fn start(path: &str, progress: Arc<Progress>) -> Result<Checkpointer> {
         let (wake, asked) = sync_channel::<()>(1);
         let path = path.to_owned();
         let thread = std::thread::Builder::new()
@@ -67,8 +83,13 @@ impl Checkpointer {
                     // pushes it can catch up, and the WAL then restarts.
                     for _ in 0..3 {
                         match passive(c) {
-                            Ok(true) => break,
-                            Ok(false) => {}
+                            Ok((log, copied)) => {
+                                progress.passes.fetch_add(1, Relaxed);
+                                progress.lag.store((log - copied).max(0), Relaxed);
+                                if log >= 0 && copied >= log {
+                                    break;
+                                }
+                            }
                             Err(_) => {
                                 conn = None;
                                 break;
@@ -99,12 +120,10 @@ impl Checkpointer {
     }
 }
 
-/// One PASSIVE checkpoint; true when every frame of the WAL was copied.
-fn passive(c: &Connection) -> rusqlite::Result<bool> {
+/// One PASSIVE checkpoint: the WAL's frames, and how many are copied.
+fn passive(c: &Connection) -> rusqlite::Result<(i64, i64)> {
     c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-        let log: i64 = r.get(1)?;
-        let copied: i64 = r.get(2)?;
-        Ok(log >= 0 && copied >= log)
+        Ok((r.get(1)?, r.get(2)?))
     })
 }
 

@@ -60,6 +60,19 @@ impl Engine for Arc<SqliteEngine> {
         self.writer_version()
     }
 
+    fn ping(&self) -> Call<String> {
+        SqliteEngine::ping(self).into()
+    }
+
+    fn stats(&self) -> crate::engine::EngineStats {
+        SqliteEngine::stats(self)
+    }
+
+    fn backup(&self, path: String) -> Call<()> {
+        let engine = Arc::clone(self);
+        blocking(move || SqliteEngine::backup(&engine, &path))
+    }
+
     fn begin(&self, partition: Option<String>) -> Call<u32> {
         match self.try_lock(partition.as_deref()) {
             Ok(Some(id)) => Call::Now(Ok(id)),

@@ -12,6 +12,7 @@
 //! call's staged rows.
 
 pub mod admin;
+mod backup;
 mod checkpointer;
 mod checkpoints;
 pub(crate) mod conn;
@@ -96,6 +97,8 @@ struct Db {
     /// This file counts as open by this process's SQLite (see `foreign`)
     /// until the connections above have closed.
     _open: foreign::Registration,
+    /// File databases: what the checkpoint thread did.
+    progress: Option<Arc<checkpointer::Progress>>,
     /// A memory database's directory: declared last, so it is removed
     /// after the connections above have closed.
     _scratch: Option<scratch::Scratch>,
@@ -166,6 +169,8 @@ pub struct SqliteEngine {
     scratch_owner: u64,
     /// Registered queries' rewrites (see `query::RewriteCache`).
     rewrites: query::RewriteCache,
+    /// Waits for the write lock held by another process.
+    waits: telemetry::Waits,
 }
 
 impl SqliteEngine {
@@ -177,6 +182,7 @@ impl SqliteEngine {
             closed: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             scratch_owner: scratch::this_thread(),
             rewrites: Default::default(),
+            waits: Default::default(),
         }
     }
 
@@ -208,14 +214,16 @@ impl SqliteEngine {
             _ => foreign::Registration::none(),
         };
         let writer = conn::open_writer(&cfg)?;
-        let (checkpointer, foreign) = match (&cfg.location, &scratch) {
-            (Location::File(path), None) => {
+        let progress = matches!((&cfg.location, &scratch), (Location::File(_), None))
+            .then(Arc::<checkpointer::Progress>::default);
+        let (checkpointer, foreign) = match (&cfg.location, &progress) {
+            (Location::File(path), Some(progress)) => {
                 open.opened(path);
                 writer
                     .pragma_update(None, "wal_autocheckpoint", checkpointer::BACKSTOP_PAGES)
                     .map_err(map_err)?;
                 (
-                    Some(checkpointer::Checkpointer::start(path)?),
+                    Some(checkpointer::Checkpointer::start(path, progress.clone())?),
                     Some(foreign::Watch::start(path)),
                 )
             }
@@ -237,6 +245,7 @@ impl SqliteEngine {
             readers: Mutex::new(Vec::new()),
             cfg,
             _open: open,
+            progress,
             _scratch: scratch,
         });
         *slot = Some(db.clone());
@@ -368,6 +377,7 @@ impl SqliteEngine {
             pause = (pause * 2).min(Duration::from_millis(20));
         };
         telemetry::lock_waited(waited, telemetry::SQLITE, partition);
+        self.waits.record(started.elapsed());
         out
     }
 
