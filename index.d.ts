@@ -990,7 +990,12 @@ export type NativeErrorCode =
  * through: `SQLITE_*` result-code names, PostgreSQL SQLSTATEs (five
  * characters), `PG_ERROR`, `PG_POOL_TIMEOUT` and `PG_CONNECTION` (the
  * connection to PostgreSQL failed inside a transaction; the connection is
- * closed).
+ * closed). Opening the pool: `PG_CONNECT_REFUSED`, `PG_CONNECT_FAILED`
+ * (unreachable, unknown host) and `PG_CONNECT_TIMEOUT`, or the server's
+ * SQLSTATE when it rejected the login (`28P01`, `28000`, `3D000`), each
+ * naming host and port. SQLite codes are the exact extended names
+ * (`SQLITE_IOERR_WRITE`, `SQLITE_BUSY_SNAPSHOT`, …); open failures name
+ * the path and the reason.
  */
 export type ErrorCode =
   | StorageQueryErrorCode
@@ -1001,6 +1006,9 @@ export type ErrorCode =
   | 'PG_ERROR'
   | 'PG_POOL_TIMEOUT'
   | 'PG_CONNECTION'
+  | 'PG_CONNECT_REFUSED'
+  | 'PG_CONNECT_FAILED'
+  | 'PG_CONNECT_TIMEOUT'
   | (string & {});
 
 /**

@@ -98,7 +98,64 @@ pub async fn cancel_running(cfg: &Config, tag: &str) {
     let _ = tokio::time::timeout(Duration::from_secs(2), cancel).await;
 }
 
+/// One connection made directly, before the pool exists: a server that
+/// refuses, cannot be reached or rejects the login is reported now, with
+/// host, port and reason, where the pool would retry until
+/// `connect_timeout` and then say only `PG_POOL_TIMEOUT`.
+async fn first_connection(opts: &PgConnectOptions, cfg: &Config) -> Result<sqlx::PgConnection> {
+    let at = match opts.get_socket() {
+        Some(socket) => format!("{}", socket.display()),
+        None => format!("{}:{}", opts.get_host(), opts.get_port()),
+    };
+    match tokio::time::timeout(cfg.connect_timeout, sqlx::PgConnection::connect_with(opts)).await {
+        Ok(Ok(conn)) => Ok(conn),
+        Ok(Err(e)) => Err(connect_error(e, &at)),
+        Err(_) => Err(Error::Engine {
+            code: "PG_CONNECT_TIMEOUT".into(),
+            message: format!(
+                "cannot connect to PostgreSQL at {at}: no answer within {} ms (connectTimeoutMs)",
+                cfg.connect_timeout.as_millis()
+            ),
+        }),
+    }
+}
+
+/// A failed connection attempt to `at`: refused (`PG_CONNECT_REFUSED`),
+/// otherwise unreachable (`PG_CONNECT_FAILED`), or rejected by the server
+/// (its SQLSTATE: `28P01` a wrong password, `28000` an unknown role,
+/// `3D000` an unknown database), each with sqlx's cause in the message.
+pub fn connect_error(e: sqlx::Error, at: &str) -> Error {
+    match &e {
+        sqlx::Error::Io(io) => Error::Engine {
+            code: if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                "PG_CONNECT_REFUSED"
+            } else {
+                "PG_CONNECT_FAILED"
+            }
+            .into(),
+            message: format!("cannot connect to PostgreSQL at {at}: {io}"),
+        },
+        sqlx::Error::Database(d) => Error::Engine {
+            code: d
+                .code()
+                .map(|c| c.into_owned())
+                .unwrap_or_else(|| "PG_ERROR".into()),
+            message: format!(
+                "PostgreSQL at {at} rejected the connection: {}",
+                d.message()
+            ),
+        },
+        _ => Error::Engine {
+            code: "PG_CONNECT_FAILED".into(),
+            message: format!("cannot connect to PostgreSQL at {at}: {e}"),
+        },
+    }
+}
+
 pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
+    let opts = connect_options(cfg, tag)?;
+    // Closed at once: the pool opens its own (with the search_path set).
+    let _ = first_connection(&opts, cfg).await?.close().await;
     let search_path = cfg
         .schema
         .as_deref()
@@ -126,7 +183,7 @@ pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
                 Ok(())
             })
         })
-        .connect_lazy_with(connect_options(cfg, tag)?);
+        .connect_lazy_with(opts);
     let mut conn = pool.acquire().await.map_err(map_err)?;
     ensure_meta(&mut conn, cfg.schema.as_deref()).await?;
     drop(conn);

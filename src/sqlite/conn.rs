@@ -160,11 +160,26 @@ fn configure(conn: &Connection) -> Result<()> {
 }
 
 pub fn open_writer(cfg: &Config) -> Result<Connection> {
+    match &cfg.location {
+        Location::File(path) => open_writer_at(cfg).map_err(|e| open_failed(e, path)),
+        Location::Memory => open_writer_at(cfg),
+    }
+}
+
+fn open_writer_at(cfg: &Config) -> Result<Connection> {
     let conn = match &cfg.location {
         Location::Memory => Connection::open_in_memory(),
         Location::File(path) => Connection::open(path),
     }
     .map_err(map_err)?;
+    // SQLite falls back to read-only when the file cannot be written; the
+    // writer would then fail on its first write instead of here.
+    if conn.is_readonly(rusqlite::MAIN_DB).map_err(map_err)? {
+        return Err(Error::Engine {
+            code: "SQLITE_READONLY".into(),
+            message: "the database opened read-only".into(),
+        });
+    }
     configure(&conn)?;
     if let Location::File(_) = cfg.location {
         set_busy_timeout(&conn, cfg.busy_timeout)?;
@@ -193,6 +208,10 @@ pub fn open_reader(cfg: &Config) -> Result<Connection> {
     let Location::File(path) = &cfg.location else {
         unreachable!("memory databases share the writer connection")
     };
+    open_reader_at(cfg, path).map_err(|e| open_failed(e, path))
+}
+
+fn open_reader_at(cfg: &Config, path: &str) -> Result<Connection> {
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY
@@ -308,30 +327,127 @@ pub fn has_column(conn: &Connection, table: &str, column: &str) -> Result<bool> 
     Ok(n > 0)
 }
 
-fn code_name(e: &rusqlite::ffi::Error) -> String {
-    let name = match e.extended_code {
-        rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE => "SQLITE_CONSTRAINT_UNIQUE",
-        rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY => "SQLITE_CONSTRAINT_PRIMARYKEY",
-        rusqlite::ffi::SQLITE_CONSTRAINT_NOTNULL => "SQLITE_CONSTRAINT_NOTNULL",
-        rusqlite::ffi::SQLITE_CONSTRAINT_CHECK => "SQLITE_CONSTRAINT_CHECK",
-        rusqlite::ffi::SQLITE_CONSTRAINT_TRIGGER => "SQLITE_CONSTRAINT_TRIGGER",
-        rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY => "SQLITE_CONSTRAINT_FOREIGNKEY",
-        _ => match e.code {
-            ErrorCode::ConstraintViolation => "SQLITE_CONSTRAINT",
-            ErrorCode::DatabaseBusy => "SQLITE_BUSY",
-            ErrorCode::DatabaseLocked => "SQLITE_LOCKED",
-            ErrorCode::ReadOnly => "SQLITE_READONLY",
-            ErrorCode::DiskFull => "SQLITE_FULL",
-            ErrorCode::CannotOpen => "SQLITE_CANTOPEN",
-            ErrorCode::NotADatabase => "SQLITE_NOTADB",
-            ErrorCode::DatabaseCorrupt => "SQLITE_CORRUPT",
-            ErrorCode::SystemIoFailure => "SQLITE_IOERR",
-            ErrorCode::TooBig => "SQLITE_TOOBIG",
-            ErrorCode::AuthorizationForStatementDenied => "SQLITE_AUTH",
-            _ => "SQLITE_ERROR",
-        },
+/// SQLite's result codes by name, extended ones included.
+macro_rules! result_codes {
+    ($($name:ident)*) => {
+        &[$((rusqlite::ffi::$name, stringify!($name))),*]
     };
-    name.to_owned()
+}
+
+static RESULT_CODES: &[(std::ffi::c_int, &str)] = result_codes!(
+    SQLITE_ERROR SQLITE_INTERNAL SQLITE_PERM SQLITE_ABORT SQLITE_BUSY SQLITE_LOCKED SQLITE_NOMEM
+    SQLITE_READONLY SQLITE_INTERRUPT SQLITE_IOERR SQLITE_CORRUPT SQLITE_NOTFOUND SQLITE_FULL
+    SQLITE_CANTOPEN SQLITE_PROTOCOL SQLITE_EMPTY SQLITE_SCHEMA SQLITE_TOOBIG SQLITE_CONSTRAINT
+    SQLITE_MISMATCH SQLITE_MISUSE SQLITE_NOLFS SQLITE_AUTH SQLITE_FORMAT SQLITE_RANGE
+    SQLITE_NOTADB SQLITE_NOTICE SQLITE_WARNING SQLITE_ERROR_MISSING_COLLSEQ SQLITE_ERROR_RETRY
+    SQLITE_ERROR_SNAPSHOT SQLITE_IOERR_READ SQLITE_IOERR_SHORT_READ SQLITE_IOERR_WRITE
+    SQLITE_IOERR_FSYNC SQLITE_IOERR_DIR_FSYNC SQLITE_IOERR_TRUNCATE SQLITE_IOERR_FSTAT
+    SQLITE_IOERR_UNLOCK SQLITE_IOERR_RDLOCK SQLITE_IOERR_DELETE SQLITE_IOERR_BLOCKED
+    SQLITE_IOERR_NOMEM SQLITE_IOERR_ACCESS SQLITE_IOERR_CHECKRESERVEDLOCK SQLITE_IOERR_LOCK
+    SQLITE_IOERR_CLOSE SQLITE_IOERR_DIR_CLOSE SQLITE_IOERR_SHMOPEN SQLITE_IOERR_SHMSIZE
+    SQLITE_IOERR_SHMLOCK SQLITE_IOERR_SHMMAP SQLITE_IOERR_SEEK SQLITE_IOERR_DELETE_NOENT
+    SQLITE_IOERR_MMAP SQLITE_IOERR_GETTEMPPATH SQLITE_IOERR_CONVPATH SQLITE_IOERR_VNODE
+    SQLITE_IOERR_AUTH SQLITE_IOERR_BEGIN_ATOMIC SQLITE_IOERR_COMMIT_ATOMIC
+    SQLITE_IOERR_ROLLBACK_ATOMIC SQLITE_IOERR_DATA SQLITE_IOERR_CORRUPTFS SQLITE_IOERR_IN_PAGE
+    SQLITE_LOCKED_SHAREDCACHE SQLITE_LOCKED_VTAB SQLITE_BUSY_RECOVERY SQLITE_BUSY_SNAPSHOT
+    SQLITE_BUSY_TIMEOUT SQLITE_CANTOPEN_NOTEMPDIR SQLITE_CANTOPEN_ISDIR SQLITE_CANTOPEN_FULLPATH
+    SQLITE_CANTOPEN_CONVPATH SQLITE_CANTOPEN_DIRTYWAL SQLITE_CANTOPEN_SYMLINK
+    SQLITE_CORRUPT_VTAB SQLITE_CORRUPT_SEQUENCE SQLITE_CORRUPT_INDEX SQLITE_READONLY_RECOVERY
+    SQLITE_READONLY_CANTLOCK SQLITE_READONLY_ROLLBACK SQLITE_READONLY_DBMOVED
+    SQLITE_READONLY_CANTINIT SQLITE_READONLY_DIRECTORY SQLITE_ABORT_ROLLBACK
+    SQLITE_CONSTRAINT_CHECK SQLITE_CONSTRAINT_COMMITHOOK SQLITE_CONSTRAINT_FOREIGNKEY
+    SQLITE_CONSTRAINT_FUNCTION SQLITE_CONSTRAINT_NOTNULL SQLITE_CONSTRAINT_PRIMARYKEY
+    SQLITE_CONSTRAINT_TRIGGER SQLITE_CONSTRAINT_UNIQUE SQLITE_CONSTRAINT_VTAB
+    SQLITE_CONSTRAINT_ROWID SQLITE_CONSTRAINT_PINNED SQLITE_CONSTRAINT_DATATYPE
+    SQLITE_NOTICE_RECOVER_WAL SQLITE_NOTICE_RECOVER_ROLLBACK SQLITE_NOTICE_RBU
+    SQLITE_WARNING_AUTOINDEX SQLITE_AUTH_USER
+);
+
+/// The name of SQLite's exact (extended) result code, as its documentation
+/// spells it; the primary code's name when the extended one is unknown.
+fn code_name(e: &rusqlite::ffi::Error) -> String {
+    let named = |code: std::ffi::c_int| {
+        RESULT_CODES
+            .iter()
+            .find(|(c, _)| *c == code)
+            .map(|(_, n)| *n)
+    };
+    named(e.extended_code)
+        .or_else(|| named(e.extended_code & 0xff))
+        .map_or_else(
+            || format!("SQLITE_ERROR_{}", e.extended_code),
+            str::to_owned,
+        )
+}
+
+/// An error opening the database at `path`, naming the path and, where
+/// the file system tells, the reason; SQLite's code is kept.
+pub fn open_failed(e: Error, path: &str) -> Error {
+    match e {
+        Error::Engine { code, message } => {
+            let reason = open_reason(path).map_or(String::new(), |r| format!(" ({r})"));
+            Error::Engine {
+                code,
+                message: format!("cannot open the SQLite database {path:?}: {message}{reason}"),
+            }
+        }
+        other => other,
+    }
+}
+
+fn open_reason(path: &str) -> Option<String> {
+    use std::path::Path;
+    let file = Path::new(path);
+    let dir = match file.parent() {
+        Some(d) if d.as_os_str().is_empty() => Path::new("."),
+        Some(d) => d,
+        None => Path::new("."),
+    };
+    match std::fs::metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Some(format!("the directory {dir:?} does not exist"))
+        }
+        Err(e) if e.raw_os_error() == Some(20) => {
+            // ENOTDIR: a component of the directory is a file.
+            return Some(format!("{dir:?} is not a directory"));
+        }
+        Err(e) => return Some(format!("the directory {dir:?} cannot be read: {e}")),
+        Ok(m) if !m.is_dir() => return Some(format!("{dir:?} is not a directory")),
+        Ok(_) => {}
+    }
+    match std::fs::metadata(file) {
+        Ok(m) if m.is_dir() => Some(format!("{path:?} is a directory")),
+        Ok(_) => match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(file)
+        {
+            Err(e) => Some(format!("the file is read-only to this process: {e}")),
+            Ok(_) => None,
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let probe = tempfile_probe(dir);
+            probe.map(|e| format!("the directory {dir:?} is not writable: {e}"))
+        }
+        Err(e) => Some(format!("the file cannot be read: {e}")),
+    }
+}
+
+/// Whether a file can be created in `dir`: the error if not. The probe
+/// file is removed at once.
+fn tempfile_probe(dir: &std::path::Path) -> Option<std::io::Error> {
+    let probe = dir.join(format!(".syncular-probe-{}", std::process::id()));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            None
+        }
+        Err(e) => Some(e),
+    }
 }
 
 pub fn is_busy(e: &rusqlite::Error) -> bool {
@@ -374,6 +490,38 @@ pub fn map_err(e: rusqlite::Error) -> Error {
 mod tests {
     use super::*;
     use std::time::Instant;
+
+    #[test]
+    fn result_codes_keep_their_exact_names() {
+        let name = |code| code_name(&rusqlite::ffi::Error::new(code));
+        assert_eq!(name(rusqlite::ffi::SQLITE_PROTOCOL), "SQLITE_PROTOCOL");
+        assert_eq!(name(rusqlite::ffi::SQLITE_SCHEMA), "SQLITE_SCHEMA");
+        assert_eq!(
+            name(rusqlite::ffi::SQLITE_IOERR_WRITE),
+            "SQLITE_IOERR_WRITE"
+        );
+        assert_eq!(
+            name(rusqlite::ffi::SQLITE_BUSY_SNAPSHOT),
+            "SQLITE_BUSY_SNAPSHOT"
+        );
+        assert_eq!(
+            name(rusqlite::ffi::SQLITE_CANTOPEN_ISDIR),
+            "SQLITE_CANTOPEN_ISDIR"
+        );
+        assert_eq!(
+            name(rusqlite::ffi::SQLITE_READONLY_DBMOVED),
+            "SQLITE_READONLY_DBMOVED"
+        );
+        assert_eq!(
+            name(rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE),
+            "SQLITE_CONSTRAINT_UNIQUE"
+        );
+        // An extended code this build does not know: its primary code's name.
+        assert_eq!(
+            name(rusqlite::ffi::SQLITE_IOERR | (99 << 8)),
+            "SQLITE_IOERR"
+        );
+    }
 
     fn temp_db(name: &str) -> (std::path::PathBuf, String) {
         let nanos = std::time::SystemTime::now()

@@ -312,7 +312,9 @@ impl SqliteEngine {
             // Opening can meet another process mid-recovery or switching
             // the file to WAL, where SQLite answers "locked" without
             // waiting; the caller then retries off the JS thread.
-            Err(Error::Engine { code, .. }) if code == "SQLITE_BUSY" || code == "SQLITE_LOCKED" => {
+            Err(Error::Engine { code, .. })
+                if code.starts_with("SQLITE_BUSY") || code.starts_with("SQLITE_LOCKED") =>
+            {
                 return Ok(None)
             }
             Err(e) => return Err(e),

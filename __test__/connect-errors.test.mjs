@@ -1,0 +1,117 @@
+// Errors that say what failed: a PostgreSQL server that refuses or rejects
+// the connection is reported at once with host, port and reason; SQLite's
+// open failures name the path and the reason, with SQLite's exact code.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { NativeStorage } from './support/package.mjs';
+import { fixtureSchema } from './support/schema.mjs';
+
+const pgUrl = process.env.SYNCULAR_TEST_PG_URL;
+
+async function failure(storage, call = (s) => s.ensureSchema(fixtureSchema())) {
+  const started = performance.now();
+  try {
+    await call(storage);
+  } catch (err) {
+    return { err, ms: performance.now() - started };
+  } finally {
+    await storage.close();
+  }
+  assert.fail('the call succeeded');
+}
+
+test('PostgreSQL: a refused port is reported at once, naming host and port', async () => {
+  const { err, ms } = await failure(new NativeStorage({ url: 'postgres://u@127.0.0.1:1/db', connectTimeoutMs: 10_000 }));
+  assert.equal(err.code, 'PG_CONNECT_REFUSED', `${err.code}: ${err.message}`);
+  assert.match(err.message, /127\.0\.0\.1:1\b/);
+  assert.match(err.message, /refused/i);
+  assert.ok(ms < 3000, `reported after ${ms} ms, not after connectTimeoutMs`);
+});
+
+test('PostgreSQL: an unresolvable host is reported at once, naming it', async () => {
+  const { err, ms } = await failure(new NativeStorage({ url: 'postgres://u@no-such-host.invalid:5432/db', connectTimeoutMs: 10_000 }));
+  assert.equal(err.code, 'PG_CONNECT_FAILED', `${err.code}: ${err.message}`);
+  assert.match(err.message, /no-such-host\.invalid:5432/);
+  assert.ok(ms < 5000, `reported after ${ms} ms`);
+});
+
+test('PostgreSQL: a server that rejects the role is reported at once with its SQLSTATE and host:port', { skip: pgUrl ? false : 'SYNCULAR_TEST_PG_URL is not set' }, async () => {
+  const u = new URL(pgUrl);
+  u.username = 'no_such_role_for_syncular_tests';
+  const { err, ms } = await failure(new NativeStorage({ url: u.toString(), connectTimeoutMs: 10_000 }));
+  assert.equal(err.code, '28000', `${err.code}: ${err.message}`);
+  assert.ok(err.message.includes(`${u.hostname}:${u.port}`), err.message);
+  assert.match(err.message, /no_such_role_for_syncular_tests/);
+  assert.ok(ms < 3000, `reported after ${ms} ms`);
+});
+
+function tempDir(t) {
+  const dir = mkdtempSync(join(tmpdir(), 'syncular-open-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+test('SQLite: a database in a directory that does not exist names the path and says so', async (t) => {
+  const path = join(tempDir(t), 'missing', 'storage.db');
+  const { err } = await failure(new NativeStorage({ url: `sqlite:${path}` }));
+  assert.equal(err.code, 'SQLITE_CANTOPEN', `${err.code}: ${err.message}`);
+  assert.ok(err.message.includes(path), err.message);
+  assert.match(err.message, /does not exist/);
+});
+
+test('SQLite: a database under a file (not a directory) names the path and says so', async (t) => {
+  const file = join(tempDir(t), 'plain-file');
+  writeFileSync(file, 'x');
+  const path = join(file, 'storage.db');
+  const { err } = await failure(new NativeStorage({ url: `sqlite:${path}` }));
+  assert.equal(err.code, 'SQLITE_CANTOPEN', `${err.code}: ${err.message}`);
+  assert.ok(err.message.includes(path), err.message);
+  assert.match(err.message, /not a directory/);
+});
+
+test('SQLite: a read-only database file names the path and says it is read-only', async (t) => {
+  const dir = tempDir(t);
+  const path = join(dir, 'storage.db');
+  const first = new NativeStorage({ url: `sqlite:${path}` });
+  await first.ensureSchema(fixtureSchema());
+  await first.close();
+  rmSync(`${path}-wal`, { force: true });
+  rmSync(`${path}-shm`, { force: true });
+  chmodSync(path, 0o444);
+  chmodSync(dir, 0o555);
+  // root ignores permission bits; an immutable file holds for root too.
+  const root = process.getuid?.() === 0;
+  if (root) {
+    try {
+      execFileSync('chattr', ['+i', path], { stdio: 'pipe' });
+    } catch (e) {
+      t.skip(`running as root without chattr +i: ${String(e.message).split('\n')[0]}`);
+      chmodSync(dir, 0o755);
+      return;
+    }
+  }
+  let err;
+  try {
+    ({ err } = await failure(new NativeStorage({ url: `sqlite:${path}` })));
+  } finally {
+    // before the directory is removed
+    if (root) execFileSync('chattr', ['-i', path], { stdio: 'pipe' });
+    chmodSync(dir, 0o755);
+  }
+  assert.match(err.code, /^SQLITE_(READONLY|CANTOPEN)/, `${err.code}: ${err.message}`);
+  assert.ok(err.message.includes(path), err.message);
+  assert.match(err.message, /read-only|not writable/);
+});
+
+test('SQLite: a directory at the database path names the path and says so', async (t) => {
+  const path = join(tempDir(t), 'a-directory.db');
+  mkdirSync(path);
+  const { err } = await failure(new NativeStorage({ url: `sqlite:${path}` }));
+  assert.match(err.code, /^SQLITE_CANTOPEN/, `${err.code}: ${err.message}`);
+  assert.ok(err.message.includes(path), err.message);
+  assert.match(err.message, /is a directory/);
+});
