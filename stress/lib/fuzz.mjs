@@ -173,6 +173,8 @@ const STORAGE = {
   getRowScopes: () => [P, 'tasks', 'r1'],
   listRowsReferencingBlob: () => [P, HASH],
   listReferencedBlobIds: () => [P],
+  ping: () => [],
+  stats: () => [],
 };
 
 /** Valid arguments per transaction member. */
@@ -207,8 +209,12 @@ const TX = {
  */
 const TX_WRITES = new Set(['clearTombstone', 'commitRejectedPushResult', 'upsertRow', 'deleteRow', 'appendCommit', 'putPushResult', 'setBlobRefs', 'advanceCheckpoint', 'enqueueReactions', 'commit']);
 
-/** Members the fuzz must not call with junk: close() ends the storage. */
-const SKIP = new Set(['close']);
+/**
+ * Members the fuzz must not call with junk: close() ends the storage;
+ * backup() writes a file at whatever path it is given (its argument checks
+ * are in __test__/operations.test.mjs).
+ */
+const SKIP = new Set(['close', 'backup']);
 
 /** Replaces something inside `value` (an object/array) with a hostile value. */
 function mutateDeep(g, value, depth = 0) {
