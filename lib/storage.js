@@ -334,13 +334,21 @@ class NativeStorage {
     if (this.#watch === undefined && (this.#txWarnMs > 0 || this.#txTimeoutMs > 0)) {
       const limits = [this.#txWarnMs, this.#txTimeoutMs].filter((ms) => ms > 0);
       const every = Math.max(10, Math.min(1000, Math.floor(Math.min(...limits) / 4)));
-      this.#watch = setInterval(() => this.#sweep(), every);
-      this.#watch.unref?.();
+      // Weakly held: the timer must not keep a storage its host dropped
+      // (and that storage's pool) alive.
+      const self = new WeakRef(this);
+      const watch = setInterval(() => {
+        const storage = self.deref();
+        if (storage === undefined) clearInterval(watch);
+        else storage._sweep();
+      }, every);
+      watch.unref?.();
+      this.#watch = watch;
     }
   }
 
-  /** Warns about transactions left open, and rolls back those past the limit. */
-  #sweep() {
+  /** Warns about transactions left open, and rolls back those past the limit (the hygiene timer). */
+  _sweep() {
     const now = performance.now();
     const postgres = !this.#engine.native.exclusiveWrites;
     for (const h of this.#open) {
