@@ -29,7 +29,7 @@
 #                         page hashes match (scripts/platform/macho-signature.mjs)
 #   npm pack --dry-run    each npm/<id>/ package packs its binary
 set -euo pipefail
-# shellcheck source=platform/common.sh
+# shellcheck source=scripts/platform/common.sh
 . "$(dirname "$0")/platform/common.sh"
 cd "$REPO"
 
@@ -108,7 +108,7 @@ check_windows() {
   grep -qE '^ +[0-9]+ +0x[0-9a-f]+ +napi_register_module_v1$|[[:space:]]napi_register_module_v1$' <<<"$dump" ||
     die "$id: napi_register_module_v1 is not exported"
   local dlls
-  dlls=$(sed -n 's/^ *DLL Name: //p' <<<"$dump" | tr 'A-Z' 'a-z' | sort -u | tr '\n' ' ')
+  dlls=$(sed -n 's/^ *DLL Name: //p' <<<"$dump" | tr '[:upper:]' '[:lower:]' | sort -u | tr '\n' ' ')
   for d in $dlls; do
     case $d in node.exe | libnode* | libgcc* | libwinpthread* | libstdc++*) die "$id: imports $d" ;; esac
   done

@@ -27,7 +27,7 @@
 #   SYNCULAR_NATIVE_STALL_MS   the engine's calling-thread budget, 2 ms times that factor
 # Tools: scripts/platform/common.sh (apt, PyPI, npm), installed on first use.
 set -euo pipefail
-# shellcheck source=platform/common.sh
+# shellcheck source=scripts/platform/common.sh
 . "$(dirname "$0")/platform/common.sh"
 cd "$REPO"
 
@@ -180,6 +180,7 @@ EOF
   scale=${SYNCULAR_TEST_TIME_SCALE:-$scale}
   files=("${paths[@]}")
   if [ ${#files[@]} -eq 0 ] && [ "$id" = linux-arm64-musl ]; then files=(__test__/contract.test.mjs); fi
+  # shellcheck disable=SC2016 # JavaScript, not shell
   say "$id: $("$work/bin/node" -p '`Node ${process.version} ${process.platform}-${process.arch}`') ($kinds, time scale $scale)"
 
   run_env=(env -u SYNCULAR_TEST_PG_URL CI=false PATH="$work/bin:$PATH" SYNCULAR_EMULATION="$kinds"

@@ -13,6 +13,7 @@ import { describe, test } from 'node:test';
 import { taskRow, withStorage, writeCommit } from '../support/harness.mjs';
 import { OWN, VICTIM, VICTIM_MARK, scanAnswer, seedTenants } from '../support/isolation.mjs';
 import { TIME_SCALE } from '../support/emulation.mjs';
+import { noShell } from '../support/sqlite-cli.mjs';
 
 const INVALID = 'ERR_SYNCULAR_INVALID_ARGUMENT';
 const TIMEOUT = 'ERR_SYNCULAR_QUERY_TIMEOUT';
@@ -158,7 +159,7 @@ export function define(engine) {
       });
     }
 
-    test('functions that fail with their argument never print another tenant\'s value (analyzed file, many tenants)', { skip: !engine.shared && 'needs a file' }, async () => {
+    test('functions that fail with their argument never print another tenant\'s value (analyzed file, many tenants)', { skip: (!engine.shared && 'needs a file') || noShell }, async () => {
       const shared = engine.shared();
       let storage = shared.open();
       try {

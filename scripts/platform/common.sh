@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by scripts/build-targets.sh and scripts/test-targets.sh (sourced,
 # bash). The targets this Linux x64 machine cross-builds, where each binary
 # goes, and installers for the tools, each fetched by name from a package
