@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { noShell } from './support/sqlite-cli.mjs';
 
 const require = createRequire(import.meta.url);
 const { NativeStorage, StorageQueryError } = require('../index.js');
@@ -184,7 +185,7 @@ function indexShape(path, name) {
 
 // ---------------------------------------------------------------------------
 
-describe(`in-tree ${expected.upstreamVersion} fixture database`, () => {
+describe(`in-tree ${expected.upstreamVersion} fixture database`, { skip: noShell }, () => {
   test('the fixture is the in-tree 0.15.48 layout (sanity)', () => {
     assert.equal(expected.upstreamVersion, '0.15.48');
     const marker = sql(FIXTURE_DB, 'SELECT schema_version FROM sync_schema_meta WHERE id=1');

@@ -2,7 +2,9 @@
 // answer on the calling thread, within a row budget; larger ones, and one
 // past the budget, run off-thread with the same answer.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
 import { tempDbPath, sqliteFileUrl } from './support/engines.mjs';
 import { NativeStorage } from './support/package.mjs';
@@ -144,6 +146,26 @@ describe('sqlite reads on the calling thread', () => {
     } finally {
       await engine.close();
       await storage.close();
+    }
+  });
+
+  test('SYNCULAR_NATIVE_STALL_MS sets the calling-thread budget of registered queries; an invalid value says so', () => {
+    const probe = (value) => {
+      const env = { ...process.env, SYNCULAR_NATIVE_STALL_MS: value };
+      const r = spawnSync(process.execPath, [fileURLToPath(new URL('./support/stall-probe.mjs', import.meta.url))], { env, encoding: 'utf8' });
+      assert.equal(r.status, 0, r.stderr);
+      return { ...JSON.parse(r.stdout.trim().split('\n').pop()), stderr: r.stderr };
+    };
+    const roomy = probe('60000');
+    assert.deepEqual(roomy, { atOnce: true, rows: [{ n: 50 }], stderr: '' });
+    // One microsecond: the first progress check is already past it.
+    const tight = probe('0.001');
+    assert.equal(tight.atOnce, false, 'past the budget: off-thread');
+    assert.deepEqual(tight.rows, [{ n: 50 }]);
+    for (const bad of ['fast', '0', '-5', '60001']) {
+      const r = probe(bad);
+      assert.deepEqual(r.rows, [{ n: 50 }]);
+      assert.match(r.stderr, new RegExp(`SYNCULAR_NATIVE_STALL_MS="${bad}" is .*; the budget stays 2 ms`));
     }
   });
 });

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { runSameCommit, runTwoProcesses, runWorkers } from '../../stress/lib/concurrency.mjs';
 import { engines } from '../support/engines.mjs';
+import { noShell } from '../support/sqlite-cli.mjs';
 
 // PostgreSQL joins with SYNCULAR_TEST_PG_URL (required under CI=true; see engines.mjs).
 const pg = engines.find((e) => e.dialect === 'postgres');
@@ -18,7 +19,7 @@ describe('reliability: concurrency', () => {
     });
   }
 
-  test('two processes on one SQLite file and partition: nothing lost or duplicated, dense log, no lock errors', async () => {
+  test('two processes on one SQLite file and partition: nothing lost or duplicated, dense log, no lock errors', { skip: noShell }, async () => {
     const f = await runTwoProcesses({ ms: 1200, inflight: 4 });
     assert.deepEqual(f.problems, []);
     assert.equal(f.lost, 0);

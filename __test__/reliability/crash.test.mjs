@@ -12,7 +12,7 @@ import { CRASH_CLIENT, CRASH_PARTITION, ccidOf, opsOf } from '../../stress/lib/s
 import { NativeStorage } from '../support/package.mjs';
 import { fixtureSchema } from '../support/schema.mjs';
 import { hostPush } from '../support/harness.mjs';
-import { exec } from '../support/sqlite-cli.mjs';
+import { exec, noShell } from '../support/sqlite-cli.mjs';
 import { engines } from '../support/engines.mjs';
 import { pgTarget } from '../../stress/lib/sql.mjs';
 
@@ -20,7 +20,7 @@ import { pgTarget } from '../../stress/lib/sql.mjs';
 // requireUrl() throws and the cases fail, never skip; see engines.mjs).
 const pg = engines.find((e) => e.dialect === 'postgres');
 
-describe('reliability: crash safety (sqlite-file)', () => {
+describe('reliability: crash safety (sqlite-file)', { skip: noShell }, () => {
   test('10 SIGKILLs: no acknowledged commit lost, no partial commit, dense log, retries apply once', async () => {
     const f = await runCrash({ kills: 10, seed: Date.now() });
     assert.deepEqual(f.problems, []);

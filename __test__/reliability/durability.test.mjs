@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { runCrash } from '../../stress/lib/crash.mjs';
 import { NativeStorage } from '../support/package.mjs';
+import { noShell } from '../support/sqlite-cli.mjs';
 
 describe('reliability: durability setting', () => {
   test("synchronous accepts 'off' | 'normal' | 'full' (any case) and nothing else", () => {
@@ -25,7 +26,7 @@ describe('reliability: durability setting', () => {
   });
 
   for (const synchronous of ['full', 'off']) {
-    test(`synchronous '${synchronous}': SIGKILLed pushers lose no acknowledged commit`, async () => {
+    test(`synchronous '${synchronous}': SIGKILLed pushers lose no acknowledged commit`, { skip: noShell }, async () => {
       const f = await runCrash({ kills: 3, synchronous, seed: Date.now() });
       assert.deepEqual(f.problems, []);
       assert.equal(f.survived, 3);

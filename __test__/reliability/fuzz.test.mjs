@@ -8,13 +8,14 @@ import { NativeStorage } from '../support/package.mjs';
 import { fixtureSchema } from '../support/schema.mjs';
 import { hostPush, taskRow } from '../support/harness.mjs';
 import { engines } from '../support/engines.mjs';
+import { noShell } from '../support/sqlite-cli.mjs';
 import { pgTarget } from '../../stress/lib/sql.mjs';
 
 // PostgreSQL joins with SYNCULAR_TEST_PG_URL (required under CI=true; see engines.mjs).
 const pg = engines.find((e) => e.dialect === 'postgres');
 
 describe('reliability: hostile input', () => {
-  test('3000 generated hostile calls: coded rejections, no panic, no partial write', async () => {
+  test('3000 generated hostile calls: coded rejections, no panic, no partial write', { skip: noShell }, async () => {
     const f = await runFuzz({ cases: 3000, seed: Date.now() % 1e9 });
     assert.deepEqual(f.failures, []);
     assert.deepEqual(f.untemplated, [], 'members without a fuzz template');

@@ -1,6 +1,14 @@
 // Raw access to a SQLite database file through the sqlite3 command-line shell,
 // for SQLite-only checks of the physical layout (storage-layout.md).
 import { execFileSync } from 'node:child_process';
+import { skipUnder } from './emulation.mjs';
+
+/**
+ * A node:test `skip` value for the tests that read a database file through
+ * the shell: none runs inside Wine here (no Windows build of it comes from
+ * the registries this project uses).
+ */
+export const noShell = skipUnder('wine', 'no sqlite3 shell for Windows here (the test reads the file through it)');
 
 export function sqliteCliAvailable() {
   try {

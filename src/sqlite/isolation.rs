@@ -45,8 +45,9 @@ use rusqlite::functions::FunctionFlags;
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
 use rusqlite::Connection;
 use std::cell::RefCell;
+use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The SQL function the views filter on.
@@ -92,8 +93,41 @@ pub const MAX_VALUE: i32 = 1 << 20;
 /// The longest LIKE or GLOB pattern a registered query may use, in bytes.
 pub const MAX_PATTERN: i32 = 256;
 /// The longest a registered query may hold the calling thread before it is
-/// stopped there and run again off-thread.
+/// stopped there and run again off-thread, unless [`STALL_ENV`] says.
 pub const NOW_STALL: Duration = Duration::from_millis(2);
+/// The environment variable holding that budget in milliseconds, read
+/// once: a slower machine (an emulated one runs code 10-50 times slower)
+/// may need more for a cheap query to answer at once.
+pub const STALL_ENV: &str = "SYNCULAR_NATIVE_STALL_MS";
+
+/// `Ok(budget)` for a value of [`STALL_ENV`] (a number of milliseconds,
+/// fractions allowed, at most a minute), `Err(why)` otherwise.
+fn parse_stall(v: &str) -> std::result::Result<Duration, &'static str> {
+    match v.trim().parse::<f64>() {
+        Ok(ms) if ms.is_finite() && ms > 0.0 && ms <= 60_000.0 => {
+            Ok(Duration::from_secs_f64(ms / 1000.0))
+        }
+        Ok(_) => Err("not more than 0 and at most 60000"),
+        Err(_) => Err("not a number"),
+    }
+}
+
+/// The calling-thread budget: [`STALL_ENV`] when set and valid, else
+/// [`NOW_STALL`] (an invalid value says so on stderr, once).
+pub fn now_stall() -> Duration {
+    static STALL: OnceLock<Duration> = OnceLock::new();
+    *STALL.get_or_init(|| match std::env::var(STALL_ENV) {
+        Err(_) => NOW_STALL,
+        Ok(v) => parse_stall(&v).unwrap_or_else(|why| {
+            let _ = writeln!(
+                std::io::stderr(),
+                "syncular-native-storage: {STALL_ENV}={v:?} is {why}; the budget stays {} ms",
+                NOW_STALL.as_millis()
+            );
+            NOW_STALL
+        }),
+    })
+}
 
 /// Functions a registered query may call (lower case). Pure functions of
 /// their arguments: none reads outside the query, writes, sleeps, loads
@@ -329,6 +363,7 @@ pub fn bound<'c>(
     // whose stall budget is tighter): a clock read per call costs little
     // next to them. `budget` is in thousands of steps.
     let ops = if now { PROGRESS_OPS_NOW } else { PROGRESS_OPS };
+    let stall = now_stall();
     let per_call = 1000 / ops as u32;
     let mut left = budget.map(|b| b.saturating_mul(per_call));
     conn.progress_handler(
@@ -339,7 +374,7 @@ pub fn bound<'c>(
                 return true;
             }
             match left.as_mut() {
-                Some(n) if *n == 0 || at - started >= NOW_STALL => {
+                Some(n) if *n == 0 || at - started >= stall => {
                     // Runs on the thread stepping the query, which bound it.
                     over_budget();
                     true
@@ -534,5 +569,20 @@ fn query_err(e: rusqlite::Error, limit: Duration, closed: &AtomicBool) -> Error 
             }
             e => map_err(e),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stall_budget_from_the_environment_value() {
+        assert_eq!(parse_stall("40"), Ok(Duration::from_millis(40)));
+        assert_eq!(parse_stall(" 2.5 "), Ok(Duration::from_micros(2500)));
+        assert_eq!(parse_stall("60000"), Ok(Duration::from_secs(60)));
+        for bad in ["", "fast", "0", "-1", "NaN", "inf", "60001"] {
+            assert!(parse_stall(bad).is_err(), "{bad:?} must be refused");
+        }
     }
 }

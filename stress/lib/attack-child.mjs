@@ -21,6 +21,7 @@
 // the choice of plans that would leak.
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
+import { TIME_SCALE } from '../../__test__/support/emulation.mjs';
 import { NativeStorage } from '../../__test__/support/package.mjs';
 import { fixtureSchema } from '../../__test__/support/schema.mjs';
 import { taskRow, writeCommit } from '../../__test__/support/harness.mjs';
@@ -29,9 +30,9 @@ import { generate } from './attack-grammar.mjs';
 import { Psql } from './sql.mjs';
 
 /** How far past its limit a call may settle (one uninterruptible step, on a loaded machine). */
-export const OVERRUN_MS = 300;
-/** The longest event-loop stall a call may cause. */
-export const STALL_MS = 100;
+export const OVERRUN_MS = 300 * TIME_SCALE;
+/** The longest event-loop stall a call may cause (both times SYNCULAR_TEST_TIME_SCALE on a slower machine). */
+export const STALL_MS = 100 * TIME_SCALE;
 
 const cfg = JSON.parse(process.argv[2]);
 const dialect = cfg.engine === 'postgres' ? 'postgres' : 'sqlite';

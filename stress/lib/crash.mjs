@@ -17,6 +17,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { TIME_SCALE } from '../../__test__/support/emulation.mjs';
 import { fixtureSchema } from '../../__test__/support/schema.mjs';
 import { hostPush } from '../../__test__/support/harness.mjs';
 import { freshSchemaName, pgTarget, sqliteTarget } from './sql.mjs';
@@ -212,8 +213,9 @@ async function waitForSessionsGone(db, appName) {
  *   duplicates, gaps, retries, replays, exactlyOnce, problems[] }.
  */
 export async function runCrash({ kills = 10, seed = 7, maxDelayMs, synchronous, pgUrl, log, pushers = 1 } = {}) {
-  // A push over the network takes longer: give PostgreSQL children more time.
-  maxDelayMs ??= pgUrl === undefined ? 40 : 80;
+  // A push over the network takes longer: give PostgreSQL children more
+  // time; a slower machine (SYNCULAR_TEST_TIME_SCALE) too.
+  maxDelayMs ??= (pgUrl === undefined ? 40 : 80) * TIME_SCALE;
   const dir = mkdtempSync(join(tmpdir(), 'syncular-crash-'));
   const reportPath = join(dir, 'crash.report');
   let db;
