@@ -585,6 +585,7 @@ mod group_tests {
             synchronous: Synchronous::Normal,
             busy_timeout: Duration::from_secs(1),
             query_timeout: crate::query::DEFAULT_TIMEOUT,
+            result_limits: Default::default(),
         });
         let db = e.db().unwrap();
         let w = lock(&db.writer);
