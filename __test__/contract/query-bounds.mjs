@@ -150,4 +150,54 @@ export function define(engine) {
       });
     }
   });
+
+  describe(`${engine.name}: work inside one row stops near queryTimeoutMs`, { skip: pg && 'PostgreSQL: the cost classes below' }, () => {
+    const limit = 200;
+    // One row: a 1 MiB value built in the query, and a 256-byte pattern
+    // that almost matches at every offset (SQLite's own matcher compares
+    // the pattern at each: about 0.3 s a call).
+    const like = "WITH m AS (SELECT printf('%.*c', 1000000, 'a') AS v, '%' || printf('%.*c', 250, 'a') || 'b' AS p) SELECT (v LIKE p) + (v LIKE p) + (v LIKE p) + (v GLOB replace(p, '%', '*')) + (v LIKE p) + (v LIKE p ESCAPE '!') + (v GLOB replace(p, '%', '*')) + (v LIKE p) AS n FROM m";
+    // Hundreds of result columns, each one call scanning a 1 MiB value
+    // (`I` is the column's number, so no two calls are the same).
+    const wide = (f, v = "printf('%.*c', 1000000, 'a')") => `WITH m AS MATERIALIZED (SELECT ${v} AS v) SELECT ${Array.from({ length: 1500 }, (_, i) => `${f.replaceAll('I', i)} AS c${i}`).join(', ')} FROM m`;
+    const shapes = [
+      ['LIKE and GLOB, repeated in one expression', like],
+      ['1500 columns of length()', wide("length(v || 'I')")],
+      ['1500 columns of instr()', wide("instr(v, 'bI')")],
+      ['1500 columns of upper()', wide("length(upper(v || 'I'))")],
+      ['1500 columns of printf()', wide("length(printf('%sI', v))")],
+      ['1500 columns of json_type()', wide("json_type(v || 'I]')", `'["' || printf('%.*c', 1000000, 'a') || '",'`)],
+      ['1500 columns of substr()', wide("substr(v || 'I', 900000, 1)")],
+    ];
+    for (const form of ['storage', 'tx']) {
+      for (const [what, sql] of shapes) {
+        test(`${form}: ${what}`, async () => {
+          await withStorage(
+            engine,
+            async (storage) => {
+              await seedTenants(storage);
+              const run = forms(storage)[form];
+              const r = await measured(() => run(sql));
+              assert.equal(r.ok, false, `answered in ${r.ms.toFixed(0)} ms`);
+              assert.equal(r.error.code, TIMEOUT, r.error.message);
+              // Within a few ms of the limit; the margin is for a debug build on a loaded machine.
+              assert.ok(r.ms < limit + 400, `took ${r.ms.toFixed(0)} ms`);
+              assert.ok(r.stall < 100, `event loop stalled ${r.stall.toFixed(0)} ms`);
+            },
+            { opts: { queryTimeoutMs: limit } },
+          );
+        });
+      }
+    }
+
+    test('the checked functions answer what SQLite answers, JSON subtypes included', async () => {
+      await withStorage(engine, async (storage) => {
+        await seedTenants(storage);
+        const r = await forms(storage).storage(
+          "SELECT json_object('a', json_array(1, json('[2]')), 'b', '{\"x\":1}' -> '$.x') AS j, length('héllo') AS n, 'abc' LIKE 'A_C' AS l, 'abc' GLOB 'A*' AS g, printf('%05.1f', 2.25) AS p, upper('ab') || lower('CD') AS s",
+        );
+        assert.deepEqual(r.rows, [{ j: '{"a":[1,[2]],"b":1}', n: 5, l: 1, g: 0, p: '002.3', s: 'ABcd' }]);
+      });
+    });
+  });
 }

@@ -12,6 +12,7 @@
 //! call's staged rows.
 
 pub mod admin;
+mod checked_fns;
 mod checkpointer;
 mod checkpoints;
 pub(crate) mod conn;
@@ -20,7 +21,9 @@ mod isolation;
 mod linear_fns;
 mod log;
 mod meta;
+mod meter;
 mod ops;
+mod pattern;
 mod query;
 pub mod reactions;
 mod rows;
