@@ -99,6 +99,21 @@ export interface NativeStorageOptions {
    */
   readonly queryTimeoutMs?: number | undefined;
   /**
+   * The most rows one registered query may return; an integer ≥ 1. Default
+   * 100000. Checked as rows are produced: a query that would return more
+   * stops at the first row past it and rejects with
+   * `ERR_SYNCULAR_QUERY_RESULT_TOO_LARGE`.
+   */
+  readonly maxResultRows?: number | undefined;
+  /**
+   * The largest result one registered query may return, in bytes counted as
+   * 8 per cell plus the UTF-8 length of each text and the length of each
+   * BLOB; an integer ≥ 1. Default 67108864 (64 MiB). Checked as rows are
+   * produced: past it the query stops and rejects with
+   * `ERR_SYNCULAR_QUERY_RESULT_TOO_LARGE`.
+   */
+  readonly maxResultBytes?: number | undefined;
+  /**
    * PostgreSQL only. How long, in ms, a call may wait for a connection; an
    * integer ≥ 1. Default 5000. While the server cannot be reached, each
    * call rejects with code `PG_POOL_TIMEOUT` after this long, and

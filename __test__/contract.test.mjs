@@ -19,6 +19,7 @@ import * as query from './contract/query.mjs';
 import * as indexScan from './contract/index-scan.mjs';
 import * as isolation from './contract/isolation.mjs';
 import * as isolationBounds from './contract/isolation-bounds.mjs';
+import * as queryBounds from './contract/query-bounds.mjs';
 import * as migrationFence from './contract/migration-fence.mjs';
 import * as rollbackFailure from './contract/rollback-failure.mjs';
 import * as scopeReplacement from './contract/scope-replacement.mjs';
@@ -26,7 +27,7 @@ import * as pullConcurrency from './contract/pull-concurrency.mjs';
 import * as shutdown from './contract/shutdown.mjs';
 import * as hygiene from './contract/hygiene.mjs';
 
-export const modules = [schema, registry, transaction, pull, prune, clients, concurrency, pitfalls, badInput, errors, durability, checkpoints, reactions, admin, query, indexScan, isolation, isolationBounds, migrationFence, rollbackFailure, scopeReplacement, pullConcurrency, shutdown, hygiene];
+export const modules = [schema, registry, transaction, pull, prune, clients, concurrency, pitfalls, badInput, errors, durability, checkpoints, reactions, admin, query, indexScan, isolation, isolationBounds, queryBounds, migrationFence, rollbackFailure, scopeReplacement, pullConcurrency, shutdown, hygiene];
 
 const only = process.env.SYNCULAR_TEST_ENGINE;
 for (const engine of engines) {

@@ -98,7 +98,7 @@ test('index.d.ts declares exactly the runtime exports and members', async () => 
 
 test('every declared option is read: valid values construct, invalid ones throw coded errors', async () => {
   const { options } = declared();
-  assert.deepEqual(sorted(options), sorted(['url', 'path', 'filename', 'errors', 'synchronous', 'groupCommit', 'busyTimeoutMs', 'maxConnections', 'schema', 'queryTimeoutMs', 'connectTimeoutMs', 'closeDrainMs', 'transactionWarnMs', 'transactionTimeoutMs', 'logger', 'logFilter']));
+  assert.deepEqual(sorted(options), sorted(['url', 'path', 'filename', 'errors', 'synchronous', 'groupCommit', 'busyTimeoutMs', 'maxConnections', 'schema', 'queryTimeoutMs', 'maxResultRows', 'maxResultBytes', 'connectTimeoutMs', 'closeDrainMs', 'transactionWarnMs', 'transactionTimeoutMs', 'logger', 'logFilter']));
   const invalid = [
     { url: 'sqlite::memory:', synchronous: 'fast' },
     { url: 'sqlite::memory:', groupCommit: 'on' },
@@ -111,6 +111,10 @@ test('every declared option is read: valid values construct, invalid ones throw 
     { url: 'postgres://127.0.0.1:1/none', queryTimeoutMs: 1.5 },
     { url: 'postgres://127.0.0.1:1/none', connectTimeoutMs: 0 },
     { url: 'postgres://127.0.0.1:1/none', connectTimeoutMs: 'soon' },
+    { url: 'sqlite::memory:', maxResultRows: 0 },
+    { url: 'sqlite::memory:', maxResultRows: 1.5 },
+    { url: 'postgres://127.0.0.1:1/none', maxResultBytes: -1 },
+    { url: 'sqlite::memory:', maxResultBytes: '1MB' },
     { url: 'sqlite::memory:', closeDrainMs: -1 },
     { url: 'sqlite::memory:', closeDrainMs: 1.5 },
     { url: 'sqlite::memory:', transactionWarnMs: -5 },
@@ -126,10 +130,11 @@ test('every declared option is read: valid values construct, invalid ones throw 
     { url: 'sqlite::memory:', synchronous: 'off', busyTimeoutMs: 0, queryTimeoutMs: 1 },
     { synchronous: 'full', queryTimeoutMs: 10_000, url: 'sqlite::memory:', path: undefined },
     { url: 'sqlite::memory:', groupCommit: false },
+    { url: 'sqlite::memory:', maxResultRows: 1, maxResultBytes: 2 ** 40 },
     { url: 'sqlite::memory:', groupCommit: { maxSize: 8, maxWaitMs: 2 } },
     { path: ':memory:' },
     { filename: ':memory:' },
-    { url: 'postgres://127.0.0.1:1/none', maxConnections: 2, schema: 'tenant_a', queryTimeoutMs: 500, connectTimeoutMs: 250 },
+    { url: 'postgres://127.0.0.1:1/none', maxConnections: 2, schema: 'tenant_a', queryTimeoutMs: 500, connectTimeoutMs: 250, maxResultRows: 10, maxResultBytes: 1000 },
     { url: 'sqlite::memory:', logger: console, logFilter: 'off' },
   ]) {
     const s = new pkg.NativeStorage(opts);

@@ -67,6 +67,8 @@ class Engine {
       synchronous: optionalString(options, 'synchronous'),
       busyTimeoutMs: optionalNumber(options, 'busyTimeoutMs'),
       queryTimeoutMs: optionalNumber(options, 'queryTimeoutMs'),
+      maxResultRows: optionalNumber(options, 'maxResultRows'),
+      maxResultBytes: optionalNumber(options, 'maxResultBytes'),
       maxConnections: max,
       schema: optionalString(options, 'schema'),
       connectTimeoutMs: optionalNumber(options, 'connectTimeoutMs'),

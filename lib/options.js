@@ -8,7 +8,7 @@
 const { invalidArgument } = require('./errors');
 
 const LOCATION = ['url', 'path', 'filename'];
-const COMMON = [...LOCATION, 'errors', 'queryTimeoutMs', 'closeDrainMs', 'transactionWarnMs', 'transactionTimeoutMs', 'logger', 'logFilter'];
+const COMMON = [...LOCATION, 'errors', 'queryTimeoutMs', 'maxResultRows', 'maxResultBytes', 'closeDrainMs', 'transactionWarnMs', 'transactionTimeoutMs', 'logger', 'logFilter'];
 const SQLITE_ONLY = ['synchronous', 'groupCommit', 'busyTimeoutMs'];
 const POSTGRES_ONLY = ['maxConnections', 'schema', 'connectTimeoutMs'];
 const ACCEPTED = [...COMMON, ...SQLITE_ONLY, ...POSTGRES_ONLY];

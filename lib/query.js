@@ -60,6 +60,21 @@ function gateHooks(host) {
   return undefined;
 }
 
+/**
+ * A registered query's native result as the host sees it: `{ rows,
+ * maxCommitSeq }`. The native layer makes at most a few milliseconds of rows
+ * in one event-loop turn; when some are left (`more`), the rest are made
+ * over the next turns, so a large result never holds the event loop.
+ */
+async function queryResult(out) {
+  const { more } = out;
+  if (more !== undefined) {
+    do await new Promise(setImmediate);
+    while (!more.fill(out.rows));
+  }
+  return { rows: out.rows, maxCommitSeq: out.maxCommitSeq };
+}
+
 function indexArgs(method, query) {
   if (!query || typeof query !== 'object') throw invalidArgument(`${method}: query must be an IndexRowScanQuery`);
   return {
@@ -71,4 +86,4 @@ function indexArgs(method, query) {
   };
 }
 
-module.exports = { requestIn, gateHooks, indexArgs };
+module.exports = { requestIn, gateHooks, indexArgs, queryResult };

@@ -460,7 +460,7 @@ class NativeStorage {
       if (refusal !== undefined) throw gate.notReady(refusal);
     }
     if (out.error !== undefined) throw this._translate(new Error(WIRE_PREFIX + out.error));
-    return { rows: out.rows, maxCommitSeq: out.maxCommitSeq };
+    return Q.queryResult(out);
   }
 
   async scanRowsByIndex(partition, query) {

@@ -248,7 +248,7 @@ class NativeTransaction {
   /** Bound to this transaction: its connection, its staged writes, no gate. */
   queryAuthoritative(query) {
     const { request, params } = Q.requestIn(query);
-    return this.#call((n, id) => n.txQueryAuthoritative(id, request, params));
+    return this.#call((n, id) => n.txQueryAuthoritative(id, request, params), Q.queryResult);
   }
 
   lockPartitionForPush() {

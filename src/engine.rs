@@ -313,6 +313,9 @@ pub struct Options {
     pub synchronous: Option<String>,
     pub busy_timeout_ms: Option<i64>,
     pub query_timeout: Option<std::time::Duration>,
+    /// `maxResultRows` and `maxResultBytes` of registered queries.
+    pub max_result_rows: Option<u64>,
+    pub max_result_bytes: Option<u64>,
     pub max_connections: Option<u32>,
     pub schema: Option<String>,
     /// PostgreSQL: how long a call may wait for a connection.
@@ -354,11 +357,17 @@ fn check_scheme(url: &str) -> Result<()> {
 /// connects yet: the database opens on first use.
 pub fn open(o: Options) -> Result<Box<dyn Engine>> {
     let query_timeout = o.query_timeout.unwrap_or(crate::query::DEFAULT_TIMEOUT);
+    let defaults = crate::query::result::Limits::default();
+    let result_limits = crate::query::result::Limits {
+        rows: o.max_result_rows.unwrap_or(defaults.rows),
+        bytes: o.max_result_bytes.unwrap_or(defaults.bytes),
+    };
     match o.url {
         Some(url) if is_postgres_url(&url) => {
             use crate::postgres::{Config, PgEngine};
             let mut cfg = Config::parse(&url, o.max_connections, o.schema)?;
             cfg.query_timeout = query_timeout;
+            cfg.result_limits = result_limits;
             if let Some(t) = o.connect_timeout {
                 cfg.connect_timeout = t;
             }
@@ -376,6 +385,7 @@ pub fn open(o: Options) -> Result<Box<dyn Engine>> {
                     o.busy_timeout_ms.unwrap_or(30_000).max(0) as u64,
                 ),
                 query_timeout,
+                result_limits,
             };
             Ok(Box::new(std::sync::Arc::new(SqliteEngine::new(cfg))))
         }

@@ -24,6 +24,15 @@ pub fn non_negative(v: f64, name: &str) -> Result<i64> {
     Ok(i)
 }
 
+/// A count option (`maxResultRows`, `maxResultBytes`): an integer ≥ 1.
+pub fn positive_count(v: f64, what: &str) -> Result<u64> {
+    let n = int(v, what)?;
+    if n < 1 {
+        return Err(Error::invalid(format!("{what} must be ≥ 1, got {v}")));
+    }
+    Ok(n as u64)
+}
+
 /// `queryTimeoutMs`: a positive integer of milliseconds, or the default.
 /// A duration option in ms: an integer ≥ 1.
 pub fn positive_ms(v: f64, what: &str) -> Result<std::time::Duration> {

@@ -117,10 +117,16 @@ impl JsQueryRequest {
     }
 }
 
-/// `{ rows, maxCommitSeq, gate?, error? }` built straight into JS objects.
+/// `{ rows, maxCommitSeq, gate?, error?, more? }` built straight into JS
+/// objects. Rows are made for at most [`PAGE`] in one event-loop turn:
+/// when some are left, `more` holds them ([`QueryRows`]), and the JS layer
+/// fills `rows` from it over later turns (`lib/query.js`).
 pub struct JsQueryResult(pub QueryOutput);
 
 js_type!(JsQueryResult, "AuthoritativeQueryResult", Object);
+
+/// The longest the JS thread spends making one result's rows in one turn.
+const PAGE: std::time::Duration = std::time::Duration::from_millis(2);
 
 pub(super) unsafe fn cell(env: sys::napi_env, v: SqlValue) -> Result<sys::napi_value> {
     unsafe {
@@ -137,33 +143,86 @@ pub(super) unsafe fn cell(env: sys::napi_env, v: SqlValue) -> Result<sys::napi_v
     }
 }
 
+/// The rows of a result not yet made into JS objects.
+#[napi]
+pub struct QueryRows {
+    columns: Vec<String>,
+    rows: std::vec::IntoIter<Vec<SqlValue>>,
+    /// The index in `rows` (the JS array) of the next row.
+    next: u32,
+}
+
+impl QueryRows {
+    /// Makes rows into `target` (an array of the result's length) until
+    /// none is left (true) or [`PAGE`] has passed (false).
+    unsafe fn page(&mut self, env: sys::napi_env, target: sys::napi_value) -> Result<bool> {
+        let started = std::time::Instant::now();
+        unsafe {
+            let keys = self
+                .columns
+                .iter()
+                .map(|c| String::to_napi_value(env, c.clone()))
+                .collect::<Result<Vec<_>>>()?;
+            let mut made = 0usize;
+            for row in self.rows.by_ref() {
+                let obj = object(env)?;
+                made += row.len() + 1;
+                for (key, v) in keys.iter().zip(row) {
+                    check_status!(sys::napi_set_property(env, obj, *key, cell(env, v)?))?;
+                }
+                check_status!(sys::napi_set_element(env, target, self.next, obj))?;
+                self.next += 1;
+                // A clock read per few hundred values.
+                if made >= 256 {
+                    made = 0;
+                    if started.elapsed() >= PAGE {
+                        return Ok(self.rows.len() == 0);
+                    }
+                }
+            }
+        }
+        Ok(true)
+    }
+}
+
+#[napi]
+impl QueryRows {
+    /// Makes the next page of rows into `rows`; true once all are made.
+    #[napi]
+    pub fn fill(&mut self, env: Env, rows: Array) -> Result<bool> {
+        unsafe { self.page(env.raw(), rows.raw()) }
+    }
+}
+
 impl ToNapiValue for JsQueryResult {
     unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
         let out = val.0;
         unsafe {
-            let keys = out
-                .columns
-                .into_iter()
-                .map(|c| String::to_napi_value(env, c))
-                .collect::<Result<Vec<_>>>()?;
             let mut rows = std::ptr::null_mut();
             check_status!(sys::napi_create_array_with_length(
                 env,
                 out.rows.len(),
                 &mut rows
             ))?;
-            for (i, row) in out.rows.into_iter().enumerate() {
-                let obj = object(env)?;
-                for (key, v) in keys.iter().zip(row) {
-                    check_status!(sys::napi_set_property(env, obj, *key, cell(env, v)?))?;
-                }
-                check_status!(sys::napi_set_element(env, rows, i as u32, obj))?;
-            }
+            let mut rest = QueryRows {
+                columns: out.columns,
+                rows: out.rows.into_iter(),
+                next: 0,
+            };
+            let done = rest.page(env, rows)?;
             let result = object(env)?;
             set(env, result, c"rows", Raw(rows))?;
             set(env, result, c"maxCommitSeq", out.max_commit_seq as f64)?;
             set(env, result, c"gate", out.gate.map(Gate::from))?;
             set(env, result, c"error", out.error.map(|e| e.to_wire()))?;
+            if !done {
+                set(
+                    env,
+                    result,
+                    c"more",
+                    Raw(QueryRows::to_napi_value(env, rest)?),
+                )?;
+            }
             Ok(result)
         }
     }

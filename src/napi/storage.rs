@@ -27,6 +27,8 @@ pub struct EngineOptions {
     pub synchronous: Option<String>,
     pub busy_timeout_ms: Option<f64>,
     pub query_timeout_ms: Option<f64>,
+    pub max_result_rows: Option<f64>,
+    pub max_result_bytes: Option<f64>,
     pub max_connections: Option<f64>,
     pub schema: Option<String>,
     pub connect_timeout_ms: Option<f64>,
@@ -44,6 +46,14 @@ impl EngineOptions {
             query_timeout: self
                 .query_timeout_ms
                 .map(|v| query_timeout(Some(v)))
+                .transpose()?,
+            max_result_rows: self
+                .max_result_rows
+                .map(|v| positive_count(v, "maxResultRows"))
+                .transpose()?,
+            max_result_bytes: self
+                .max_result_bytes
+                .map(|v| positive_count(v, "maxResultBytes"))
                 .transpose()?,
             max_connections: self
                 .max_connections

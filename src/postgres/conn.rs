@@ -18,6 +18,8 @@ pub struct Config {
     pub schema: Option<String>,
     /// How long one registered query may run (`queryTimeoutMs`).
     pub query_timeout: Duration,
+    /// The size bounds of one registered query's result.
+    pub result_limits: crate::query::result::Limits,
     /// How long a call may wait for a connection (`connectTimeoutMs`):
     /// while the server is unreachable, each call fails with
     /// `PG_POOL_TIMEOUT` after this long, and connection attempts back off
@@ -52,6 +54,7 @@ impl Config {
             max_connections,
             schema,
             query_timeout: crate::query::DEFAULT_TIMEOUT,
+            result_limits: Default::default(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
         })
     }

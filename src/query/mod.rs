@@ -14,6 +14,7 @@
 
 mod dialect;
 pub mod lex;
+pub mod result;
 mod rewrite;
 #[cfg(test)]
 mod tests;

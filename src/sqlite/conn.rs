@@ -73,6 +73,8 @@ pub struct Config {
     pub busy_timeout: Duration,
     /// How long one registered query may run (`queryTimeoutMs`).
     pub query_timeout: Duration,
+    /// The size bounds of one registered query's result.
+    pub result_limits: crate::query::result::Limits,
 }
 
 const STATEMENT_CACHE: usize = 256;

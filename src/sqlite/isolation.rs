@@ -25,14 +25,21 @@
 //!   the name was shown to resolve to nothing outside the query (then it
 //!   was a CTE of the query's own).
 //! - A progress handler stops the query at its time limit, or at once when
-//!   the storage closes, checking every [`PROGRESS_OPS`] VM instructions.
-//!   Inside one instruction, a function call runs to its end; while the
-//!   query runs, `SQLITE_LIMIT_LENGTH` bounds every value it makes or reads
-//!   ([`MAX_VALUE`]; `printf` answers NULL past it, other functions fail), the
-//!   functions whose cost is the product of their arguments' lengths run
-//!   in linear time (`super::linear_fns`), and LIKE/GLOB patterns are at
-//!   most [`MAX_PATTERN`] bytes, so one instruction costs time linear in
-//!   that bound.
+//!   the storage closes, checking every [`PROGRESS_OPS`] VM instructions,
+//!   but only at the instructions that end a loop: a function call is one
+//!   instruction, and a row's result columns are one straight run. So the
+//!   functions whose work grows with their arguments read the same clock
+//!   themselves (`super::meter`): LIKE, GLOB, `instr`, `replace` and the
+//!   trims are the storage's own (`super::pattern`, `super::linear_fns`),
+//!   the other text, number and JSON functions are SQLite's own run through
+//!   a check (`super::checked_fns`). While the query runs,
+//!   `SQLITE_LIMIT_LENGTH` bounds every value it makes or reads
+//!   ([`MAX_VALUE`]; `printf` answers NULL past it, other functions fail) and
+//!   LIKE/GLOB patterns are at most [`MAX_PATTERN`] bytes, so one call costs
+//!   time linear in that bound and a run stops within about one call of its
+//!   limit. What no check reaches: operators that are not function calls
+//!   (arithmetic, `CAST`, comparisons), each linear in a value of at most
+//!   [`MAX_VALUE`] (see the README's bounds section).
 //!
 //! Temp objects live only in the connection that made them: the database
 //! file gains nothing, and the in-tree storage never sees them.
@@ -278,7 +285,9 @@ pub fn register(conn: &Connection) -> Result<()> {
         |_| Ok(PARTITION.with(|p| p.borrow().clone())),
     )
     .map_err(map_err)?;
-    super::linear_fns::register(conn)
+    super::linear_fns::register(conn)?;
+    super::pattern::register(conn).map_err(map_err)?;
+    super::checked_fns::register(conn).map_err(map_err)
 }
 
 /// The installed authorizer's verdict (see [`register`]).
@@ -325,6 +334,8 @@ pub struct Bounded<'c> {
     conn: &'c Connection,
     /// The connection's own limits, restored on drop.
     saved: (i32, i32),
+    /// The clock the storage's functions read (`super::meter`).
+    _meter: super::meter::Running,
 }
 
 /// Makes the views of `tables` (the declared, materialized tables) when
@@ -358,6 +369,16 @@ pub fn bound<'c>(
     set_limits(conn, MAX_VALUE, MAX_PATTERN);
     let started = Instant::now();
     let deadline = started + limit;
+    let limits = super::meter::Limits {
+        value: MAX_VALUE,
+        pattern: MAX_PATTERN,
+    };
+    let meter = super::meter::start(
+        limits,
+        deadline,
+        budget.map(|_| started + NOW_STALL),
+        closed,
+    );
     let closed = closed.clone();
     // Every PROGRESS_OPS VM steps (PROGRESS_OPS_NOW on the calling thread,
     // whose stall budget is tighter): a clock read per call costs little
@@ -387,7 +408,11 @@ pub fn bound<'c>(
             }
         }),
     );
-    Ok(Bounded { conn, saved })
+    Ok(Bounded {
+        conn,
+        saved,
+        _meter: meter,
+    })
 }
 
 /// Marks the run bound on this thread as stopped at its budget.
@@ -528,6 +553,20 @@ impl Bounded<'_> {
 
     /// The coded error for a failure while the query compiled or ran.
     pub fn err(&self, e: rusqlite::Error, limit: Duration, closed: &AtomicBool) -> Error {
+        // A function of the storage's stopped the run: the reason is kept.
+        match super::meter::stopped() {
+            Some(super::meter::Stop::Closed) => {
+                return Error::plain("ERR_SYNCULAR_CLOSED", "storage is closed")
+            }
+            Some(super::meter::Stop::Deadline) => return query::timed_out(limit),
+            Some(super::meter::Stop::Stall) if !closed.load(Ordering::Relaxed) => {
+                return Error::plain(
+                    super::OVER_BUDGET,
+                    "registered query exceeded its step budget",
+                )
+            }
+            _ => {}
+        }
         let (denied, over_budget) = BOUND.with(|b| {
             b.borrow()
                 .as_ref()

@@ -8,11 +8,14 @@
 //! a registered query's time limit. These versions search with
 //! Knuth-Morris-Pratt and test trim characters against a set, so a call
 //! costs time linear in its arguments, which `SQLITE_LIMIT_LENGTH` bounds
-//! while a registered query runs (`super::isolation`). They return what
-//! the built-ins return, NULL handling and types included; the storage's
-//! own statements call none of them.
+//! while a registered query runs (`super::isolation`), and read the
+//! query's clock (`super::meter`) as they go, so a call stops near the
+//! query's limit whatever its arguments. They return what the built-ins
+//! return, NULL handling and types included; the storage's own statements
+//! call none of them.
 
 use super::conn::map_err;
+use super::meter;
 use crate::error::Result;
 use rusqlite::functions::{Context, FunctionFlags};
 use rusqlite::types::{Value, ValueRef};
@@ -35,7 +38,7 @@ pub fn register(conn: &Connection) -> Result<()> {
 
 /// The bytes SQLite's `sqlite3_value_text` gives for argument `i`, or
 /// `None` for NULL.
-fn arg_text(ctx: &Context<'_>, i: usize) -> rusqlite::Result<Option<Vec<u8>>> {
+pub(super) fn arg_text(ctx: &Context<'_>, i: usize) -> rusqlite::Result<Option<Vec<u8>>> {
     Ok(match ctx.get_raw(i) {
         ValueRef::Null => None,
         ValueRef::Integer(n) => Some(n.to_string().into_bytes()),
@@ -77,33 +80,39 @@ fn failure(needle: &[u8]) -> Vec<usize> {
 }
 
 /// Every non-overlapping match of `needle` (non-empty) in `hay`, left to
-/// right, as start offsets; stops after the first when `first`.
-fn matches(hay: &[u8], needle: &[u8], first: bool) -> Vec<usize> {
+/// right, as start offsets; stops after the first when `first`. Reads the
+/// query's clock every [`meter::CHECK_BYTES`] of `hay`.
+fn matches(hay: &[u8], needle: &[u8], first: bool) -> rusqlite::Result<Vec<usize>> {
     let f = failure(needle);
     let mut out = Vec::new();
     let mut k = 0;
-    for (i, &b) in hay.iter().enumerate() {
-        while k > 0 && b != needle[k] {
-            k = f[k - 1];
-        }
-        if b == needle[k] {
-            k += 1;
-        }
-        if k == needle.len() {
-            out.push(i + 1 - needle.len());
-            if first {
-                break;
+    for (n, chunk) in hay.chunks(meter::CHECK_BYTES).enumerate() {
+        meter::work(chunk.len())?;
+        let base = n * meter::CHECK_BYTES;
+        for (j, &b) in chunk.iter().enumerate() {
+            while k > 0 && b != needle[k] {
+                k = f[k - 1];
             }
-            // Non-overlapping: start over after the match.
-            k = 0;
+            if b == needle[k] {
+                k += 1;
+            }
+            if k == needle.len() {
+                out.push(base + j + 1 - needle.len());
+                if first {
+                    return Ok(out);
+                }
+                // Non-overlapping: start over after the match.
+                k = 0;
+            }
         }
     }
-    out
+    Ok(out)
 }
 
 /// `instr(X, Y)`: 1 + the characters (bytes, when both are BLOBs) before
 /// the first occurrence of Y in X, 0 when absent, NULL when either is.
 fn instr(ctx: &Context<'_>) -> rusqlite::Result<Value> {
+    meter::enter()?;
     let blobs =
         matches!(ctx.get_raw(0), ValueRef::Blob(_)) && matches!(ctx.get_raw(1), ValueRef::Blob(_));
     let (Some(hay), Some(needle)) = (arg_text(ctx, 0)?, arg_text(ctx, 1)?) else {
@@ -112,7 +121,7 @@ fn instr(ctx: &Context<'_>) -> rusqlite::Result<Value> {
     if needle.is_empty() {
         return Ok(Value::Integer(1));
     }
-    let Some(&at) = matches(&hay, &needle, true).first() else {
+    let Some(&at) = matches(&hay, &needle, true)?.first() else {
         return Ok(Value::Integer(0));
     };
     let before = if blobs {
@@ -127,6 +136,7 @@ fn instr(ctx: &Context<'_>) -> rusqlite::Result<Value> {
 /// `replace(X, Y, Z)`: X with every occurrence of Y replaced by Z (X as
 /// text when Y is empty); NULL when any is NULL.
 fn replace(ctx: &Context<'_>) -> rusqlite::Result<Value> {
+    meter::enter()?;
     let Some(hay) = arg_text(ctx, 0)? else {
         return Ok(Value::Null);
     };
@@ -139,7 +149,8 @@ fn replace(ctx: &Context<'_>) -> rusqlite::Result<Value> {
     let Some(with) = arg_text(ctx, 2)? else {
         return Ok(Value::Null);
     };
-    let found = matches(&hay, &pattern, false);
+    let found = matches(&hay, &pattern, false)?;
+    meter::work(hay.len() + found.len() * with.len())?;
     let mut out = Vec::with_capacity(hay.len() + found.len() * with.len());
     let mut pos = 0;
     for at in found {
@@ -154,6 +165,7 @@ fn replace(ctx: &Context<'_>) -> rusqlite::Result<Value> {
 /// `trim(X, Y)` and its one-sided forms: X without the characters of Y at
 /// the chosen ends; NULL when either is NULL.
 fn trim(ctx: &Context<'_>, left: bool, right: bool) -> rusqlite::Result<Value> {
+    meter::enter()?;
     let (Some(s), Some(set)) = (arg_text(ctx, 0)?, arg_text(ctx, 1)?) else {
         return Ok(Value::Null);
     };
@@ -167,6 +179,7 @@ fn trim(ctx: &Context<'_>, left: bool, right: bool) -> rusqlite::Result<Value> {
                     break;
                 }
                 start += c.len();
+                meter::work(c.len() * 16)?;
             }
         }
         if right {
@@ -175,6 +188,7 @@ fn trim(ctx: &Context<'_>, left: bool, right: bool) -> rusqlite::Result<Value> {
                 if !chars.contains(&s[b..end]) {
                     break;
                 }
+                meter::work((end - b) * 16)?;
                 end = b;
             }
         }

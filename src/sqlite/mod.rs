@@ -13,6 +13,7 @@
 
 pub mod admin;
 mod backup;
+mod checked_fns;
 mod checkpointer;
 mod checkpoints;
 pub(crate) mod conn;
@@ -22,7 +23,9 @@ mod isolation;
 mod linear_fns;
 mod log;
 mod meta;
+mod meter;
 mod ops;
+mod pattern;
 mod query;
 pub mod reactions;
 mod rows;
@@ -672,6 +675,7 @@ mod group_tests {
             synchronous: Synchronous::Normal,
             busy_timeout: Duration::from_secs(1),
             query_timeout: crate::query::DEFAULT_TIMEOUT,
+            result_limits: Default::default(),
         });
         let db = e.db().unwrap();
         let w = lock(&db.writer);

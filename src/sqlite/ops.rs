@@ -331,6 +331,7 @@ mod tests {
             synchronous: Synchronous::Normal,
             busy_timeout: Duration::from_secs(1),
             query_timeout: crate::query::DEFAULT_TIMEOUT,
+            result_limits: Default::default(),
         });
         let id = e.try_lock(None).unwrap().unwrap();
         e.ensure_schema(id, Schema::parse(BENCH_SCHEMA).unwrap(), &[], 0)

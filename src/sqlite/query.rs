@@ -12,6 +12,7 @@ use super::{log, meta, rows, Loaded, SqliteEngine};
 use crate::error::{Error, Result};
 use crate::model::StoredRow;
 use crate::model::{Cell as SqlValue, QueryOutput};
+use crate::query::result::{Limits, Tally};
 use crate::query::{self, Bind, Prepared, Request, Target, Value};
 use crate::schema::{quote_ident, Table};
 use crate::stored::{self, Form};
@@ -46,6 +47,14 @@ pub(super) fn cell(v: ValueRef<'_>) -> SqlValue {
     }
 }
 
+/// What [`crate::query::result::cell_bytes`] counts for `v`.
+fn ref_bytes(v: ValueRef<'_>) -> u64 {
+    8 + match v {
+        ValueRef::Text(b) | ValueRef::Blob(b) => b.len() as u64,
+        _ => 0,
+    }
+}
+
 fn refused(msg: &str) -> Error {
     Error::plain(query::REFUSED, msg)
 }
@@ -59,6 +68,8 @@ pub struct Bounds<'a> {
     /// Thousands of VM steps the run may take before it stops with
     /// `OVER_BUDGET` (a run on the calling thread).
     pub budget: Option<u32>,
+    /// `maxResultRows` and `maxResultBytes`.
+    pub results: Limits,
 }
 
 impl<'a> Bounds<'a> {
@@ -77,6 +88,7 @@ impl<'a> Bounds<'a> {
             limit,
             closed,
             budget: None,
+            results: Limits::default(),
         }
     }
 }
@@ -100,7 +112,15 @@ fn execute(
         std::borrow::Cow::Owned(format!("{}{}", isolation::MARK, prepared.sql))
     };
     let mut st = conn.prepare_cached(&text).map_err(err)?;
-    let out = run(&mut st, &bounded, &err, prepared, params, partition);
+    let out = run(
+        &mut st,
+        &bounded,
+        &err,
+        prepared,
+        params,
+        partition,
+        bounds.results,
+    );
     if out.is_err() {
         // Not kept: a run that failed may have compiled it again with
         // names not yet checked, and a later run that finds it compiled
@@ -115,6 +135,7 @@ fn execute(
 fn run(
     st: &mut rusqlite::Statement<'_>, bounded: &isolation::Bounded<'_>,
     err: &dyn Fn(rusqlite::Error) -> Error, prepared: &Prepared, params: &[Value], partition: &str,
+    limits: Limits,
 ) -> Result<(Vec<String>, Vec<Vec<SqlValue>>)> {
     bounded.verify()?;
     if !st.readonly() {
@@ -137,11 +158,16 @@ fn run(
     let columns: Vec<String> = st.column_names().into_iter().map(str::to_owned).collect();
     let n = columns.len();
     let mut out = Vec::new();
+    let mut tally = Tally::new(limits);
     let mut rows = st.raw_query();
     while let Some(r) = rows.next().map_err(err)? {
+        // Counted as it is read, each cell before it is copied.
+        tally.row()?;
         let mut row = Vec::with_capacity(n);
         for i in 0..n {
-            row.push(cell(r.get_ref(i).map_err(map_err)?));
+            let v = r.get_ref(i).map_err(map_err)?;
+            tally.bytes(ref_bytes(v))?;
+            row.push(cell(v));
         }
         out.push(row);
     }
@@ -419,6 +445,7 @@ impl SqliteEngine {
     ) -> Result<QueryOutput> {
         let mut bounds = Bounds::new(loaded, prepared, self.cfg.query_timeout, &self.closed);
         bounds.budget = budget;
+        bounds.results = self.cfg.result_limits;
         let slow = Slow::start(telemetry::SQLITE, "query", Site::Text("queryAuthoritative"))
             .sql(&prepared.sql);
         self.read_snapshot_timed(slow, |c| {
@@ -478,6 +505,7 @@ impl SqliteEngine {
     ) -> Result<QueryOutput> {
         let mut bounds = Bounds::new(loaded, prepared, self.cfg.query_timeout, &self.closed);
         bounds.budget = budget;
+        bounds.results = self.cfg.result_limits;
         let site = Site::Text("tx.queryAuthoritative");
         let slow = || Slow::start(telemetry::SQLITE, "query", site).sql(&prepared.sql);
         self.with_lease_timed(id, slow, |h| {

@@ -455,7 +455,7 @@ pub const PARTITION_SETTING: &str = "syncular.partition";
 /// another partition, and its errors cannot print one. A temporary view
 /// belongs to the session and writes nothing to the database's own schema.
 pub fn view_ddl(schema: &str, tables: &[Table]) -> String {
-    let mut out = String::new();
+    let mut out = String::from(super::bounds::REFUSE_DDL);
     for t in tables.iter().filter(|t| t.materialize) {
         let cols: Vec<String> = t
             .columns

@@ -22,6 +22,7 @@
 //! cells are decoded into the engine-neutral cell values the binding turns
 //! into JS (int8 beyond 2^53 as `bigint`).
 
+mod bounds;
 mod guard;
 #[cfg(test)]
 mod guard_tests;
@@ -32,6 +33,7 @@ use crate::codec::ColumnType;
 use crate::error::{Error, Result};
 use crate::model::StoredRow;
 use crate::model::{Cell, QueryOutput};
+use crate::query::result::{Limits, Tally};
 use crate::query::{self, Bind, Prepared, Request, Value};
 use crate::schema::{quote_ident, Table};
 use crate::stored::{self, Form};
@@ -221,11 +223,29 @@ fn confine(timeout: Duration, partition: &str) -> Result<String> {
 /// connection (yet, or any more): the views are (re)created and the query
 /// runs once more.
 fn missing_view(e: &Error) -> bool {
-    matches!(e, Error::Engine { code, message } if code == "42P01" && message.contains("_syncular_q_"))
+    match e {
+        Error::Engine { code, message } => match code.as_str() {
+            // A view, or the refusal function (`bounds::REFUSE_DDL`).
+            "42P01" | "42883" => message.contains("_syncular_q_"),
+            // The session has no temporary schema yet.
+            "3F000" => message.contains("pg_temp"),
+            _ => false,
+        },
+        _ => false,
+    }
 }
 
-/// A query error: the time limit becomes its coded error.
-fn run_err(e: sqlx::Error, timeout: Duration) -> Error {
+/// A query error: the time limit and the bounds of `bounds` become their
+/// coded errors.
+fn run_err(e: sqlx::Error, timeout: Duration, limits: Limits) -> Error {
+    if let sqlx::Error::Database(d) = &e {
+        if let Some(out) = d
+            .code()
+            .and_then(|c| bounds::coded(&c, d.message(), limits))
+        {
+            return out;
+        }
+    }
     if super::conn::sqlstate(&e).as_deref() == Some("57014") {
         query::timed_out(timeout)
     } else {
@@ -238,12 +258,11 @@ fn run_err(e: sqlx::Error, timeout: Duration) -> Error {
 /// and caches for it is never reused with values of other types.
 async fn run(
     c: &mut PgConnection, g: &guard::Guarded, binds: &[Bind], params: &[Value], partition: &str,
-    timeout: Duration,
+    timeout: Duration, limits: Limits, abandoned: &mut bool,
 ) -> Result<(Vec<String>, Vec<Vec<Cell>>)> {
     let partition_value = Value::Text(partition.to_owned());
     let unused = Value::Text(String::new());
-    let mut sql = String::with_capacity(g.sql.len() + 16 + 2 * g.slots.len());
-    sql.push_str(&g.sql);
+    let mut sql = bounds::wrap(&g.sql, limits);
     sql.push_str(" /* types:");
     let mut values = Vec::with_capacity(g.slots.len());
     for (slot, used) in g.slots.iter().zip(&g.used) {
@@ -276,28 +295,39 @@ async fn run(
     for v in values {
         q = bind_value(q, v);
     }
-    let rows = q
-        .fetch_all(&mut *c)
-        .await
-        .map_err(|e| run_err(e, timeout))?;
-    let columns: Vec<String> = rows
-        .first()
-        .map(|r| {
+    // Rows are counted as they arrive, each converted and dropped at once,
+    // so the result never holds more than its bounds.
+    let mut tally = Tally::new(limits);
+    let mut columns: Option<Vec<String>> = None;
+    let mut out = Vec::new();
+    let mut rows = q.fetch(&mut *c);
+    while let Some(r) = std::future::poll_fn(|cx| rows.as_mut().poll_next(cx)).await {
+        let r = r.map_err(|e| run_err(e, timeout, limits))?;
+        let names = columns.get_or_insert_with(|| {
             r.columns()
                 .iter()
                 .map(|col| col.name().to_owned())
                 .collect()
-        })
-        .unwrap_or_default();
-    let mut out = Vec::with_capacity(rows.len());
-    for r in &rows {
-        out.push(
-            (0..columns.len())
-                .map(|i| cell(r, i))
-                .collect::<Result<Vec<_>>>()?,
-        );
+        });
+        // Past a bound the rest of the result is not read: the caller
+        // closes the connection rather than wait for it (`abandoned`).
+        let mut over = tally.row().err();
+        let mut row = Vec::with_capacity(names.len());
+        for i in 0..names.len() {
+            if over.is_some() {
+                break;
+            }
+            let v = cell(&r, i)?;
+            over = tally.bytes(query::result::cell_bytes(&v)).err();
+            row.push(v);
+        }
+        if let Some(e) = over {
+            *abandoned = true;
+            return Err(e);
+        }
+        out.push(row);
     }
-    Ok((columns, out))
+    Ok((columns.unwrap_or_default(), out))
 }
 
 /// `max_commit_seq` (read with the storage's tables named by schema, so it
@@ -579,6 +609,7 @@ impl PgEngine {
         // query might have changed. On success it travels with the
         // max_commit_seq read.
         let mut ended = false;
+        let mut abandoned = false;
         let out = super::body(async {
             let c: &mut PgConnection = &mut *conn;
             let gate = match gate_running {
@@ -597,7 +628,17 @@ impl PgEngine {
                 Site::Text("queryAuthoritative"),
             )
             .sql(&g.sql);
-            let ran = run(c, g, &prepared.binds, params, partition, timeout).await;
+            let ran = run(
+                c,
+                g,
+                &prepared.binds,
+                params,
+                partition,
+                timeout,
+                self.cfg.result_limits,
+                &mut abandoned,
+            )
+            .await;
             drop(slow);
             match ran {
                 Ok((columns, rows)) => {
@@ -623,7 +664,9 @@ impl PgEngine {
             }
         })
         .await;
-        let healthy = ended || super::exec(conn, "ROLLBACK").await.is_ok();
+        // A result abandoned past its bounds is not waited for: closing the
+        // connection stops the server at its next row.
+        let healthy = ended || (!abandoned && super::exec(conn, "ROLLBACK").await.is_ok());
         (out, healthy)
     }
 
@@ -663,7 +706,21 @@ impl PgEngine {
                     Site::Text("tx.queryAuthoritative"),
                 )
                 .sql(&g.sql);
-                let out = run(c, &g, &prepared.binds, params, &p, timeout).await;
+                // A result abandoned past its bounds is read to its end by
+                // the savepoint's rollback (at most `maxResultRows + 1`
+                // rows, within the time limit): the transaction stays usable.
+                let mut abandoned = false;
+                let out = run(
+                    c,
+                    &g,
+                    &prepared.binds,
+                    params,
+                    &p,
+                    timeout,
+                    self.cfg.result_limits,
+                    &mut abandoned,
+                )
+                .await;
                 drop(slow);
                 match out {
                     Ok((columns, rows)) => {

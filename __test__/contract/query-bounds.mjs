@@ -1,0 +1,203 @@
+// Registered queries bounded in rows, bytes, time and event-loop stall, on
+// both engines (issue 28): whatever parameters a client picks,
+// - a result past maxResultRows or maxResultBytes is refused while it is
+//   produced, with ERR_SYNCULAR_QUERY_RESULT_TOO_LARGE naming the bound,
+//   and the process's memory stays near the bound;
+// - a large result is handed to the host over several event-loop turns,
+//   never in one long one;
+// - work inside one row (one function call made expensive by its
+//   arguments, or many calls in one row) stops near queryTimeoutMs.
+// Timing assertions carry a margin for a debug build on a shared machine;
+// the acceptance figures are the stress run's (stress/attack.mjs).
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { withStorage } from '../support/harness.mjs';
+import { OWN, seedTenants } from '../support/isolation.mjs';
+
+const TOO_LARGE = 'ERR_SYNCULAR_QUERY_RESULT_TOO_LARGE';
+const TIMEOUT = 'ERR_SYNCULAR_QUERY_TIMEOUT';
+
+/** Settles `fn()` while sampling the event loop (a 5 ms ticker) and RSS: { ok, value | error, ms, stall, rss }. */
+export async function measured(fn) {
+  let last = performance.now();
+  let stall = 0;
+  const rss0 = process.memoryUsage.rss();
+  let rss = rss0;
+  const ticker = setInterval(() => {
+    const now = performance.now();
+    stall = Math.max(stall, now - last);
+    last = now;
+    rss = Math.max(rss, process.memoryUsage.rss());
+  }, 5);
+  const t0 = performance.now();
+  let out;
+  try {
+    out = { ok: true, value: await fn() };
+  } catch (error) {
+    out = { ok: false, error };
+  }
+  const end = performance.now();
+  clearInterval(ticker);
+  rss = Math.max(rss, process.memoryUsage.rss());
+  return { ...out, ms: end - t0, stall: Math.max(stall, end - last), rss: rss - rss0 };
+}
+
+/** The two call forms: storage-level, and inside an open push. */
+function forms(storage) {
+  return {
+    storage: (sql, params = []) => storage.queryAuthoritative(OWN, { sql, params, tables: [] }),
+    tx: async (sql, params = []) => {
+      const tx = await storage.begin(OWN);
+      try {
+        await tx.lockPartitionForPush();
+        const out = await tx.queryAuthoritative({ sql, params, tables: [] });
+        // The transaction is still usable after its query, refused or not.
+        assert.equal((await tx.getRow('tasks', 'own-1'))?.rowId, 'own-1');
+        return out;
+      } finally {
+        await tx.rollback();
+      }
+    },
+  };
+}
+
+export function define(engine) {
+  const pg = engine.dialect === 'postgres';
+  // `n` rows numbered 1…n, with n a client parameter.
+  const series = (select) =>
+    pg
+      ? `SELECT ${select} FROM generate_series(1, CAST(? AS integer)) AS s(n)`
+      : `WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < ?) SELECT ${select} FROM s`;
+  // A value of 100 KB.
+  const big = pg ? "repeat('0123456789', 10000)" : "printf('%.*c', 100000, 'x')";
+
+  describe(`${engine.name}: registered query results are bounded`, () => {
+    for (const form of ['storage', 'tx']) {
+      test(`${form}: past maxResultRows the query is refused naming it; at the bound it answers`, async () => {
+        await withStorage(
+          engine,
+          async (storage) => {
+            await seedTenants(storage);
+            const run = forms(storage)[form];
+            const at = await run(series('n'), [1000]);
+            assert.equal(at.rows.length, 1000);
+            assert.deepEqual(at.rows[999], { n: 1000 });
+            const past = await measured(() => run(series('n'), [3_000_000]));
+            assert.equal(past.ok, false, 'answered past the bound');
+            assert.equal(past.error.code, TOO_LARGE, past.error.message);
+            assert.match(past.error.message, /1000 rows \(maxResultRows\)/);
+            // Refused when the bound is passed, not after the 3M rows.
+            assert.ok(past.ms < 2000, `took ${past.ms.toFixed(0)} ms`);
+          },
+          { opts: { maxResultRows: 1000 } },
+        );
+      });
+
+      test(`${form}: past maxResultBytes the query is refused as rows arrive, and memory stays near the bound`, async () => {
+        const maxResultBytes = 8 << 20;
+        await withStorage(
+          engine,
+          async (storage) => {
+            await seedTenants(storage);
+            const run = forms(storage)[form];
+            // 20 rows of 100 KB fit; 3000 (300 MB) do not.
+            const fits = await run(series(`n, ${big} AS v`), [20]);
+            assert.equal(fits.rows.length, 20);
+            assert.equal(fits.rows[19].v.length, 100_000);
+            const past = await measured(() => run(series(`n, ${big} AS v`), [3000]));
+            assert.equal(past.ok, false, 'answered past the bound');
+            assert.equal(past.error.code, TOO_LARGE, past.error.message);
+            assert.match(past.error.message, /8388608 bytes \(maxResultBytes\)/);
+            // The rows held before the refusal, the engine's own buffers and
+            // the allocator's slack: a few times the bound, never the 300 MB.
+            assert.ok(past.rss < 4 * maxResultBytes + (64 << 20), `RSS grew ${(past.rss / 2 ** 20).toFixed(0)} MiB`);
+          },
+          { opts: { maxResultBytes } },
+        );
+      });
+    }
+
+    test('the defaults: 100,000 rows answer, 3 million are refused at once', async () => {
+      await withStorage(engine, async (storage) => {
+        await seedTenants(storage);
+        const run = forms(storage).storage;
+        const past = await measured(() => run(series('n'), [3_000_000]));
+        assert.equal(past.error?.code, TOO_LARGE, past.error?.message);
+        assert.match(past.error.message, /100000 rows \(maxResultRows\)/);
+        const at = await run(series('n'), [100_000]);
+        assert.equal(at.rows.length, 100_000);
+      });
+    });
+  });
+
+  describe(`${engine.name}: a large result never holds the event loop`, () => {
+    for (const form of ['storage', 'tx']) {
+      test(`${form}: 100,000 rows of 8 columns reach the host over several turns`, async () => {
+        await withStorage(engine, async (storage) => {
+          await seedTenants(storage);
+          const run = forms(storage)[form];
+          const cols = ['n', 'n + 1 AS a', 'n * 2 AS b', "'x' AS c", 'n % 7 AS d', "'yy' AS e", 'n - 1 AS f', 'n * 3 AS g'];
+          const sql = series(cols.join(', '));
+          await run(sql, [10]);
+          const r = await measured(() => run(sql, [100_000]));
+          assert.equal(r.ok, true, r.error?.message);
+          assert.equal(r.value.rows.length, 100_000);
+          assert.deepEqual(r.value.rows[99_999], { n: 100_000, a: 100_001, b: 200_000, c: 'x', d: 100_000 % 7, e: 'yy', f: 99_999, g: 300_000 });
+          assert.deepEqual(Object.keys(r.value).sort(), ['maxCommitSeq', 'rows']);
+          // A few ms per turn; the margin is for a debug build on a loaded machine.
+          assert.ok(r.stall < 100, `event loop stalled ${r.stall.toFixed(0)} ms`);
+        });
+      });
+    }
+  });
+
+  describe(`${engine.name}: work inside one row stops near queryTimeoutMs`, { skip: pg && 'PostgreSQL: the cost classes below' }, () => {
+    const limit = 200;
+    // One row: a 1 MiB value built in the query, and a 256-byte pattern
+    // that almost matches at every offset (SQLite's own matcher compares
+    // the pattern at each: about 0.3 s a call).
+    const like = "WITH m AS (SELECT printf('%.*c', 1000000, 'a') AS v, '%' || printf('%.*c', 250, 'a') || 'b' AS p) SELECT (v LIKE p) + (v LIKE p) + (v LIKE p) + (v GLOB replace(p, '%', '*')) + (v LIKE p) + (v LIKE p ESCAPE '!') + (v GLOB replace(p, '%', '*')) + (v LIKE p) AS n FROM m";
+    // Hundreds of result columns, each one call scanning a 1 MiB value
+    // (`I` is the column's number, so no two calls are the same).
+    const wide = (f, v = "printf('%.*c', 1000000, 'a')") => `WITH m AS MATERIALIZED (SELECT ${v} AS v) SELECT ${Array.from({ length: 1500 }, (_, i) => `${f.replaceAll('I', i)} AS c${i}`).join(', ')} FROM m`;
+    const shapes = [
+      ['LIKE and GLOB, repeated in one expression', like],
+      ['1500 columns of length()', wide("length(v || 'I')")],
+      ['1500 columns of instr()', wide("instr(v, 'bI')")],
+      ['1500 columns of upper()', wide("length(upper(v || 'I'))")],
+      ['1500 columns of printf()', wide("length(printf('%sI', v))")],
+      ['1500 columns of json_type()', wide("json_type(v || 'I]')", `'["' || printf('%.*c', 1000000, 'a') || '",'`)],
+      ['1500 columns of substr()', wide("substr(v || 'I', 900000, 1)")],
+    ];
+    for (const form of ['storage', 'tx']) {
+      for (const [what, sql] of shapes) {
+        test(`${form}: ${what}`, async () => {
+          await withStorage(
+            engine,
+            async (storage) => {
+              await seedTenants(storage);
+              const run = forms(storage)[form];
+              const r = await measured(() => run(sql));
+              assert.equal(r.ok, false, `answered in ${r.ms.toFixed(0)} ms`);
+              assert.equal(r.error.code, TIMEOUT, r.error.message);
+              // Within a few ms of the limit; the margin is for a debug build on a loaded machine.
+              assert.ok(r.ms < limit + 400, `took ${r.ms.toFixed(0)} ms`);
+              assert.ok(r.stall < 100, `event loop stalled ${r.stall.toFixed(0)} ms`);
+            },
+            { opts: { queryTimeoutMs: limit } },
+          );
+        });
+      }
+    }
+
+    test('the checked functions answer what SQLite answers, JSON subtypes included', async () => {
+      await withStorage(engine, async (storage) => {
+        await seedTenants(storage);
+        const r = await forms(storage).storage(
+          "SELECT json_object('a', json_array(1, json('[2]')), 'b', '{\"x\":1}' -> '$.x') AS j, length('héllo') AS n, 'abc' LIKE 'A_C' AS l, 'abc' GLOB 'A*' AS g, printf('%05.1f', 2.25) AS p, upper('ab') || lower('CD') AS s",
+        );
+        assert.deepEqual(r.rows, [{ j: '{"a":[1,[2]],"b":1}', n: 5, l: 1, g: 0, p: '002.3', s: 'ABcd' }]);
+      });
+    });
+  });
+}
