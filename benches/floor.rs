@@ -45,6 +45,7 @@ pub fn direct_push(path: &str, commits: u32, ops: u32, synchronous: Synchronous)
         synchronous,
         busy_timeout: Duration::from_secs(5),
         query_timeout: syncular_native_storage::query::DEFAULT_TIMEOUT,
+        result_limits: Default::default(),
     });
     let lease = engine.try_lock(None)?.expect("fresh database");
     engine.ensure_schema(

@@ -18,6 +18,7 @@ fn engine_at(location: Location) -> SqliteEngine {
         synchronous: Synchronous::Normal,
         busy_timeout: Duration::from_secs(1),
         query_timeout: crate::query::DEFAULT_TIMEOUT,
+        result_limits: Default::default(),
     });
     // The lease's own table, with a deferred key: the one way to make a
     // COMMIT fail on demand.
