@@ -81,7 +81,7 @@ check_linux() {
     *x64*) [[ $desc == *"x86-64"* ]] || die "$id: not an x86-64 ELF: $desc" ;;
   esac
   [[ $desc == *"shared object"* ]] || die "$id: not a shared object: $desc"
-  readelf --dyn-syms -W "$bin" | awk '$7 != "UND" && $8 ~ /^napi_register_module_v1(@|$)/' | grep -q . ||
+  [ -n "$(readelf --dyn-syms -W "$bin" | awk '$7 != "UND" && $8 ~ /^napi_register_module_v1(@|$)/')" ] ||
     die "$id: napi_register_module_v1 is not exported"
   local needed glibc
   needed=$(readelf -d -W "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
@@ -120,7 +120,8 @@ check_macos() {
   [ "$id" = darwin-x64 ] && arch=x86_64
   [[ $desc == *"Mach-O 64-bit"*"$arch"*"dynamically linked shared library"* ]] ||
     die "$id: not a $arch Mach-O dylib: $desc"
-  llvm-nm --defined-only --extern-only "$bin" | grep -qE ' T _napi_register_module_v1$' ||
+  # (grep -q on a pipe would end it early: with pipefail, a failure)
+  grep -qE ' T _napi_register_module_v1$' <<<"$(llvm-nm --defined-only --extern-only "$bin")" ||
     die "$id: _napi_register_module_v1 is not exported"
   local heads name minos
   heads=$(llvm-objdump --macho --private-headers "$bin")

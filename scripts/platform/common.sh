@@ -101,7 +101,7 @@ need_zig() {
 
 need_rust_target() {
   local t=${1%%.2.*}
-  rustup target list --installed | grep -qx "$t" && return 0
+  grep -qx "$t" <<<"$(rustup target list --installed)" && return 0
   say "rustup target add $t"
   rustup target add "$t" >/dev/null
 }

@@ -369,22 +369,17 @@ pub fn bound<'c>(
     set_limits(conn, MAX_VALUE, MAX_PATTERN);
     let started = Instant::now();
     let deadline = started + limit;
+    let stall = now_stall();
     let limits = super::meter::Limits {
         value: MAX_VALUE,
         pattern: MAX_PATTERN,
     };
-    let meter = super::meter::start(
-        limits,
-        deadline,
-        budget.map(|_| started + NOW_STALL),
-        closed,
-    );
+    let meter = super::meter::start(limits, deadline, budget.map(|_| started + stall), closed);
     let closed = closed.clone();
     // Every PROGRESS_OPS VM steps (PROGRESS_OPS_NOW on the calling thread,
     // whose stall budget is tighter): a clock read per call costs little
     // next to them. `budget` is in thousands of steps.
     let ops = if now { PROGRESS_OPS_NOW } else { PROGRESS_OPS };
-    let stall = now_stall();
     let per_call = 1000 / ops as u32;
     let mut left = budget.map(|b| b.saturating_mul(per_call));
     conn.progress_handler(
