@@ -202,4 +202,97 @@ export function define(engine) {
       });
     });
   });
+
+  describe(`${engine.name}: operators that compare every part with every part are bounded`, { skip: !pg && 'SQLite: the functions above' }, () => {
+    const limit = 200;
+    // A 2 MB haystack built in the query (in milliseconds, between rows),
+    // and needles that almost match at every offset.
+    const hay = "(SELECT string_agg(repeat('a', 10000), '') AS h FROM generate_series(1, 200)) AS x";
+    const needle = "'b' || repeat('a', 2000)";
+    const arr = (n, sign = '') => `array(SELECT ${sign}generate_series(1, ${n}))`;
+    const shapes = [
+      ['LIKE', `SELECT h LIKE '%' || repeat('a', 2000) || 'b%' AS r FROM ${hay}`],
+      ['NOT ILIKE', `SELECT h NOT ILIKE '%' || repeat('a', 2000) || 'b%' AS r FROM ${hay}`],
+      ['LIKE ANY', `SELECT h LIKE ANY (ARRAY['%' || repeat('a', 2000) || 'b%']) AS r FROM ${hay}`],
+      ['strpos', `SELECT strpos(h, ${needle}) AS r FROM ${hay}`],
+      ['position', `SELECT position(${needle} IN h) AS r FROM ${hay}`],
+      ['split_part', `SELECT length(split_part(h, ${needle}, 2)) AS r FROM ${hay}`],
+      ['replace', `SELECT length(replace(h, ${needle}, 'x')) AS r FROM ${hay}`],
+      ['string_to_array', `SELECT cardinality(string_to_array(h, ${needle})) AS r FROM ${hay}`],
+      ['translate', `SELECT length(translate(h, (SELECT string_agg(chr(1000 + g), '') FROM generate_series(1, 4000) g), 'x')) AS r FROM ${hay}`],
+      ['array &&', `SELECT ${arr(30000)} && ${arr(30000, '-')} AS r`],
+      ['array @>', `SELECT ${arr(30000)} @> array(SELECT -g FROM generate_series(-30000, -1) g) AS r`],
+      ['jsonb @>', `SELECT to_jsonb(${arr(30000)}) @> to_jsonb(array(SELECT -g FROM generate_series(-30000, -1) g)) AS r`],
+    ];
+    for (const form of ['storage', 'tx']) {
+      for (const [what, sql] of shapes) {
+        test(`${form}: ${what} over values built in the query`, async () => {
+          await withStorage(
+            engine,
+            async (storage) => {
+              await seedTenants(storage);
+              const r = await measured(() => forms(storage)[form](sql));
+              assert.equal(r.ok, false, 'answered');
+              assert.ok(['ERR_SYNCULAR_QUERY_REFUSED', TIMEOUT].includes(r.error.code), `${r.error.code}: ${r.error.message}`);
+              assert.ok(r.ms < limit + 400, `took ${r.ms.toFixed(0)} ms`);
+              // Nothing of it still runs on the server.
+              assert.equal(await serverStillRunning(engine.url, '2000'), 0);
+            },
+            { opts: { queryTimeoutMs: limit } },
+          );
+        });
+      }
+    }
+
+    test('within the bounds the same operators answer as PostgreSQL does', async () => {
+      await withStorage(engine, async (storage) => {
+        await seedTenants(storage);
+        const r = await forms(storage).storage(
+          "SELECT 'abc' LIKE 'a%' AS a, 'ABC' ILIKE 'a_c' AS b, 'abc' NOT LIKE '%z%' AS c, 'abc' LIKE ANY (ARRAY['x%', '%c']) AS d, strpos('hello', 'll') AS e, position('lo' IN 'hello') AS f, split_part('a,b,c', ',', 2) AS g, replace('aXbX', 'X', '-') AS h, translate('abc', 'ab', 'xy') AS i, array_to_string(string_to_array('a|b', '|'), ',') AS j, btrim('xxhixx', 'x') AS k, ARRAY[1, 2, 3] @> ARRAY[2] AS l, ARRAY[1] <@ ARRAY[1, 2] AS m, ARRAY[1, 2] && ARRAY[2, 9] AS n, CAST('{\"a\": [1, 2]}' AS jsonb) @> CAST('{\"a\": [2]}' AS jsonb) AS o",
+        );
+        assert.deepEqual(r.rows, [{ a: 1, b: 1, c: 1, d: 1, e: 3, f: 4, g: 'b', h: 'a-b-', i: 'xyc', j: 'a,b', k: 'hi', l: 1, m: 1, n: 1, o: 1 }]);
+        // Over the app's own rows, filters keep working.
+        const t = await storage.queryAuthoritative(OWN, { sql: "SELECT id FROM tasks WHERE title LIKE 'own title%' AND strpos(title, '2') > 0", params: [], tables: ['tasks'] });
+        assert.deepEqual(t.rows, [{ id: 'own-2' }]);
+      });
+    });
+
+    test('storage: a statement that ignores cancellation is given up near the limit', async () => {
+      await withStorage(
+        engine,
+        async (storage) => {
+          await seedTenants(storage);
+          // Numeric divisions of numbers of 85,000 and 43,000 digits: calls
+          // of about half a second each, folded while the query is planned.
+          const div = (k) => `length(CAST(power(CAST(7 AS numeric), 100000) / (power(CAST(3 AS numeric), 90000) + ${k}) AS text))`;
+          const r = await measured(() => forms(storage).storage(`SELECT ${div(1)} + ${div(2)} + ${div(3)} + ${div(4)} AS n`));
+          assert.equal(r.ok, false, 'answered');
+          assert.equal(r.error.code, TIMEOUT, r.error.message);
+          assert.ok(r.ms < limit + 400, `took ${r.ms.toFixed(0)} ms`);
+          // The storage goes on serving.
+          const ok = await forms(storage).storage('SELECT 1 AS one');
+          assert.deepEqual(ok.rows, [{ one: 1 }]);
+        },
+        { opts: { queryTimeoutMs: limit } },
+      );
+    });
+  });
+}
+
+/** Server backends (other than the asking one) still running a statement containing `marker`, after a moment. */
+async function serverStillRunning(url, marker) {
+  const { Psql } = await import('../../stress/lib/sql.mjs');
+  const psql = new Psql(url);
+  try {
+    let n = 0;
+    for (let i = 0; i < 10; i += 1) {
+      const rows = await psql.query(`SELECT count(*) AS n FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND state = 'active' AND query LIKE '%${marker}%' AND query NOT LIKE '%pg_stat_activity%'`);
+      n = Number(rows[0].n);
+      if (n === 0) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return n;
+  } finally {
+    await psql.close();
+  }
 }

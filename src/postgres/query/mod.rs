@@ -23,6 +23,7 @@
 //! into JS (int8 beyond 2^53 as `bigint`).
 
 mod bounds;
+mod cost;
 mod guard;
 #[cfg(test)]
 mod guard_tests;
@@ -204,6 +205,11 @@ struct Where {
 }
 
 const SAVEPOINT: &str = "syncular_query";
+
+/// How long past `queryTimeoutMs` a storage-level registered query whose
+/// statement ignores the cancellation is given up (see
+/// `PgEngine::query_authoritative`).
+pub const ABANDON_AFTER: Duration = Duration::from_millis(50);
 
 /// The settings every registered query runs under, as one message of
 /// `SET LOCAL`s: they end with the transaction or savepoint around it.
@@ -532,19 +538,26 @@ impl PgEngine {
         let timeout = self.cfg.query_timeout;
         let confined = confine(timeout, partition)?;
         let mut created = false;
+        // PostgreSQL checks statement_timeout between rows, not inside one
+        // call of a function: a call still running ABANDON_AFTER past the
+        // limit is given up, and its connection closed (the server stops
+        // the statement at its next check, when it finds the client gone).
+        let give_up = tokio::time::Instant::now() + timeout + ABANDON_AFTER;
         loop {
-            let (out, healthy) = self
-                .query_attempt(
-                    &mut conn,
-                    w,
-                    &g,
-                    &prepared,
-                    params,
-                    partition,
-                    gate_running,
-                    &confined,
-                )
-                .await;
+            let attempt = self.query_attempt(
+                &mut conn,
+                w,
+                &g,
+                &prepared,
+                params,
+                partition,
+                gate_running,
+                &confined,
+            );
+            let (out, healthy) = match tokio::time::timeout_at(give_up, attempt).await {
+                Ok(done) => done,
+                Err(_) => (Err(query::timed_out(timeout)), false),
+            };
             let missing = match &out {
                 Err(e) | Ok(QueryOutput { error: Some(e), .. }) => missing_view(e),
                 Ok(_) => false,
