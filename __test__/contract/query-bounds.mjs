@@ -192,6 +192,23 @@ export function define(engine) {
       }
     }
 
+    for (const form of ['storage', 'tx']) {
+      test(`${form}: a row of 40 arithmetic operators over 1 MiB of digits never runs on the event loop`, async () => {
+        await withStorage(
+          engine,
+          async (storage) => {
+            await seedTenants(storage);
+            // Operators, not function calls: no check of the storage's runs
+            // between them, a few ms each. Too heavy for the calling thread.
+            const forty = `WITH m AS MATERIALIZED (SELECT printf('%.*c', 1000000, '7') AS v) SELECT ${Array.from({ length: 40 }, (_, i) => `v + ${i} AS c${i}`).join(', ')} FROM m`;
+            const r = await measured(() => forms(storage)[form](forty));
+            assert.ok(r.stall < 100, `event loop stalled ${r.stall.toFixed(0)} ms`);
+          },
+          { opts: { queryTimeoutMs: limit } },
+        );
+      });
+    }
+
     test('the checked functions answer what SQLite answers, JSON subtypes included', async () => {
       await withStorage(engine, async (storage) => {
         await seedTenants(storage);
