@@ -12,7 +12,7 @@ use super::{log, meta, rows, Loaded, SqliteEngine};
 use crate::error::{Error, Result};
 use crate::model::StoredRow;
 use crate::model::{Cell as SqlValue, QueryOutput};
-use crate::query::result::{Limits, Tally};
+use crate::query::result::{Limits, Tally, CELL};
 use crate::query::{self, Bind, Prepared, Request, Target, Value};
 use crate::schema::{quote_ident, Table};
 use crate::stored::{self, Form};
@@ -49,7 +49,7 @@ pub(super) fn cell(v: ValueRef<'_>) -> SqlValue {
 
 /// What [`crate::query::result::cell_bytes`] counts for `v`.
 fn ref_bytes(v: ValueRef<'_>) -> u64 {
-    8 + match v {
+    CELL + match v {
         ValueRef::Text(b) | ValueRef::Blob(b) => b.len() as u64,
         _ => 0,
     }
