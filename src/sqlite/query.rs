@@ -108,6 +108,10 @@ fn execute(
         bounds.limit,
         bounds.closed,
         bounds.budget,
+        bounds
+            .results
+            .bytes
+            .saturating_add(isolation::WORKING_MEMORY),
     )?;
     let err = |e| bounded.err(e, bounds.limit, bounds.closed);
     let text = if prepared.sql.starts_with(isolation::MARK) {

@@ -775,7 +775,16 @@ impl PgEngine {
                         }
                     }
                     Err(e) => {
-                        c.execute(AssertSqlSafe(undo)).await.map_err(map_err)?;
+                        // A result abandoned past its bounds is read to its
+                        // end first, and an error the server sent meanwhile
+                        // (its time limit) is reported to this command, not
+                        // run: then the rollback is sent once more.
+                        let undone = c.execute(AssertSqlSafe(undo.clone())).await;
+                        if undone.is_err() && abandoned {
+                            c.execute(AssertSqlSafe(undo)).await.map_err(map_err)?;
+                        } else {
+                            undone.map_err(map_err)?;
+                        }
                         break Err(e);
                     }
                 }
