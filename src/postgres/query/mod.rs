@@ -306,9 +306,18 @@ async fn run(
     let mut tally = Tally::new(limits);
     let mut columns: Option<Vec<String>> = None;
     let mut out = Vec::new();
+    // The server's statement_timeout does not cover the time spent here
+    // on rows it has already sent (a fast server fills the socket, and
+    // reading buffered rows never waits, so no timer runs meanwhile): the
+    // limit is checked on this side too, every few rows.
+    let deadline = std::time::Instant::now() + timeout;
     let mut rows = q.fetch(&mut *c);
     while let Some(r) = std::future::poll_fn(|cx| rows.as_mut().poll_next(cx)).await {
         let r = r.map_err(|e| run_err(e, timeout, limits))?;
+        if out.len() % 16 == 15 && std::time::Instant::now() >= deadline {
+            *abandoned = true;
+            return Err(query::timed_out(timeout));
+        }
         let names = columns.get_or_insert_with(|| {
             r.columns()
                 .iter()
