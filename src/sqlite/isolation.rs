@@ -633,6 +633,13 @@ fn query_err(e: rusqlite::Error, limit: Duration, closed: &AtomicBool) -> Error 
             rusqlite::Error::MultipleStatement => {
                 Error::plain(query::REFUSED, query::MSG_ONE_SELECT)
             }
+            // SQLITE_LIMIT_COLUMN (MAX_COLUMNS), as set by `bound`.
+            rusqlite::Error::SqliteFailure(_, Some(m)) if m.starts_with("too many columns") => {
+                Error::plain(
+                    query::result::TOO_LARGE,
+                    format!("registered query is too wide: {m} (at most {MAX_COLUMNS} columns, or the widest declared table's)"),
+                )
+            }
             e => map_err(e),
         },
     }
