@@ -118,6 +118,29 @@ export function define(engine) {
       });
     }
 
+    for (const form of ['storage', 'tx']) {
+      test(`${form}: rows read slower than the engine makes them stop near queryTimeoutMs`, async () => {
+        const limit = 200;
+        await withStorage(
+          engine,
+          async (storage) => {
+            await seedTenants(storage);
+            // Within the row and byte bounds: only the time limit stops
+            // them (PostgreSQL sends them all before its own limit; the
+            // storage reads them afterwards).
+            const sql = series('n, n + 1 AS a, n * 2 AS b, n % 7 AS c, n - 1 AS d, n * 3 AS e, n + 5 AS f, n % 3 AS g');
+            const r = await measured(() => forms(storage)[form](sql, [1_000_000]));
+            assert.equal(r.ok, false, `answered in ${r.ms.toFixed(0)} ms`);
+            assert.equal(r.error.code, TIMEOUT, r.error.message);
+            // A debug build stops 30-40 ms past the limit (and took 500-900
+            // ms before the storage checked it between rows).
+            assert.ok(r.ms < (limit + 250) * TIME_SCALE, `took ${r.ms.toFixed(0)} ms`);
+          },
+          { opts: { queryTimeoutMs: limit, maxResultRows: 2_000_000, maxResultBytes: 1 << 30 } },
+        );
+      });
+    }
+
     test('the defaults: 100,000 rows answer, 3 million are refused at once', async () => {
       await withStorage(engine, async (storage) => {
         await seedTenants(storage);
@@ -207,6 +230,38 @@ export function define(engine) {
             assert.ok(r.stall < 100 * TIME_SCALE, `event loop stalled ${r.stall.toFixed(0)} ms`);
           },
           { opts: { queryTimeoutMs: limit } },
+        );
+      });
+    }
+
+    for (const form of ['storage', 'tx']) {
+      test(`${form}: a row's working memory is bounded by maxResultBytes plus a constant`, async () => {
+        const maxResultBytes = 16 << 20;
+        await withStorage(
+          engine,
+          async (storage) => {
+            await seedTenants(storage);
+            const run = forms(storage)[form];
+            const v = "printf('%.*c', 1000000, 'a')";
+            // 250 values of 1 MiB made by function calls in one row: stopped
+            // once SQLite's heap grew by maxResultBytes + 64 MiB, before the
+            // row is counted.
+            const calls = `WITH m AS MATERIALIZED (SELECT ${v} AS v) SELECT ${Array.from({ length: 250 }, (_, i) => `upper(v || 'c${i}') AS c${i}`).join(', ')} FROM m`;
+            // 1500 values made by `||` (no function call between them):
+            // refused while it compiles, for its columns.
+            const wide = `WITH m AS MATERIALIZED (SELECT ${v} AS v) SELECT ${Array.from({ length: 1500 }, (_, i) => `v || 'c${i}' AS c${i}`).join(', ')} FROM m`;
+            for (const [sql, message] of [
+              [calls, /working memory/],
+              [wide, /too wide: too many columns in result set \(at most 256 columns/],
+            ]) {
+              const r = await measured(() => run(sql));
+              assert.equal(r.ok, false, `answered in ${r.ms.toFixed(0)} ms`);
+              assert.equal(r.error.code, TOO_LARGE, r.error.message);
+              assert.match(r.error.message, message);
+              assert.ok(r.rss < 4 * maxResultBytes + (64 << 20), `RSS grew ${(r.rss / 2 ** 20).toFixed(0)} MiB`);
+            }
+          },
+          { opts: { maxResultBytes, queryTimeoutMs: 10_000 } },
         );
       });
     }
