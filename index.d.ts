@@ -107,7 +107,7 @@ export interface NativeStorageOptions {
   readonly maxResultRows?: number | undefined;
   /**
    * The largest result one registered query may return, in bytes counted as
-   * 8 per cell plus the UTF-8 length of each text and the length of each
+   * 32 per cell plus the UTF-8 length of each text and the length of each
    * BLOB; an integer ≥ 1. Default 67108864 (64 MiB). Checked as rows are
    * produced: past it the query stops and rejects with
    * `ERR_SYNCULAR_QUERY_RESULT_TOO_LARGE`.

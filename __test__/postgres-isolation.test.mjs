@@ -306,18 +306,18 @@ if (pg) {
     test('close() does not wait for a statement that ignores cancellation', async () => {
       const storage = pg.create({ queryTimeoutMs: 60_000, maxConnections: 2 });
       await storage.ensureSchema(fixtureSchema());
-      // Quadratic substring search over strings built in the query: one
-      // strpos call of several seconds, inside which PostgreSQL does not
-      // check for cancellation (a residual limit the README names).
+      // Linear functions over a string of 200 MB the query built itself:
+      // calls of a second or more, inside which PostgreSQL does not check
+      // for cancellation (a residual limit the README names).
       const slow = q(
-        "SELECT strpos(h, 'b' || repeat('a', 8000)) AS p FROM (SELECT string_agg(repeat('a', 10000), '') AS h FROM generate_series(1, 200)) x",
+        "SELECT length(upper(h)) + length(upper(h || 'x')) + length(upper(h || 'y')) AS p FROM (SELECT string_agg(repeat('a', 10000), '') AS h FROM generate_series(1, 20000)) x",
       );
       const running = storage.queryAuthoritative(P1, slow).then(
         () => 'ok',
         (e) => e.code,
       );
-      // Inside strpos by now (the strings take milliseconds to build).
-      await new Promise((r) => setTimeout(r, 500));
+      // Inside upper() by now (the string takes about a second to build).
+      await new Promise((r) => setTimeout(r, 2500));
       const started = performance.now();
       await within(storage.close(), 20_000, 'close');
       const took = performance.now() - started;

@@ -118,6 +118,29 @@ export function define(engine) {
       });
     }
 
+    for (const form of ['storage', 'tx']) {
+      test(`${form}: rows read slower than the engine makes them stop near queryTimeoutMs`, async () => {
+        const limit = 200;
+        await withStorage(
+          engine,
+          async (storage) => {
+            await seedTenants(storage);
+            // Within the row and byte bounds: only the time limit stops
+            // them (PostgreSQL sends them all before its own limit; the
+            // storage reads them afterwards).
+            const sql = series('n, n + 1 AS a, n * 2 AS b, n % 7 AS c, n - 1 AS d, n * 3 AS e, n + 5 AS f, n % 3 AS g');
+            const r = await measured(() => forms(storage)[form](sql, [1_000_000]));
+            assert.equal(r.ok, false, `answered in ${r.ms.toFixed(0)} ms`);
+            assert.equal(r.error.code, TIMEOUT, r.error.message);
+            // A debug build stops 30-40 ms past the limit (and took 500-900
+            // ms before the storage checked it between rows).
+            assert.ok(r.ms < (limit + 250) * TIME_SCALE, `took ${r.ms.toFixed(0)} ms`);
+          },
+          { opts: { queryTimeoutMs: limit, maxResultRows: 2_000_000, maxResultBytes: 1 << 30 } },
+        );
+      });
+    }
+
     test('the defaults: 100,000 rows answer, 3 million are refused at once', async () => {
       await withStorage(engine, async (storage) => {
         await seedTenants(storage);
@@ -158,17 +181,19 @@ export function define(engine) {
     // that almost matches at every offset (SQLite's own matcher compares
     // the pattern at each: about 0.3 s a call).
     const like = "WITH m AS (SELECT printf('%.*c', 1000000, 'a') AS v, '%' || printf('%.*c', 250, 'a') || 'b' AS p) SELECT (v LIKE p) + (v LIKE p) + (v LIKE p) + (v GLOB replace(p, '%', '*')) + (v LIKE p) + (v LIKE p ESCAPE '!') + (v GLOB replace(p, '%', '*')) + (v LIKE p) AS n FROM m";
-    // Hundreds of result columns, each one call scanning a 1 MiB value
-    // (`I` is the column's number, so no two calls are the same).
-    const wide = (f, v = "printf('%.*c', 1000000, 'a')") => `WITH m AS MATERIALIZED (SELECT ${v} AS v) SELECT ${Array.from({ length: 1500 }, (_, i) => `${f.replaceAll('I', i)} AS c${i}`).join(', ')} FROM m`;
+    // A row of 250 result columns (a registered query may have at most
+    // 256), each three calls scanning a 1 MiB value (`I` is the column's
+    // number, so no two calls are the same).
+    const wide = (f, v = "printf('%.*c', 1000000, 'a')") =>
+      `WITH m AS MATERIALIZED (SELECT ${v} AS v) SELECT ${Array.from({ length: 250 }, (_, i) => `(${['a', 'b', 'c'].map((k) => f.replaceAll('I', `${k}${i}`)).join(') + (')}) AS c${i}`).join(', ')} FROM m`;
     const shapes = [
       ['LIKE and GLOB, repeated in one expression', like],
-      ['1500 columns of length()', wide("length(v || 'I')")],
-      ['1500 columns of instr()', wide("instr(v, 'bI')")],
-      ['1500 columns of upper()', wide("length(upper(v || 'I'))")],
-      ['1500 columns of printf()', wide("length(printf('%sI', v))")],
-      ['1500 columns of json_type()', wide("json_type(v || 'I]')", `'["' || printf('%.*c', 1000000, 'a') || '",'`)],
-      ['1500 columns of substr()', wide("substr(v || 'I', 900000, 1)")],
+      ['250 columns of length()', wide("length(v || 'I') + length(v || 'I-') + length(v || 'I+')")],
+      ['250 columns of instr()', wide("instr(v, 'I')")],
+      ['250 columns of upper()', wide("length(upper(v || 'I'))")],
+      ['250 columns of printf()', wide("length(printf('%sI', v))")],
+      ['250 columns of json_type()', wide("length(json_type(v || '\"I\"]'))", `'["' || printf('%.*c', 1000000, 'a') || '",'`)],
+      ['250 columns of substr()', wide("length(substr(v || 'I', 900000, 1))")],
     ];
     for (const form of ['storage', 'tx']) {
       for (const [what, sql] of shapes) {
@@ -192,6 +217,55 @@ export function define(engine) {
       }
     }
 
+    for (const form of ['storage', 'tx']) {
+      test(`${form}: a row of 40 arithmetic operators over 1 MiB of digits never runs on the event loop`, async () => {
+        await withStorage(
+          engine,
+          async (storage) => {
+            await seedTenants(storage);
+            // Operators, not function calls: no check of the storage's runs
+            // between them, a few ms each. Too heavy for the calling thread.
+            const forty = `WITH m AS MATERIALIZED (SELECT printf('%.*c', 1000000, '7') AS v) SELECT ${Array.from({ length: 40 }, (_, i) => `v + ${i} AS c${i}`).join(', ')} FROM m`;
+            const r = await measured(() => forms(storage)[form](forty));
+            assert.ok(r.stall < 100 * TIME_SCALE, `event loop stalled ${r.stall.toFixed(0)} ms`);
+          },
+          { opts: { queryTimeoutMs: limit } },
+        );
+      });
+    }
+
+    for (const form of ['storage', 'tx']) {
+      test(`${form}: a row's working memory is bounded by maxResultBytes plus a constant`, async () => {
+        const maxResultBytes = 16 << 20;
+        await withStorage(
+          engine,
+          async (storage) => {
+            await seedTenants(storage);
+            const run = forms(storage)[form];
+            const v = "printf('%.*c', 1000000, 'a')";
+            // 250 values of 1 MiB made by function calls in one row: stopped
+            // once SQLite's heap grew by maxResultBytes + 64 MiB, before the
+            // row is counted.
+            const calls = `WITH m AS MATERIALIZED (SELECT ${v} AS v) SELECT ${Array.from({ length: 250 }, (_, i) => `upper(v || 'c${i}') AS c${i}`).join(', ')} FROM m`;
+            // 1500 values made by `||` (no function call between them):
+            // refused while it compiles, for its columns.
+            const wide = `WITH m AS MATERIALIZED (SELECT ${v} AS v) SELECT ${Array.from({ length: 1500 }, (_, i) => `v || 'c${i}' AS c${i}`).join(', ')} FROM m`;
+            for (const [sql, message] of [
+              [calls, /working memory/],
+              [wide, /too wide: too many columns in result set \(at most 256 columns/],
+            ]) {
+              const r = await measured(() => run(sql));
+              assert.equal(r.ok, false, `answered in ${r.ms.toFixed(0)} ms`);
+              assert.equal(r.error.code, TOO_LARGE, r.error.message);
+              assert.match(r.error.message, message);
+              assert.ok(r.rss < 4 * maxResultBytes + (64 << 20), `RSS grew ${(r.rss / 2 ** 20).toFixed(0)} MiB`);
+            }
+          },
+          { opts: { maxResultBytes, queryTimeoutMs: 10_000 } },
+        );
+      });
+    }
+
     test('the checked functions answer what SQLite answers, JSON subtypes included', async () => {
       await withStorage(engine, async (storage) => {
         await seedTenants(storage);
@@ -202,4 +276,97 @@ export function define(engine) {
       });
     });
   });
+
+  describe(`${engine.name}: operators that compare every part with every part are bounded`, { skip: !pg && 'SQLite: the functions above' }, () => {
+    const limit = 200;
+    // A 2 MB haystack built in the query (in milliseconds, between rows),
+    // and needles that almost match at every offset.
+    const hay = "(SELECT string_agg(repeat('a', 10000), '') AS h FROM generate_series(1, 200)) AS x";
+    const needle = "'b' || repeat('a', 2000)";
+    const arr = (n, sign = '') => `array(SELECT ${sign}generate_series(1, ${n}))`;
+    const shapes = [
+      ['LIKE', `SELECT h LIKE '%' || repeat('a', 2000) || 'b%' AS r FROM ${hay}`],
+      ['NOT ILIKE', `SELECT h NOT ILIKE '%' || repeat('a', 2000) || 'b%' AS r FROM ${hay}`],
+      ['LIKE ANY', `SELECT h LIKE ANY (ARRAY['%' || repeat('a', 2000) || 'b%']) AS r FROM ${hay}`],
+      ['strpos', `SELECT strpos(h, ${needle}) AS r FROM ${hay}`],
+      ['position', `SELECT position(${needle} IN h) AS r FROM ${hay}`],
+      ['split_part', `SELECT length(split_part(h, ${needle}, 2)) AS r FROM ${hay}`],
+      ['replace', `SELECT length(replace(h, ${needle}, 'x')) AS r FROM ${hay}`],
+      ['string_to_array', `SELECT cardinality(string_to_array(h, ${needle})) AS r FROM ${hay}`],
+      ['translate', `SELECT length(translate(h, (SELECT string_agg(chr(1000 + g), '') FROM generate_series(1, 4000) g), 'x')) AS r FROM ${hay}`],
+      ['array &&', `SELECT ${arr(30000)} && ${arr(30000, '-')} AS r`],
+      ['array @>', `SELECT ${arr(30000)} @> array(SELECT -g FROM generate_series(-30000, -1) g) AS r`],
+      ['jsonb @>', `SELECT to_jsonb(${arr(30000)}) @> to_jsonb(array(SELECT -g FROM generate_series(-30000, -1) g)) AS r`],
+    ];
+    for (const form of ['storage', 'tx']) {
+      for (const [what, sql] of shapes) {
+        test(`${form}: ${what} over values built in the query`, async () => {
+          await withStorage(
+            engine,
+            async (storage) => {
+              await seedTenants(storage);
+              const r = await measured(() => forms(storage)[form](sql));
+              assert.equal(r.ok, false, 'answered');
+              assert.ok(['ERR_SYNCULAR_QUERY_REFUSED', TIMEOUT].includes(r.error.code), `${r.error.code}: ${r.error.message}`);
+              assert.ok(r.ms < (limit + 400) * TIME_SCALE, `took ${r.ms.toFixed(0)} ms`);
+              // Nothing of it still runs on the server.
+              assert.equal(await serverStillRunning(engine.url, '2000'), 0);
+            },
+            { opts: { queryTimeoutMs: limit } },
+          );
+        });
+      }
+    }
+
+    test('within the bounds the same operators answer as PostgreSQL does', async () => {
+      await withStorage(engine, async (storage) => {
+        await seedTenants(storage);
+        const r = await forms(storage).storage(
+          "SELECT 'abc' LIKE 'a%' AS a, 'ABC' ILIKE 'a_c' AS b, 'abc' NOT LIKE '%z%' AS c, 'abc' LIKE ANY (ARRAY['x%', '%c']) AS d, strpos('hello', 'll') AS e, position('lo' IN 'hello') AS f, split_part('a,b,c', ',', 2) AS g, replace('aXbX', 'X', '-') AS h, translate('abc', 'ab', 'xy') AS i, array_to_string(string_to_array('a|b', '|'), ',') AS j, btrim('xxhixx', 'x') AS k, ARRAY[1, 2, 3] @> ARRAY[2] AS l, ARRAY[1] <@ ARRAY[1, 2] AS m, ARRAY[1, 2] && ARRAY[2, 9] AS n, CAST('{\"a\": [1, 2]}' AS jsonb) @> CAST('{\"a\": [2]}' AS jsonb) AS o",
+        );
+        assert.deepEqual(r.rows, [{ a: 1, b: 1, c: 1, d: 1, e: 3, f: 4, g: 'b', h: 'a-b-', i: 'xyc', j: 'a,b', k: 'hi', l: 1, m: 1, n: 1, o: 1 }]);
+        // Over the app's own rows, filters keep working.
+        const t = await storage.queryAuthoritative(OWN, { sql: "SELECT id FROM tasks WHERE title LIKE 'own title%' AND strpos(title, '2') > 0", params: [], tables: ['tasks'] });
+        assert.deepEqual(t.rows, [{ id: 'own-2' }]);
+      });
+    });
+
+    test('storage: a statement that ignores cancellation is given up near the limit', async () => {
+      await withStorage(
+        engine,
+        async (storage) => {
+          await seedTenants(storage);
+          // Numeric divisions of numbers of 85,000 and 43,000 digits: calls
+          // of about half a second each, folded while the query is planned.
+          const div = (k) => `length(CAST(power(CAST(7 AS numeric), 100000) / (power(CAST(3 AS numeric), 90000) + ${k}) AS text))`;
+          const r = await measured(() => forms(storage).storage(`SELECT ${div(1)} + ${div(2)} + ${div(3)} + ${div(4)} AS n`));
+          assert.equal(r.ok, false, 'answered');
+          assert.equal(r.error.code, TIMEOUT, r.error.message);
+          assert.ok(r.ms < (limit + 400) * TIME_SCALE, `took ${r.ms.toFixed(0)} ms`);
+          // The storage goes on serving.
+          const ok = await forms(storage).storage('SELECT 1 AS one');
+          assert.deepEqual(ok.rows, [{ one: 1 }]);
+        },
+        { opts: { queryTimeoutMs: limit } },
+      );
+    });
+  });
+}
+
+/** Server backends (other than the asking one) still running a statement containing `marker`, after a moment. */
+async function serverStillRunning(url, marker) {
+  const { Psql } = await import('../../stress/lib/sql.mjs');
+  const psql = new Psql(url);
+  try {
+    let n = 0;
+    for (let i = 0; i < 10; i += 1) {
+      const rows = await psql.query(`SELECT count(*) AS n FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND state = 'active' AND query LIKE '%${marker}%' AND query NOT LIKE '%pg_stat_activity%'`);
+      n = Number(rows[0].n);
+      if (n === 0) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return n;
+  } finally {
+    await psql.close();
+  }
 }

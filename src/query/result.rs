@@ -3,10 +3,10 @@
 //! would return more stops at the first row past a bound, before that row
 //! is kept, with [`TOO_LARGE`].
 //!
-//! A result's size, as counted here: 8 bytes per cell, plus the UTF-8
-//! length of each text and the length of each BLOB. That is close to what
-//! the engine-neutral rows hold in memory, and a lower bound of what the JS
-//! objects built from them take.
+//! A result's size, as counted here: [`CELL`] bytes per cell, plus the
+//! UTF-8 length of each text and the length of each BLOB: what the
+//! engine-neutral rows hold in memory, and about what the JS objects made
+//! from them take.
 
 use crate::error::Error;
 use crate::model::Cell;
@@ -39,9 +39,12 @@ impl Default for Limits {
     }
 }
 
+/// The counted size of a cell without its text or bytes (one `Cell`).
+pub const CELL: u64 = std::mem::size_of::<Cell>() as u64;
+
 /// The counted size of one cell.
 pub fn cell_bytes(c: &Cell) -> u64 {
-    8 + match c {
+    CELL + match c {
         Cell::Text(s) => s.len() as u64,
         Cell::Blob(b) => b.len() as u64,
         Cell::Null | Cell::Integer(_) | Cell::Real(_) => 0,
@@ -110,13 +113,17 @@ mod tests {
 
     #[test]
     fn a_tally_stops_at_the_first_row_or_byte_past_its_bounds() {
-        let mut t = Tally::new(Limits { rows: 2, bytes: 40 });
+        assert_eq!(CELL, 32);
+        let mut t = Tally::new(Limits {
+            rows: 2,
+            bytes: 100,
+        });
         t.row().unwrap();
         t.bytes(cell_bytes(&Cell::Text("abcd".into()))).unwrap();
         t.row().unwrap();
         t.bytes(cell_bytes(&Cell::Integer(1))).unwrap();
-        assert_eq!(t.bytes_left(), 20);
-        let e = t.bytes(cell_bytes(&Cell::Blob(vec![0; 13]))).unwrap_err();
+        assert_eq!(t.bytes_left(), 100 - 36 - 32);
+        let e = t.bytes(cell_bytes(&Cell::Blob(vec![0; 1]))).unwrap_err();
         assert!(matches!(e, Error::Plain { code, .. } if code == TOO_LARGE));
         let e = t.row().unwrap_err();
         assert!(format!("{e:?}").contains("maxResultRows"));

@@ -106,6 +106,16 @@ const CHECKED: &[(&str, &[c_int], bool)] = &[
     ("->>", &[2], true),
 ];
 
+/// Whether the function `name` (as SQLite names it in a program) reads the
+/// query's clock itself: the checked forms here, and the storage's own
+/// `like`, `glob`, `instr`, `replace` and trims.
+pub fn checks_itself(name: &str) -> bool {
+    matches!(
+        name,
+        "like" | "glob" | "instr" | "replace" | "trim" | "ltrim" | "rtrim"
+    ) || CHECKED.iter().any(|(n, _, _)| *n == name)
+}
+
 /// Registers the checked forms on `conn` (each only where this SQLite has
 /// the function).
 pub fn register(conn: &Connection) -> rusqlite::Result<()> {

@@ -97,6 +97,16 @@ pub const PROGRESS_OPS: i32 = 100;
 pub const PROGRESS_OPS_NOW: i32 = 20;
 /// The largest string or BLOB a registered query may make or read (1 MiB).
 pub const MAX_VALUE: i32 = 1 << 20;
+/// SQLite's heap in the process may not exceed this (1 GiB, far above what
+/// page caches and statements take): whatever a query builds between two
+/// checks fails with SQLITE_NOMEM before it takes the process's memory.
+pub const HEAP_LIMIT: i64 = 1 << 30;
+/// The most columns of any result set of a registered query (unless a
+/// declared table is wider).
+pub const MAX_COLUMNS: i32 = 256;
+/// How far SQLite's heap may grow during one registered query beyond
+/// `maxResultBytes`, checked at every function call and progress check.
+pub const WORKING_MEMORY: u64 = 64 << 20;
 /// The longest LIKE or GLOB pattern a registered query may use, in bytes.
 pub const MAX_PATTERN: i32 = 256;
 /// The longest a registered query may hold the calling thread before it is
@@ -275,6 +285,9 @@ const TABLE_FUNCTIONS: &[&str] = &["json_each", "json_tree"];
 /// `sqlite3_prepare` or `sqlite3_step` under [`bound`]), so its checks
 /// always run under its own rules.
 pub fn register(conn: &Connection) -> Result<()> {
+    // SAFETY: sets SQLite's own process-wide heap limit (this library's
+    // SQLite is linked into this addon only); idempotent.
+    unsafe { rusqlite::ffi::sqlite3_hard_heap_limit64(HEAP_LIMIT) };
     conn.authorizer(Some(|ctx: AuthContext<'_>| bound_verdict(&ctx)));
     conn.create_scalar_function(
         PARTITION_FN,
@@ -333,7 +346,7 @@ fn ensure_views(conn: &Connection, tables: &[(&Table, String)]) -> Result<()> {
 pub struct Bounded<'c> {
     conn: &'c Connection,
     /// The connection's own limits, restored on drop.
-    saved: (i32, i32),
+    saved: (i32, i32, i32),
     /// The clock the storage's functions read (`super::meter`).
     _meter: super::meter::Running,
 }
@@ -345,7 +358,7 @@ pub struct Bounded<'c> {
 /// that many thousand VM steps.
 pub fn bound<'c>(
     conn: &'c Connection, partition: &str, tables: &[&Table], limit: Duration,
-    closed: &Arc<AtomicBool>, budget: Option<u32>,
+    closed: &Arc<AtomicBool>, budget: Option<u32>, memory: u64,
 ) -> Result<Bounded<'c>> {
     let named: Vec<(&Table, String)> = tables.iter().map(|t| (*t, query::view_name(t))).collect();
     ensure_views(conn, &named)?;
@@ -366,13 +379,19 @@ pub fn bound<'c>(
     let saved = limits(conn);
     // The same limits on either thread: a run answers the same wherever
     // it runs (`printf` answers NULL past the length limit).
-    set_limits(conn, MAX_VALUE, MAX_PATTERN);
+    // At most MAX_COLUMNS values in any one result set (a row SQLite builds
+    // between two checks holds at most that many values of MAX_VALUE), or
+    // the widest declared table's columns.
+    let widest = tables.iter().map(|t| t.columns.len()).max().unwrap_or(0);
+    let columns = (widest as i32 + 1).max(MAX_COLUMNS);
+    set_limits(conn, (MAX_VALUE, MAX_PATTERN, columns));
     let started = Instant::now();
     let deadline = started + limit;
     let stall = now_stall();
     let limits = super::meter::Limits {
         value: MAX_VALUE,
         pattern: MAX_PATTERN,
+        memory: memory as i64,
     };
     let meter = super::meter::start(limits, deadline, budget.map(|_| started + stall), closed);
     let closed = closed.clone();
@@ -386,7 +405,7 @@ pub fn bound<'c>(
         ops,
         Some(move || {
             let at = Instant::now();
-            if closed.load(Ordering::Relaxed) || at >= deadline {
+            if closed.load(Ordering::Relaxed) || at >= deadline || super::meter::over_memory() {
                 return true;
             }
             match left.as_mut() {
@@ -420,29 +439,31 @@ fn over_budget() {
 }
 
 /// What any statement of `conn` may make or read, and its LIKE patterns.
-fn set_limits(conn: &Connection, value: i32, pattern: i32) {
+fn set_limits(conn: &Connection, (value, pattern, columns): (i32, i32, i32)) {
     use rusqlite::limits::Limit;
     // Setting a limit only fails for an unknown limit.
     let _ = conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, value);
     let _ = conn.set_limit(Limit::SQLITE_LIMIT_LIKE_PATTERN_LENGTH, pattern);
+    let _ = conn.set_limit(Limit::SQLITE_LIMIT_COLUMN, columns);
 }
 
 /// The connection's limits, for the storage's own statements after the
 /// query.
-fn limits(conn: &Connection) -> (i32, i32) {
+fn limits(conn: &Connection) -> (i32, i32, i32) {
     use rusqlite::limits::Limit;
     (
         conn.limit(Limit::SQLITE_LIMIT_LENGTH)
             .unwrap_or(1_000_000_000),
         conn.limit(Limit::SQLITE_LIMIT_LIKE_PATTERN_LENGTH)
             .unwrap_or(50_000),
+        conn.limit(Limit::SQLITE_LIMIT_COLUMN).unwrap_or(2000),
     )
 }
 
 impl Drop for Bounded<'_> {
     fn drop(&mut self) {
         self.conn.progress_handler(0, None::<fn() -> bool>);
-        set_limits(self.conn, self.saved.0, self.saved.1);
+        set_limits(self.conn, self.saved);
         BOUND.with(|b| *b.borrow_mut() = None);
         PARTITION.with(|p| *p.borrow_mut() = None);
     }
@@ -554,6 +575,7 @@ impl Bounded<'_> {
                 return Error::plain("ERR_SYNCULAR_CLOSED", "storage is closed")
             }
             Some(super::meter::Stop::Deadline) => return query::timed_out(limit),
+            Some(super::meter::Stop::Memory) => return out_of_memory(),
             Some(super::meter::Stop::Stall) if !closed.load(Ordering::Relaxed) => {
                 return Error::plain(
                     super::OVER_BUDGET,
@@ -587,8 +609,18 @@ fn refused() -> Error {
     )
 }
 
+/// The error of a run stopped for its working memory, or refused memory by
+/// SQLite's heap limit ([`HEAP_LIMIT`]).
+fn out_of_memory() -> Error {
+    Error::plain(
+        query::result::TOO_LARGE,
+        "registered query needed more working memory than it may use (maxResultBytes + 64 MiB of SQLite's heap)",
+    )
+}
+
 fn query_err(e: rusqlite::Error, limit: Duration, closed: &AtomicBool) -> Error {
     match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::OutOfMemory) => out_of_memory(),
         Some(rusqlite::ErrorCode::OperationInterrupted) => {
             if closed.load(Ordering::Relaxed) {
                 Error::plain("ERR_SYNCULAR_CLOSED", "storage is closed")
@@ -600,6 +632,13 @@ fn query_err(e: rusqlite::Error, limit: Duration, closed: &AtomicBool) -> Error 
         _ => match e {
             rusqlite::Error::MultipleStatement => {
                 Error::plain(query::REFUSED, query::MSG_ONE_SELECT)
+            }
+            // SQLITE_LIMIT_COLUMN (MAX_COLUMNS), as set by `bound`.
+            rusqlite::Error::SqliteFailure(_, Some(m)) if m.starts_with("too many columns") => {
+                Error::plain(
+                    query::result::TOO_LARGE,
+                    format!("registered query is too wide: {m} (at most {MAX_COLUMNS} columns, or the widest declared table's)"),
+                )
             }
             e => map_err(e),
         },

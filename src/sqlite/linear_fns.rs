@@ -183,8 +183,13 @@ fn trim(ctx: &Context<'_>, left: bool, right: bool) -> rusqlite::Result<Value> {
             }
         }
         if right {
-            let bounds: Vec<usize> = char_starts(&s[start..]).map(|i| i + start).collect();
-            for &b in bounds.iter().rev() {
+            // Back from the end, one character at a time (no table of
+            // every offset first: the work stays under the meter).
+            while end > start {
+                let mut b = end - 1;
+                while b > start && s[b] & 0xc0 == 0x80 {
+                    b -= 1;
+                }
                 if !chars.contains(&s[b..end]) {
                     break;
                 }
@@ -196,18 +201,23 @@ fn trim(ctx: &Context<'_>, left: bool, right: bool) -> rusqlite::Result<Value> {
     Ok(Value::Text(bytes_to_text(s[start..end].to_vec())))
 }
 
-/// Offsets where a character starts (a byte that does not continue a
-/// UTF-8 sequence), as SQLite steps through text.
-fn char_starts(s: &[u8]) -> impl Iterator<Item = usize> + '_ {
-    s.iter()
-        .enumerate()
-        .filter(|(i, &b)| *i == 0 || b & 0xc0 != 0x80)
-        .map(|(i, _)| i)
-}
-
+/// The characters of `s` in order (a character starts at a byte that does
+/// not continue a UTF-8 sequence, or at the first byte), as SQLite steps
+/// through text; lazily, so a caller that stops early does no more work.
 fn utf8_chars(s: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let starts: Vec<usize> = char_starts(s).chain(std::iter::once(s.len())).collect();
-    (0..starts.len().saturating_sub(1)).map(move |i| &s[starts[i]..starts[i + 1]])
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        if i >= s.len() {
+            return None;
+        }
+        let mut j = i + 1;
+        while j < s.len() && s[j] & 0xc0 == 0x80 {
+            j += 1;
+        }
+        let c = &s[i..j];
+        i = j;
+        Some(c)
+    })
 }
 
 /// SQLite text is bytes; rusqlite's TEXT value is a `String`.

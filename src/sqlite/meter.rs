@@ -34,10 +34,14 @@ pub enum Stop {
     /// A run on the calling thread past its stall limit: it runs again on
     /// a worker.
     Stall,
+    /// SQLite's heap grew by more than the run's working-memory budget.
+    Memory,
 }
 
 struct Meter {
     limits: Limits,
+    /// SQLite's heap when the run started, and how far it may grow.
+    heap: (i64, i64),
     deadline: Instant,
     stall: Option<Instant>,
     closed: Arc<AtomicBool>,
@@ -67,13 +71,23 @@ impl Drop for Running {
 pub struct Limits {
     pub value: i32,
     pub pattern: i32,
+    /// The bytes SQLite's heap may grow by during the run.
+    pub memory: i64,
 }
 
 /// SQLite's defaults, which the storage's own statements run under.
 const DEFAULT_LIMITS: Limits = Limits {
     value: 1_000_000_000,
     pattern: 50_000,
+    memory: i64::MAX,
 };
+
+/// The bytes SQLite's heap holds now (every connection of the process:
+/// another query's growth counts too, which at worst stops this one early).
+fn heap() -> i64 {
+    // SAFETY: a read of SQLite's own counter.
+    unsafe { rusqlite::ffi::sqlite3_memory_used() }
+}
 
 /// The limits of the statement calling a function on this thread.
 pub fn limits() -> Limits {
@@ -87,6 +101,7 @@ pub fn start(
     METER.with(|m| {
         *m.borrow_mut() = Some(Meter {
             limits,
+            heap: (heap(), limits.memory),
             deadline,
             stall,
             closed: closed.clone(),
@@ -110,6 +125,7 @@ fn stop_error(why: Stop) -> rusqlite::Error {
             Stop::Deadline => "registered query exceeded its time limit",
             Stop::Closed => "storage is closed",
             Stop::Stall => "registered query exceeded its step budget",
+            Stop::Memory => "registered query exceeded its working memory",
         }
         .into(),
     )
@@ -127,6 +143,8 @@ fn check(m: &mut Meter) -> rusqlite::Result<()> {
         Some(Stop::Deadline)
     } else if m.stall.is_some_and(|s| now >= s) {
         Some(Stop::Stall)
+    } else if heap().saturating_sub(m.heap.0) > m.heap.1 {
+        Some(Stop::Memory)
     } else {
         None
     };
@@ -137,6 +155,18 @@ fn check(m: &mut Meter) -> rusqlite::Result<()> {
         }
         None => Ok(()),
     }
+}
+
+/// The progress handler's check of the run's working memory: true (and
+/// the run stopped) once SQLite's heap has grown past its budget.
+pub fn over_memory() -> bool {
+    METER.with(|m| match m.borrow_mut().as_mut() {
+        Some(m) if heap().saturating_sub(m.heap.0) > m.heap.1 => {
+            m.stopped.get_or_insert(Stop::Memory);
+            true
+        }
+        _ => false,
+    })
 }
 
 /// A function call starts: checks the clock.
@@ -172,6 +202,7 @@ pub(super) mod tests {
     pub const TEST: Limits = Limits {
         value: 1 << 20,
         pattern: 256,
+        memory: i64::MAX,
     };
 
     #[test]

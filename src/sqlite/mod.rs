@@ -31,6 +31,7 @@ pub mod reactions;
 mod rows;
 mod schema_sync;
 pub mod scratch;
+mod shape;
 pub mod shared;
 pub mod sql;
 mod window;

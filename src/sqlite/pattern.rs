@@ -455,6 +455,7 @@ mod tests {
         let limits = meter::Limits {
             value: 1 << 20,
             pattern: 4,
+            memory: i64::MAX,
         };
         let _run = meter::start(limits, far, None, &closed);
         for c in [

@@ -12,7 +12,7 @@ use super::{log, meta, rows, Loaded, SqliteEngine};
 use crate::error::{Error, Result};
 use crate::model::StoredRow;
 use crate::model::{Cell as SqlValue, QueryOutput};
-use crate::query::result::{Limits, Tally};
+use crate::query::result::{Limits, Tally, CELL};
 use crate::query::{self, Bind, Prepared, Request, Target, Value};
 use crate::schema::{quote_ident, Table};
 use crate::stored::{self, Form};
@@ -49,7 +49,7 @@ pub(super) fn cell(v: ValueRef<'_>) -> SqlValue {
 
 /// What [`crate::query::result::cell_bytes`] counts for `v`.
 fn ref_bytes(v: ValueRef<'_>) -> u64 {
-    8 + match v {
+    CELL + match v {
         ValueRef::Text(b) | ValueRef::Blob(b) => b.len() as u64,
         _ => 0,
     }
@@ -70,6 +70,9 @@ pub struct Bounds<'a> {
     pub budget: Option<u32>,
     /// `maxResultRows` and `maxResultBytes`.
     pub results: Limits,
+    /// Check the compiled program's straight runs first (`super::shape`):
+    /// a run on the calling thread not yet known to fit.
+    pub shape: bool,
 }
 
 impl<'a> Bounds<'a> {
@@ -89,6 +92,7 @@ impl<'a> Bounds<'a> {
             closed,
             budget: None,
             results: Limits::default(),
+            shape: false,
         }
     }
 }
@@ -104,6 +108,10 @@ fn execute(
         bounds.limit,
         bounds.closed,
         bounds.budget,
+        bounds
+            .results
+            .bytes
+            .saturating_add(isolation::WORKING_MEMORY),
     )?;
     let err = |e| bounded.err(e, bounds.limit, bounds.closed);
     let text = if prepared.sql.starts_with(isolation::MARK) {
@@ -111,6 +119,17 @@ fn execute(
     } else {
         std::borrow::Cow::Owned(format!("{}{}", isolation::MARK, prepared.sql))
     };
+    if bounds.shape {
+        // Too heavy between two checks to run on the calling thread: on a
+        // worker from the start (and from now on).
+        let heavy = super::shape::heaviest_run(conn, &text).unwrap_or(0);
+        if heavy > super::shape::NOW_MAX_HEAVY {
+            return Err(Error::plain(
+                super::OVER_BUDGET,
+                "registered query too heavy between two checks for the calling thread",
+            ));
+        }
+    }
     let mut st = conn.prepare_cached(&text).map_err(err)?;
     let out = run(
         &mut st,
@@ -237,6 +256,10 @@ struct Rewrites {
     len: usize,
 }
 
+/// The longest query text tried on the calling thread: compiling (and
+/// checking) a longer one there would hold the event loop by itself.
+const NOW_MAX_TEXT: usize = 4096;
+
 /// Bounds the cache: a host registers a fixed set of queries, so reaching
 /// this means generated text, and the map starts over.
 const MAX_REWRITES: usize = 1024;
@@ -248,6 +271,9 @@ pub struct Rewrite {
     /// Once a run on the calling thread outgrew its step budget, the query
     /// always runs off-thread.
     pub expensive: AtomicBool,
+    /// Its program was found light enough for the calling thread
+    /// (`super::shape`), so later runs there skip the check.
+    pub shape_ok: AtomicBool,
 }
 
 #[derive(PartialEq)]
@@ -347,6 +373,7 @@ impl RewriteCache {
         let prepared = Arc::new(Rewrite {
             prepared,
             expensive: AtomicBool::new(false),
+            shape_ok: AtomicBool::new(false),
         });
         if let (Some(hash), Some(key)) = (hash, Key::of(req, declared)) {
             let mut inner = lock(&self.inner);
@@ -404,6 +431,7 @@ impl SqliteEngine {
             params,
             gate_running,
             None,
+            false,
         )
     }
 
@@ -419,10 +447,11 @@ impl SqliteEngine {
             Ok(x) => x,
             Err(e) => return Some(Err(e)),
         };
-        if rewrite.expensive.load(Ordering::Relaxed) {
+        if rewrite.expensive.load(Ordering::Relaxed) || rewrite.prepared.sql.len() > NOW_MAX_TEXT {
             return None;
         }
         let budget = Some(steps);
+        let shape = !rewrite.shape_ok.load(Ordering::Relaxed);
         match self.run_query(
             partition,
             &loaded,
@@ -430,21 +459,27 @@ impl SqliteEngine {
             params,
             gate_running,
             budget,
+            shape,
         ) {
             Err(e) if super::is_over_budget(&e) => {
                 rewrite.expensive.store(true, Ordering::Relaxed);
                 None
             }
-            r => Some(r),
+            r => {
+                rewrite.shape_ok.store(true, Ordering::Relaxed);
+                Some(r)
+            }
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn run_query(
         &self, partition: &str, loaded: &Loaded, prepared: &Prepared, params: &[Value],
-        gate_running: Option<i64>, budget: Option<u32>,
+        gate_running: Option<i64>, budget: Option<u32>, shape: bool,
     ) -> Result<QueryOutput> {
         let mut bounds = Bounds::new(loaded, prepared, self.cfg.query_timeout, &self.closed);
         bounds.budget = budget;
+        bounds.shape = shape;
         bounds.results = self.cfg.result_limits;
         let slow = Slow::start(telemetry::SQLITE, "query", Site::Text("queryAuthoritative"))
             .sql(&prepared.sql);
@@ -475,7 +510,7 @@ impl SqliteEngine {
         &self, id: u32, req: &Request, params: &[Value], declared: &[String],
     ) -> Result<QueryOutput> {
         let (loaded, rewrite) = self.prepare_query(req, params, declared)?;
-        self.tx_run_query(id, &loaded, &rewrite.prepared, params, None)
+        self.tx_run_query(id, &loaded, &rewrite.prepared, params, None, false)
     }
 
     /// [`tx_query_authoritative`](Self::tx_query_authoritative) on the
@@ -488,23 +523,29 @@ impl SqliteEngine {
             Ok(x) => x,
             Err(e) => return Some(Err(e)),
         };
-        if rewrite.expensive.load(Ordering::Relaxed) {
+        if rewrite.expensive.load(Ordering::Relaxed) || rewrite.prepared.sql.len() > NOW_MAX_TEXT {
             return None;
         }
-        match self.tx_run_query(id, &loaded, &rewrite.prepared, params, Some(steps)) {
+        let shape = !rewrite.shape_ok.load(Ordering::Relaxed);
+        match self.tx_run_query(id, &loaded, &rewrite.prepared, params, Some(steps), shape) {
             Err(e) if super::is_over_budget(&e) => {
                 rewrite.expensive.store(true, Ordering::Relaxed);
                 None
             }
-            r => Some(r),
+            r => {
+                rewrite.shape_ok.store(true, Ordering::Relaxed);
+                Some(r)
+            }
         }
     }
 
     fn tx_run_query(
-        &self, id: u32, loaded: &Loaded, prepared: &Prepared, params: &[Value], budget: Option<u32>,
+        &self, id: u32, loaded: &Loaded, prepared: &Prepared, params: &[Value],
+        budget: Option<u32>, shape: bool,
     ) -> Result<QueryOutput> {
         let mut bounds = Bounds::new(loaded, prepared, self.cfg.query_timeout, &self.closed);
         bounds.budget = budget;
+        bounds.shape = shape;
         bounds.results = self.cfg.result_limits;
         let site = Site::Text("tx.queryAuthoritative");
         let slow = || Slow::start(telemetry::SQLITE, "query", site).sql(&prepared.sql);

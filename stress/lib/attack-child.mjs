@@ -5,15 +5,18 @@
 // runaway native call may hold a thread (or the JS thread) for good; the
 // parent goes on from the next index in a new process.
 // argv[2]: JSON { engine: 'sqlite-memory' | 'sqlite-file' | 'postgres', url?,
-// schemaPrefix?, dir?, start, end, seed, queryTimeoutMs, marginMs }.
+// schemaPrefix?, dir?, start, end, seed, queryTimeoutMs, marginMs,
+// overrunMs?, stallMs?, maxResultBytes? }.
 // Beyond the answer scan, each call is judged by:
 // - a differential oracle: a storage-level call that answered is run again
 //   on a control storage holding the same own partition but other data in
 //   every other partition and internal table; any difference is a leak
 //   (row counts, EXISTS, aggregates carry no marker to scan for);
 // - its error message, scanned for the other partitions' markers;
-// - its duration (past queryTimeoutMs + OVERRUN_MS is an overrun) and the
-//   longest event-loop stall while it ran (past STALL_MS is a stall);
+// - its duration (past queryTimeoutMs + overrunMs is an overrun), the
+//   longest event-loop stall while it ran (past stallMs is a stall) and the
+//   growth of the process's RSS while it ran (past maxResultBytes +
+//   rssSlack(maxResultBytes) is a memory overrun);
 // - for a partition that is not a string: anything but a refusal with
 //   ERR_SYNCULAR_INVALID_ARGUMENT is a leak.
 // Storages also hold more tenants' rows (30 on PostgreSQL, 4 on SQLite),
@@ -29,19 +32,30 @@ import { INTERNAL_MARK, OWN, VICTIM, VICTIM_MARK, attempt, digest, scanAnswer, s
 import { generate } from './attack-grammar.mjs';
 import { Psql } from './sql.mjs';
 
-/** How far past its limit a call may settle (one uninterruptible step, on a loaded machine). */
-export const OVERRUN_MS = 300 * TIME_SCALE;
-/** The longest event-loop stall a call may cause (both times SYNCULAR_TEST_TIME_SCALE on a slower machine). */
-export const STALL_MS = 100 * TIME_SCALE;
+/** How far past its limit a call may settle (issue 28's acceptance; tests on a debug build pass more). */
+export const OVERRUN_MS = 100 * TIME_SCALE;
+/** The longest event-loop stall a call may cause (likewise; both times SYNCULAR_TEST_TIME_SCALE on a slower machine). */
+export const STALL_MS = 50 * TIME_SCALE;
+/** The result bound the attacked storages run with. */
+export const MAX_RESULT_BYTES = 16 << 20;
+/**
+ * How far past maxResultBytes the process's RSS may grow during one call:
+ * the rows the engine held before a refusal (up to the bound) and their JS
+ * copies (about the bound again), the allocator's and V8's slack.
+ */
+export const rssSlack = (maxResultBytes) => 2 * maxResultBytes + (64 << 20);
 
 const cfg = JSON.parse(process.argv[2]);
+const overrunMs = cfg.overrunMs ?? OVERRUN_MS;
+const stallMs = cfg.stallMs ?? STALL_MS;
+const maxResultBytes = cfg.maxResultBytes ?? MAX_RESULT_BYTES;
 const dialect = cfg.engine === 'postgres' ? 'postgres' : 'sqlite';
 const deadline = cfg.queryTimeoutMs + cfg.marginMs;
 let generation = 0;
 
 /** A seeded storage; `tenants` more partitions of `rows` marked rows each (`variant` changes their data). */
 async function openOne(name, { tenants, rows, variant }) {
-  const opts = { queryTimeoutMs: cfg.queryTimeoutMs };
+  const opts = { queryTimeoutMs: cfg.queryTimeoutMs, maxResultBytes };
   let storage;
   let schema;
   const file = join(cfg.dir ?? '', `attack-${process.pid}-${generation}-${name}.db`);
@@ -89,20 +103,24 @@ async function open() {
   return { storage, control };
 }
 
-/** A call's outcome, with its duration and the longest event-loop stall while it ran. */
+/** A call's outcome, with its duration, the longest event-loop stall and the RSS growth while it ran. */
 async function timed(fn, deadlineMs) {
   let last = performance.now();
   let stall = 0;
+  const rss0 = process.memoryUsage.rss();
+  let rss = rss0;
   const ticker = setInterval(() => {
     const now = performance.now();
     stall = Math.max(stall, now - last);
     last = now;
+    rss = Math.max(rss, process.memoryUsage.rss());
   }, 5);
   const t0 = performance.now();
   try {
     const outcome = await attempt(fn, deadlineMs);
     const ms = performance.now() - t0;
-    return { outcome, ms, stall: Math.max(stall, performance.now() - last) };
+    rss = Math.max(rss, process.memoryUsage.rss());
+    return { outcome, ms, stall: Math.max(stall, performance.now() - last), rss: rss - rss0 };
   } finally {
     clearInterval(ticker);
   }
@@ -161,16 +179,21 @@ for (let i = cfg.start; i < cfg.end; i += 1) {
     outcome = took.outcome;
     if (outcome.kind === 'answered') {
       const other = await attempt(() => control.queryAuthoritative(OWN, body), deadline);
-      if (other.kind !== 'answered' || canonical(other.value) !== canonical(outcome.value)) {
+      // A query near its time limit may answer on one storage and stop on
+      // the other: that says nothing about what it read.
+      const inconclusive = other.kind === 'refused' && other.code === 'ERR_SYNCULAR_QUERY_TIMEOUT';
+      if (!inconclusive && (other.kind !== 'answered' || canonical(other.value) !== canonical(outcome.value))) {
         line.foreign = [`differs on a storage with other tenants' data: ${other.kind} ${other.code ?? ''} ${canonical(other.value).slice(0, 120)} vs ${canonical(outcome.value).slice(0, 120)}`];
       }
     }
   }
   if (took !== undefined && outcome.kind !== 'hang') {
-    if (took.ms > cfg.queryTimeoutMs + OVERRUN_MS) line.overrun = Math.round(took.ms);
-    if (took.stall > STALL_MS) line.stall = Math.round(took.stall);
+    if (took.ms > cfg.queryTimeoutMs + overrunMs) line.overrun = Math.round(took.ms);
+    if (took.stall > stallMs) line.stall = Math.round(took.stall);
+    if (took.rss > maxResultBytes + rssSlack(maxResultBytes)) line.memory = Math.round(took.rss / 2 ** 20);
     line.ms = Math.round(took.ms);
     line.stallMs = Math.round(took.stall);
+    line.rssMiB = Math.round(took.rss / 2 ** 20);
   }
   if (outcome.kind === 'refused' || outcome.kind === 'uncoded') {
     if (outcome.message?.includes(VICTIM_MARK)) line.foreign = [`error message: ${outcome.message.slice(0, 160)}`];
@@ -201,7 +224,7 @@ for (let i = cfg.start; i < cfg.end; i += 1) {
     }
   }
   if (outcome.kind === 'uncoded') line.message = outcome.message;
-  if (line.foreign || line.internal || line.write || line.txBroken || line.overrun || line.stall || outcome.kind === 'uncoded') {
+  if (line.foreign || line.internal || line.write || line.txBroken || line.overrun || line.stall || line.memory || outcome.kind === 'uncoded') {
     line.sql = q.sql;
     line.params = q.params;
     if (outcome.message) line.message = outcome.message;

@@ -14,6 +14,12 @@
 // or size an argument or a client parameter sets, and functions that fail
 // with their argument in the message (over every tenant's rows, on tables
 // with statistics, where the attack child seeds many partitions).
+// Since issue 28, also: whole queries whose cost or size a client's
+// parameter or the query's own values set (the 'cost' trait): results of
+// millions of rows or of large rows, LIKE/GLOB and substring search over
+// values of a megabyte built in the query, rows of hundreds of calls over
+// such values, and containment or overlap of large arrays and jsonb.
+// STRESS_ATTACK_RESIDUAL=1 adds the shapes the README names as residual.
 import { OWN, VICTIM, planFor, viewName } from '../../__test__/support/isolation.mjs';
 import { ACCOUNT_COLUMNS, TASK_COLUMNS } from '../../__test__/support/schema.mjs';
 
@@ -116,7 +122,7 @@ const VARIABLES = [
   ...D('postgres', '$1', '$2'),
 ];
 
-const PARAM_VALUES = [VICTIM, VICTIM, VICTIM, OWN, 'p-own', 'own-1', 1, 42, 1.5, null, true, 'x\u0000y', '', 2000000000, 1000000000, 100000000];
+const PARAM_VALUES = [VICTIM, VICTIM, VICTIM, OWN, 'p-own', 'own-1', 1, 42, 1.5, null, true, 'x\u0000y', '', 2000000000, 1000000000, 100000000, 3000000, 100000, 20000];
 
 const HARMLESS_FUNCS = [
   ...D(undefined, 'lower(REF.title)', 'length(REF.id)', "coalesce(REF.title, 'x')", "replace(REF.title, 'o', '0')", 'upper(VAR)', 'abs(1)'),
@@ -151,6 +157,68 @@ const DANGEROUS_FUNCS = [
 const SLOW_FUNCS = [...D('postgres', 'pg_sleep(5)', 'pg_advisory_lock(7)', 'pg_terminate_backend(pg_backend_pid())')];
 
 const RUNAWAY = 'WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM r) SELECT count(*) FROM r';
+
+// Rows of `calls` result columns (at most 256 are allowed), each three
+// calls of `f` over a 1 MiB value (`I` differs per call, so no two are the
+// same).
+const wideRow = (f, calls, v = "printf('%.*c', 1000000, 'a')") =>
+  `WITH m AS MATERIALIZED (SELECT ${v} AS v) SELECT ${Array.from({ length: calls }, (_, i) => `(${['a', 'b', 'c'].map((k) => f.replaceAll('I', `${k}${i}`)).join(') + (')}) AS c${i}`).join(', ')} FROM m`;
+const sqliteRows = (select) => `WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < ?) SELECT ${select} FROM s`;
+const pgRows = (select) => `SELECT ${select} FROM generate_series(1, CAST(? AS integer)) AS s(n)`;
+const WIDE = 'n, n + 1 AS a, n * 2 AS b, n % 7 AS c, n - 1 AS d, n * 3 AS e, n + 5 AS f, n % 3 AS g';
+const PG_HAY = "(SELECT string_agg(repeat('a', 10000), '') AS h FROM generate_series(1, 200)) AS x";
+const PG_NEEDLE = "'b' || repeat('a', 2000)";
+
+// Whole queries of the 'cost' trait, each with one client count (`?`) or none.
+const COST_QUERIES = [
+  ...D(
+    'sqlite',
+    "WITH m AS (SELECT printf('%.*c', 1000000, 'a') AS v, '%' || printf('%.*c', 250, 'a') || 'b' AS p) SELECT (v LIKE p) + (v GLOB replace(p, '%', '*')) + (v LIKE p ESCAPE '!') + (v LIKE p) AS n FROM m",
+    wideRow("length(v || 'I')", 250),
+    wideRow("instr(v, 'I')", 250),
+    wideRow("length(upper(v || 'I'))", 250),
+    wideRow("length(printf('%sI', v))", 250),
+    wideRow("length(substr(v || 'I', 900000, 1))", 250),
+    wideRow(`length(json_type(v || '"I"]'))`, 250, `'["' || printf('%.*c', 1000000, 'a') || '",'`),
+    wideRow("(hex(substr(v, 1, 400000)) = 'I')", 250),
+    wideRow("length(v || 'I')", 400),
+    sqliteRows(WIDE),
+    sqliteRows(WIDE),
+    sqliteRows("n, printf('%.*c', 100000, 'x') AS v"),
+    sqliteRows("n, printf('%.*c', 1000, 'x') AS v"),
+  ),
+  ...D(
+    'postgres',
+    `SELECT h LIKE '%' || repeat('a', 2000) || 'b%' AS r FROM ${PG_HAY}`,
+    `SELECT h NOT ILIKE '%' || repeat('a', 2000) || 'b%' AS r FROM ${PG_HAY}`,
+    `SELECT strpos(h, ${PG_NEEDLE}) AS r FROM ${PG_HAY}`,
+    `SELECT position(${PG_NEEDLE} IN h) AS r FROM ${PG_HAY}`,
+    `SELECT length(split_part(h, ${PG_NEEDLE}, 2)) AS r FROM ${PG_HAY}`,
+    `SELECT length(replace(h, ${PG_NEEDLE}, 'x')) AS r FROM ${PG_HAY}`,
+    `SELECT cardinality(string_to_array(h, ${PG_NEEDLE})) AS r FROM ${PG_HAY}`,
+    `SELECT length(translate(h, (SELECT string_agg(chr(1000 + g), '') FROM generate_series(1, 20000) g), 'x')) AS r FROM ${PG_HAY}`,
+    'SELECT array(SELECT generate_series(1, 30000)) && array(SELECT -generate_series(1, 30000)) AS r',
+    'SELECT array(SELECT generate_series(1, 30000)) @> array(SELECT -g FROM generate_series(-30000, -1) g) AS r',
+    'SELECT to_jsonb(array(SELECT generate_series(1, 30000))) @> to_jsonb(array(SELECT -g FROM generate_series(-30000, -1) g)) AS r',
+    pgRows(WIDE),
+    pgRows(WIDE),
+    pgRows("n, repeat('0123456789', 10000) AS v"),
+    pgRows("n, repeat('x', 1000) AS v"),
+  ),
+];
+
+// The shapes the README names as residual: operators that are not function
+// calls on SQLite (in time, and a row of 250 values of 1 MiB in memory),
+// linear functions over values of hundreds of megabytes built in the query
+// and numeric arithmetic on PostgreSQL.
+const RESIDUAL_QUERIES = [
+  ...D('sqlite', wideRow("CAST(v || 'I' AS INTEGER)", 250, "printf('%.*c', 1000000, '7')"), wideRow("(v + 'I')", 250, "printf('%.*c', 1000000, '7')"), `WITH m AS MATERIALIZED (SELECT printf('%.*c', 1000000, 'a') AS v) SELECT ${Array.from({ length: 250 }, (_, i) => `v || '${i}' AS c${i}`).join(', ')} FROM m`),
+  ...D(
+    'postgres',
+    "SELECT length(upper(h)) + length(upper(h || 'x')) AS r FROM (SELECT string_agg(repeat('a', 10000), '') AS h FROM generate_series(1, 20000)) x",
+    'SELECT length(CAST(power(CAST(7 AS numeric), 100000) / (power(CAST(3 AS numeric), 90000) + 1) AS text)) AS n',
+  ),
+];
 
 const COMMENTS = [
   ...D(undefined, '/* c */', '-- c\n', '/**/', '/* FROM tasks */', "-- ' \n", '/* " */'),
@@ -193,7 +261,7 @@ const COLUMNS = { tasks: ['id', 'title', 'project_id', 'count'], accounts: ['id'
 
 // The hostile traits one query may combine (one or two per query, so that
 // most queries get past the first check and the later ones are exercised).
-const TRAITS = ['relation', 'internal', 'keyword-alias', 'variable', 'function', 'comment', 'string', 'dml', 'params', 'tail', 'nested', 'posing-cte', 'column-free', 'partition', 'sized', 'error-fn'];
+const TRAITS = ['relation', 'internal', 'keyword-alias', 'variable', 'function', 'comment', 'string', 'dml', 'params', 'tail', 'nested', 'posing-cte', 'column-free', 'partition', 'sized', 'error-fn', 'cost'];
 
 /** Placeholders SQLite would count: bare `?` and the largest `?NNN` (outside quotes, roughly). */
 function placeholders(sql) {
@@ -344,6 +412,16 @@ export function generate(seed, index, dialect) {
   if (r.chance(0.005)) {
     sql = RUNAWAY;
     tag('runaway');
+  }
+  if (hostile.has('cost')) {
+    // A whole query whose cost a client count or its own values set; its
+    // count is one of the client's own parameters.
+    const pool = process.env.STRESS_ATTACK_RESIDUAL === '1' && r.chance(0.3) ? RESIDUAL_QUERIES : COST_QUERIES;
+    sql = pick(pool);
+    hostile.delete('comment');
+    hostile.delete('nested');
+    hostile.delete('tail');
+    hostile.delete('params');
   }
 
   if (hostile.has('comment') || hostile.has('nested')) {

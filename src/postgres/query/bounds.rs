@@ -31,12 +31,13 @@ pub const ROW_TOO_LARGE: &str = "SYR01";
 pub const TOO_COSTLY: &str = "SYC01";
 
 /// The function the wrapper and the cost checks call when a bound is
-/// exceeded: raises `code` with a message naming what and the bound. STABLE
-/// (never folded at plan time: its arguments are never all constants) and
-/// PARALLEL SAFE, so it changes no plan. Created with the views, in
-/// `pg_temp`: it belongs to the session.
+/// exceeded: raises `code` with a message naming what and the bound.
+/// IMMUTABLE (with constant arguments it raises while the query is planned,
+/// which is when the call it guards would have been folded) and PARALLEL
+/// SAFE, so it changes no plan. Created with the views, in `pg_temp`: it
+/// belongs to the session.
 pub const REFUSE_DDL: &str = "CREATE OR REPLACE FUNCTION pg_temp._syncular_q_refuse(code text, what text, cost bigint, bound bigint) \
-     RETURNS boolean LANGUAGE plpgsql STABLE PARALLEL SAFE AS \
+     RETURNS boolean LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS \
      $syncular$BEGIN RAISE EXCEPTION USING ERRCODE = code, MESSAGE = format('%s: %s, past %s', what, cost, bound); END$syncular$;";
 
 /// The call of the refusal function, as SQL text.

@@ -23,6 +23,7 @@
 //! into JS (int8 beyond 2^53 as `bigint`).
 
 mod bounds;
+mod cost;
 mod guard;
 #[cfg(test)]
 mod guard_tests;
@@ -205,6 +206,11 @@ struct Where {
 
 const SAVEPOINT: &str = "syncular_query";
 
+/// How long past `queryTimeoutMs` a storage-level registered query whose
+/// statement ignores the cancellation is given up (see
+/// `PgEngine::query_authoritative`).
+pub const ABANDON_AFTER: Duration = Duration::from_millis(50);
+
 /// The settings every registered query runs under, as one message of
 /// `SET LOCAL`s: they end with the transaction or savepoint around it.
 /// `syncular.partition` is the partition the views show.
@@ -300,9 +306,18 @@ async fn run(
     let mut tally = Tally::new(limits);
     let mut columns: Option<Vec<String>> = None;
     let mut out = Vec::new();
+    // The server's statement_timeout does not cover the time spent here
+    // on rows it has already sent (a fast server fills the socket, and
+    // reading buffered rows never waits, so no timer runs meanwhile): the
+    // limit is checked on this side too, every few rows.
+    let deadline = std::time::Instant::now() + timeout;
     let mut rows = q.fetch(&mut *c);
     while let Some(r) = std::future::poll_fn(|cx| rows.as_mut().poll_next(cx)).await {
         let r = r.map_err(|e| run_err(e, timeout, limits))?;
+        if out.len() % 16 == 15 && std::time::Instant::now() >= deadline {
+            *abandoned = true;
+            return Err(query::timed_out(timeout));
+        }
         let names = columns.get_or_insert_with(|| {
             r.columns()
                 .iter()
@@ -532,19 +547,26 @@ impl PgEngine {
         let timeout = self.cfg.query_timeout;
         let confined = confine(timeout, partition)?;
         let mut created = false;
+        // PostgreSQL checks statement_timeout between rows, not inside one
+        // call of a function: a call still running ABANDON_AFTER past the
+        // limit is given up, and its connection closed (the server stops
+        // the statement at its next check, when it finds the client gone).
+        let give_up = tokio::time::Instant::now() + timeout + ABANDON_AFTER;
         loop {
-            let (out, healthy) = self
-                .query_attempt(
-                    &mut conn,
-                    w,
-                    &g,
-                    &prepared,
-                    params,
-                    partition,
-                    gate_running,
-                    &confined,
-                )
-                .await;
+            let attempt = self.query_attempt(
+                &mut conn,
+                w,
+                &g,
+                &prepared,
+                params,
+                partition,
+                gate_running,
+                &confined,
+            );
+            let (out, healthy) = match tokio::time::timeout_at(give_up, attempt).await {
+                Ok(done) => done,
+                Err(_) => (Err(query::timed_out(timeout)), false),
+            };
             let missing = match &out {
                 Err(e) | Ok(QueryOutput { error: Some(e), .. }) => missing_view(e),
                 Ok(_) => false,
@@ -762,7 +784,16 @@ impl PgEngine {
                         }
                     }
                     Err(e) => {
-                        c.execute(AssertSqlSafe(undo)).await.map_err(map_err)?;
+                        // A result abandoned past its bounds is read to its
+                        // end first, and an error the server sent meanwhile
+                        // (its time limit) is reported to this command, not
+                        // run: then the rollback is sent once more.
+                        let undone = c.execute(AssertSqlSafe(undo.clone())).await;
+                        if undone.is_err() && abandoned {
+                            c.execute(AssertSqlSafe(undo)).await.map_err(map_err)?;
+                        } else {
+                            undone.map_err(map_err)?;
+                        }
                         break Err(e);
                     }
                 }

@@ -1,0 +1,423 @@
+//! Cost classes of PostgreSQL operators and functions in registered
+//! queries.
+//!
+//! PostgreSQL checks for cancellation (`statement_timeout`, `close()`)
+//! between rows, never inside one call of an operator or function, and a
+//! row's expressions are evaluated without a check between them. Most
+//! admitted functions cost time linear in their arguments, and regular
+//! expressions and JSON path queries check for cancellation themselves.
+//! Two classes do not, and compare every part of one argument with every
+//! part of the other:
+//!
+//! - **substring search and character sets**: `LIKE`/`ILIKE` (and their
+//!   `NOT`, `ANY`/`ALL` and operator forms), `strpos`, `position`,
+//!   `split_part`, `replace`, `translate`, `string_to_array` and the
+//!   two-argument trims; a call costs up to the product of the haystack's
+//!   and the needle's lengths (seconds to minutes for strings the query
+//!   built itself);
+//! - **containment and overlap**: `@>`, `<@`, `&&`, `?|`, `?&` on arrays
+//!   and `jsonb`; up to the product of the elements of both sides.
+//!
+//! Each such call is rewritten into a bounded form: the same operator or
+//! function inside a function of the session's own
+//! (`pg_temp._syncular_q_<name>`, [`DDL`]) that first checks the product of
+//! its arguments' sizes (bytes of text; elements of arrays; bytes of
+//! `jsonb` as text, over 8) against the call's share of [`ROW_WORK`], and refuses the call past it
+//! with `ERR_SYNCULAR_QUERY_REFUSED`. The share is [`ROW_WORK`] divided by the
+//! number of such calls in the statement, so the calls of one row together
+//! do at most [`ROW_WORK`] units of work (about 40 ms at the slowest rate
+//! measured, `translate` with multibyte characters). The functions are
+//! plain SQL, so PostgreSQL inlines them when the arguments are simple and
+//! each argument is evaluated once otherwise. `LIKE`/`ILIKE` against a
+//! subquery (`x LIKE ANY (SELECT …)`) and containment with `ANY`/`ALL`
+//! cannot be bounded this way and are refused.
+
+use crate::error::{Error, Result};
+use crate::query::REFUSED;
+use pg_query::protobuf as pb;
+use pg_query::NodeEnum as N;
+
+/// The work, in byte pairs, that the bounded calls of one row may do
+/// together.
+pub const ROW_WORK: i64 = 1 << 24;
+
+/// One overload of a wrapper: argument types, result type, the size of
+/// one call (`$n` are the call's arguments), and the call itself.
+type Overload = (&'static str, &'static str, &'static str, &'static str);
+
+/// Text: the haystack's length times the needle's (and replacement's).
+const T2: &str = "pg_catalog.octet_length($1)::int8 * pg_catalog.octet_length($2)";
+const T3: &str = "pg_catalog.octet_length($1)::int8 * (pg_catalog.octet_length($2) + COALESCE(pg_catalog.octet_length($3), 0))";
+/// A text and an array of patterns (by the array's text).
+const TA: &str = "pg_catalog.octet_length($1)::int8 * pg_catalog.octet_length(CAST($2 AS text))";
+/// Arrays: pairs of elements.
+const AA: &str = "pg_catalog.cardinality($1)::int8 * pg_catalog.cardinality($2)";
+/// jsonb: the two texts' lengths, over 8 (about one comparison per pair
+/// of elements, which take several bytes each).
+const JJ: &str = "pg_catalog.octet_length(CAST($1 AS text))::int8 * pg_catalog.octet_length(CAST($2 AS text)) / 8";
+/// jsonb and an array of keys: the text's length times the keys.
+const JK: &str = "pg_catalog.octet_length(CAST($1 AS text))::int8 * pg_catalog.cardinality($2)";
+
+/// The wrappers: each one operator or function, its overloads.
+const WRAPPERS: &[(&str, &[Overload])] = &[
+    (
+        "like",
+        &[
+            ("text, text", "boolean", T2, "$1 ~~ $2"),
+            ("bytea, bytea", "boolean", T2, "$1 ~~ $2"),
+        ],
+    ),
+    ("ilike", &[("text, text", "boolean", T2, "$1 ~~* $2")]),
+    (
+        "like_any",
+        &[("text, text[]", "boolean", TA, "$1 ~~ ANY ($2)")],
+    ),
+    (
+        "like_all",
+        &[("text, text[]", "boolean", TA, "$1 ~~ ALL ($2)")],
+    ),
+    (
+        "notlike_any",
+        &[("text, text[]", "boolean", TA, "$1 !~~ ANY ($2)")],
+    ),
+    (
+        "notlike_all",
+        &[("text, text[]", "boolean", TA, "$1 !~~ ALL ($2)")],
+    ),
+    (
+        "ilike_any",
+        &[("text, text[]", "boolean", TA, "$1 ~~* ANY ($2)")],
+    ),
+    (
+        "ilike_all",
+        &[("text, text[]", "boolean", TA, "$1 ~~* ALL ($2)")],
+    ),
+    (
+        "notilike_any",
+        &[("text, text[]", "boolean", TA, "$1 !~~* ANY ($2)")],
+    ),
+    (
+        "notilike_all",
+        &[("text, text[]", "boolean", TA, "$1 !~~* ALL ($2)")],
+    ),
+    (
+        "strpos",
+        &[("text, text", "integer", T2, "pg_catalog.strpos($1, $2)")],
+    ),
+    (
+        "position",
+        &[
+            ("text, text", "integer", T2, "pg_catalog.position($1, $2)"),
+            ("bytea, bytea", "integer", T2, "pg_catalog.position($1, $2)"),
+        ],
+    ),
+    (
+        "split_part",
+        &[(
+            "text, text, integer",
+            "text",
+            T2,
+            "pg_catalog.split_part($1, $2, $3)",
+        )],
+    ),
+    (
+        "replace",
+        &[(
+            "text, text, text",
+            "text",
+            T3,
+            "pg_catalog.replace($1, $2, $3)",
+        )],
+    ),
+    (
+        "translate",
+        &[(
+            "text, text, text",
+            "text",
+            T3,
+            "pg_catalog.translate($1, $2, $3)",
+        )],
+    ),
+    (
+        "string_to_array",
+        &[
+            (
+                "text, text",
+                "text[]",
+                T2,
+                "pg_catalog.string_to_array($1, $2)",
+            ),
+            (
+                "text, text, text",
+                "text[]",
+                T3,
+                "pg_catalog.string_to_array($1, $2, $3)",
+            ),
+        ],
+    ),
+    (
+        "btrim",
+        &[
+            ("text, text", "text", T2, "pg_catalog.btrim($1, $2)"),
+            ("bytea, bytea", "bytea", T2, "pg_catalog.btrim($1, $2)"),
+        ],
+    ),
+    (
+        "ltrim",
+        &[
+            ("text, text", "text", T2, "pg_catalog.ltrim($1, $2)"),
+            ("bytea, bytea", "bytea", T2, "pg_catalog.ltrim($1, $2)"),
+        ],
+    ),
+    (
+        "rtrim",
+        &[
+            ("text, text", "text", T2, "pg_catalog.rtrim($1, $2)"),
+            ("bytea, bytea", "bytea", T2, "pg_catalog.rtrim($1, $2)"),
+        ],
+    ),
+    (
+        "contains",
+        &[
+            ("anyarray, anyarray", "boolean", AA, "$1 @> $2"),
+            ("jsonb, jsonb", "boolean", JJ, "$1 @> $2"),
+        ],
+    ),
+    (
+        "contained",
+        &[
+            ("anyarray, anyarray", "boolean", AA, "$1 <@ $2"),
+            ("jsonb, jsonb", "boolean", JJ, "$1 <@ $2"),
+        ],
+    ),
+    (
+        "overlaps",
+        &[("anyarray, anyarray", "boolean", AA, "$1 && $2")],
+    ),
+    (
+        "exists_any",
+        &[("jsonb, text[]", "boolean", JK, "$1 ?| $2")],
+    ),
+    (
+        "exists_all",
+        &[("jsonb, text[]", "boolean", JK, "$1 ?& $2")],
+    ),
+];
+
+/// The prefix of the wrappers' names in `pg_temp`.
+pub const PREFIX: &str = "_syncular_q_";
+
+/// Whether `name` is one of the wrappers (for the guard's allowlist).
+pub fn is_wrapper(name: &str) -> bool {
+    name.strip_prefix(PREFIX)
+        .is_some_and(|n| WRAPPERS.iter().any(|(w, _)| *w == n))
+}
+
+/// `CREATE OR REPLACE FUNCTION` statements of every wrapper and of the
+/// check they share, `;`-separated (made with the views).
+///
+/// Every one is IMMUTABLE (as the operator it wraps, and the refusal), so
+/// PostgreSQL folds a call whose arguments are all constants at planning,
+/// and folding checks the size first: the operator of a call over the
+/// bound is never evaluated, not even by the planner.
+pub fn ddl() -> String {
+    let mut out = format!(
+        "CREATE OR REPLACE FUNCTION pg_temp.{PREFIX}fits(cost bigint, bound bigint, what text) RETURNS boolean \
+         LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $syncular$SELECT CASE WHEN $1 <= $2 THEN true \
+         ELSE pg_temp.{PREFIX}refuse('{}', $3, $1, $2) END$syncular$;",
+        super::bounds::TOO_COSTLY,
+    );
+    for (name, overloads) in WRAPPERS {
+        for (args, result, cost, body) in *overloads {
+            let n = args.split(',').count() + 1;
+            out.push_str(&format!(
+                "CREATE OR REPLACE FUNCTION pg_temp.{PREFIX}{name}({args}, bigint) RETURNS {result} \
+                 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $syncular$SELECT CASE WHEN \
+                 pg_temp.{PREFIX}fits({cost}, ${n}, '{}') THEN {body} END$syncular$;",
+                describe(name),
+            ));
+        }
+    }
+    out
+}
+
+/// What the refusal names, for a wrapper.
+fn describe(name: &str) -> &'static str {
+    match name {
+        "like" | "ilike" | "like_any" | "like_all" | "notlike_any" | "notlike_all" | "ilike_any"
+        | "ilike_all" | "notilike_any" | "notilike_all" => {
+            "one LIKE/ILIKE would compare haystack × pattern bytes"
+        }
+        "contains" | "contained" | "overlaps" | "exists_any" | "exists_all" => {
+            "one containment or overlap (@>, <@, &&, ?|, ?&) would compare left × right elements"
+        }
+        _ => "one substring search (strpos, position, split_part, replace, translate, string_to_array, trim) would compare haystack × needle bytes",
+    }
+}
+
+/// The wrapper a call of `f` with `n` arguments goes through, if any.
+fn call_site(f: &pb::FuncCall) -> Option<&'static str> {
+    if f.agg_star
+        || f.agg_distinct
+        || f.func_variadic
+        || f.over.is_some()
+        || !f.agg_order.is_empty()
+        || f.agg_filter.is_some()
+    {
+        return None;
+    }
+    let name = last_name(&f.funcname)?;
+    let n = f.args.len();
+    Some(match (name, n) {
+        ("strpos", 2) => "strpos",
+        ("position", 2) => "position",
+        ("split_part", 3) => "split_part",
+        ("replace", 3) => "replace",
+        ("translate", 3) => "translate",
+        ("string_to_array", 2 | 3) => "string_to_array",
+        ("btrim", 2) => "btrim",
+        ("ltrim", 2) => "ltrim",
+        ("rtrim", 2) => "rtrim",
+        _ => return None,
+    })
+}
+
+/// The wrapper of an operator expression, and whether its result is negated.
+fn op_site(e: &pb::AExpr) -> Result<Option<(&'static str, bool)>> {
+    let Some(op) = last_name(&e.name) else {
+        return Ok(None);
+    };
+    let kind = pb::AExprKind::try_from(e.kind).unwrap_or(pb::AExprKind::Undefined);
+    use pb::AExprKind as K;
+    Ok(Some(match (kind, op) {
+        (K::AexprOp | K::AexprLike | K::AexprIlike, "~~") => ("like", false),
+        (K::AexprOp | K::AexprLike | K::AexprIlike, "!~~") => ("like", true),
+        (K::AexprOp | K::AexprLike | K::AexprIlike, "~~*") => ("ilike", false),
+        (K::AexprOp | K::AexprLike | K::AexprIlike, "!~~*") => ("ilike", true),
+        (K::AexprOpAny, "~~") => ("like_any", false),
+        (K::AexprOpAll, "~~") => ("like_all", false),
+        (K::AexprOpAny, "!~~") => ("notlike_any", false),
+        (K::AexprOpAll, "!~~") => ("notlike_all", false),
+        (K::AexprOpAny, "~~*") => ("ilike_any", false),
+        (K::AexprOpAll, "~~*") => ("ilike_all", false),
+        (K::AexprOpAny, "!~~*") => ("notilike_any", false),
+        (K::AexprOpAll, "!~~*") => ("notilike_all", false),
+        (K::AexprOp, "@>") => ("contains", false),
+        (K::AexprOp, "<@") => ("contained", false),
+        (K::AexprOp, "&&") => ("overlaps", false),
+        (K::AexprOp, "?|") => ("exists_any", false),
+        (K::AexprOp, "?&") => ("exists_all", false),
+        (K::AexprOpAny | K::AexprOpAll, "@>" | "<@" | "&&" | "?|" | "?&") => {
+            return Err(refused(
+                "containment or overlap with ANY/ALL is not allowed (it cannot be bounded); compare each value on its own",
+            ))
+        }
+        _ => return Ok(None),
+    }))
+}
+
+fn refused(msg: &str) -> Error {
+    Error::plain(REFUSED, format!("registered query refused: {msg}"))
+}
+
+fn last_name(list: &[pb::Node]) -> Option<&str> {
+    match list.last()?.node.as_ref()? {
+        N::String(s) => Some(s.sval.as_str()),
+        _ => None,
+    }
+}
+
+/// The number of calls of the two classes in `tree` (each gets its share of
+/// [`ROW_WORK`]); refuses what cannot be bounded.
+pub fn count(tree: &pb::ParseResult) -> Result<i64> {
+    let mut n = 0;
+    for (node, _, _, _) in tree.nodes() {
+        match node {
+            pg_query::NodeRef::AExpr(e) => {
+                if op_site(e)?.is_some() {
+                    n += 1;
+                }
+            }
+            pg_query::NodeRef::FuncCall(f) => {
+                if call_site(f).is_some() {
+                    n += 1;
+                }
+            }
+            pg_query::NodeRef::SubLink(s) => {
+                let op = last_name(&s.oper_name);
+                if matches!(
+                    op,
+                    Some("~~" | "!~~" | "~~*" | "!~~*" | "@>" | "<@" | "&&" | "?|" | "?&")
+                ) {
+                    return Err(refused(
+                        "LIKE, ILIKE, containment or overlap against a subquery (ANY/ALL) is not allowed (it cannot be bounded); write EXISTS (SELECT … WHERE …)",
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(n)
+}
+
+fn string(s: &str) -> pb::Node {
+    pb::Node {
+        node: Some(N::String(pb::String { sval: s.to_owned() })),
+    }
+}
+
+fn int(v: i64) -> pb::Node {
+    pb::Node {
+        node: Some(N::AConst(pb::AConst {
+            isnull: false,
+            location: -1,
+            val: Some(pb::a_const::Val::Ival(pb::Integer {
+                ival: v.clamp(1, i64::from(i32::MAX)) as i32,
+            })),
+        })),
+    }
+}
+
+fn wrapper_call(name: &str, mut args: Vec<pb::Node>, share: i64) -> N {
+    args.push(int(share));
+    N::FuncCall(Box::new(pb::FuncCall {
+        funcname: vec![string("pg_temp"), string(&format!("{PREFIX}{name}"))],
+        args,
+        funcformat: pb::CoercionForm::CoerceExplicitCall as i32,
+        location: -1,
+        ..Default::default()
+    }))
+}
+
+/// Rewrites `node` (whose children are already walked) into its bounded
+/// form when it is a call of the two classes; `share` is each call's share
+/// of [`ROW_WORK`].
+pub fn bound(node: &mut N, share: i64) -> Result<()> {
+    let replaced = match node {
+        N::FuncCall(f) => call_site(f).map(|w| wrapper_call(w, std::mem::take(&mut f.args), share)),
+        N::AExpr(e) => match op_site(e)? {
+            Some((w, negate)) => {
+                let (Some(l), Some(r)) = (e.lexpr.take(), e.rexpr.take()) else {
+                    return Ok(());
+                };
+                let call = wrapper_call(w, vec![*l, *r], share);
+                Some(if negate {
+                    N::BoolExpr(Box::new(pb::BoolExpr {
+                        xpr: None,
+                        boolop: pb::BoolExprType::NotExpr as i32,
+                        args: vec![pb::Node { node: Some(call) }],
+                        location: -1,
+                    }))
+                } else {
+                    call
+                })
+            }
+            None => None,
+        },
+        _ => None,
+    };
+    if let Some(r) = replaced {
+        *node = r;
+    }
+    Ok(())
+}
