@@ -1,7 +1,7 @@
 // Where one storage call's time goes, layer by layer (bench/README.md,
 // "Layers of a call"). Runs under node and bun:
 //
-//   bun bench/layers.mjs [--calls N]
+//   bun bench/layers.mjs [--calls N] [--server PATH]
 //
 // For each member the host calls between and inside requests, on a SQLite
 // file (WAL, synchronous=NORMAL) holding a few hundred commits:
@@ -14,13 +14,18 @@
 //   stubbed  µs per call with every native member answering a constant at
 //            once: the JS layers alone, without what the answer costs to
 //            cross
+// With --server (a @syncular/server entry, as for bench/run.mjs) it adds
+//   in-tree  the same member through upstream's SqliteServerStorage on the
+//            runtime's own driver (bench/modules/intree-sqlite-wal.mjs), on
+//            a file seeded the same way, and our call's ratio to it
 // It adds the same statements through the runtime's own driver on the same
 // file (bun:sqlite, or node:sqlite on Node ≥ 22.5), prepared once: the
 // floor an in-process JS driver sets, which the in-tree storage runs on.
 import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { push } from './lib/host.mjs';
 import { batch } from './lib/workloads.mjs';
 import { schema } from './lib/fixture.mjs';
@@ -30,8 +35,12 @@ const { NativeStorage } = require('../index.js');
 const native = require('../lib/native.js');
 
 const args = process.argv.slice(2);
-const at = args.indexOf('--calls');
-const CALLS = at >= 0 ? Number(args[at + 1]) : 50_000;
+const option = (name) => {
+  const at = args.indexOf(name);
+  return at >= 0 ? args[at + 1] : undefined;
+};
+const CALLS = Number(option('--calls') ?? 50_000);
+const serverPath = option('--server');
 if (!Number.isSafeInteger(CALLS) || CALLS < 1000) throw new Error('--calls must be an integer ≥ 1000');
 
 // The runtime's own SQLite driver: bun:sqlite, or node:sqlite (Node ≥ 22.5).
@@ -75,13 +84,20 @@ const storage = new NativeStorage({ url: `sqlite:${file}`, synchronous: 'normal'
 const client = { clientId: 'layers-client', actorId: 'actor', wireVersion: 1, cursor: 10, subscriptions: [], updatedAtMs: 1 };
 
 const members = [
-  ['getPushResult', (i) => storage.getPushResult('bench', 'bench-client', `seq-1-${i % 200}`)],
-  ['getClientRecord', () => storage.getClientRecord('bench', 'layers-client')],
-  ['getMaxCommitSeq', () => storage.getMaxCommitSeq('bench')],
-  ['getRow', () => storage.getRow('bench', 'tasks', 'row-0')],
-  ['touchPartition', () => storage.touchPartition('bench', Date.now(), 'layers-epoch')],
-  ['putClientRecord', (i) => storage.putClientRecord('bench', { ...client, updatedAtMs: i })],
+  ['getPushResult', (s, i) => s.getPushResult('bench', 'bench-client', `seq-1-${i % 200}`)],
+  ['getClientRecord', (s) => s.getClientRecord('bench', 'layers-client')],
+  ['getMaxCommitSeq', (s) => s.getMaxCommitSeq('bench')],
+  ['getRow', (s) => s.getRow('bench', 'tasks', 'row-0')],
+  ['touchPartition', (s) => s.touchPartition('bench', Date.now(), 'layers-epoch')],
+  ['putClientRecord', (s, i) => s.putClientRecord('bench', { ...client, updatedAtMs: i })],
 ];
+
+async function seed(s) {
+  await s.ensureSchema(schema);
+  await s.touchPartition('bench', Date.now(), 'layers-epoch');
+  for (let c = 0; c < 200; c++) await push(s, 'bench', `seq-1-${c}`, batch('row', 'p1', 1, c), c);
+  await s.putClientRecord('bench', client);
+}
 
 async function perCall(fn) {
   for (let i = 0; i < 2000; i++) await fn(i);
@@ -92,20 +108,25 @@ async function perCall(fn) {
 }
 
 try {
-  await storage.ensureSchema(schema);
-  await storage.touchPartition('bench', Date.now(), 'layers-epoch');
-  for (let c = 0; c < 200; c++) await push(storage, 'bench', `seq-1-${c}`, batch('row', 'p1', 1, c), c);
-  await storage.putClientRecord('bench', client);
+  await seed(storage);
 
   const rows = new Map();
   timeNative();
-  for (const [name, fn] of members) rows.set(name, await perCall(fn));
+  for (const [name, fn] of members) rows.set(name, await perCall((i) => fn(storage, i)));
 
   // The JS layers alone: every member answers its last real answer at once.
   for (const m of WRAPPED) if (last[m] instanceof Promise) throw new Error(`layers: ${m} answered off-thread; the stubbed pass needs values`);
   for (const m of WRAPPED) P[m] = () => last[m];
-  for (const [name, fn] of members) rows.get(name).stubbedUs = (await perCall(fn)).us;
+  for (const [name, fn] of members) rows.get(name).stubbedUs = (await perCall((i) => fn(storage, i))).us;
   for (const m of WRAPPED) P[m] = real.get(m);
+
+  if (serverPath !== undefined) {
+    const server = await import(pathToFileURL(resolve(serverPath)).href);
+    const { createStorage } = await import('./modules/intree-sqlite-wal.mjs');
+    const intree = await createStorage({ server, path: join(dir, 'intree.db') });
+    await seed(intree);
+    for (const [name, fn] of members) rows.get(name).intreeUs = (await perCall((i) => fn(intree, i))).us;
+  }
 
   const db = await openDriver(file);
   if (db !== undefined) {
@@ -132,7 +153,7 @@ try {
     };
     for (const [name, fn] of Object.entries(floors)) {
       try {
-        rows.get(name).bunUs = (await perCall(fn)).us;
+        rows.get(name).driverUs = (await perCall(fn)).us;
       } catch (err) {
         console.error(`layers: ${DRIVER} floor for ${name} skipped: ${err.message}`);
       }
@@ -143,10 +164,12 @@ try {
   const runtime = typeof Bun !== 'undefined' ? `bun ${Bun.version}` : `node ${process.version}`;
   const f = (x) => (x === undefined ? '' : x.toFixed(2));
   console.log(`${runtime}; ${CALLS} calls each; µs per call`);
-  console.log(`| member | call | native | js | stubbed | ${DRIVER ?? 'driver'} |`);
-  console.log('|---|---|---|---|---|---|');
+  const intree = serverPath !== undefined;
+  console.log(`| member | call | native | js | stubbed | ${DRIVER ?? 'driver'} |${intree ? ' in-tree | call / in-tree |' : ''}`);
+  console.log(`|---|---|---|---|---|---|${intree ? '---|---|' : ''}`);
   for (const [name, r] of rows) {
-    console.log(`| ${name} | ${f(r.us)} | ${f(r.nativeUs)} | ${f(r.us - r.nativeUs)} | ${f(r.stubbedUs)} | ${f(r.bunUs)} |`);
+    const tail = intree ? ` ${f(r.intreeUs)} | ${(r.us / r.intreeUs).toFixed(2)}× |` : '';
+    console.log(`| ${name} | ${f(r.us)} | ${f(r.nativeUs)} | ${f(r.us - r.nativeUs)} | ${f(r.stubbedUs)} | ${f(r.driverUs)} |${tail}`);
   }
 } finally {
   for (const m of WRAPPED) P[m] = real.get(m);

@@ -281,15 +281,15 @@ class NativeStorage {
   // ---- partitions --------------------------------------------------------------
 
   touchPartition(partition, authenticatedAtMs, initialLogEpoch) {
-    return this.#writeThen((n, id) => n.touchPartition(id, partition, initialLogEpoch, authenticatedAtMs, false));
+    return this.#writeThen((n, id) => n.touchPartition(id, partition, initialLogEpoch, authenticatedAtMs, false), V.registryOut);
   }
 
   async rotatePartitionLogEpoch(partition, logEpoch, authenticatedAtMs) {
-    return this.#write((n, id) => n.touchPartition(id, partition, logEpoch, authenticatedAtMs, true));
+    return V.registryOut(await this.#write((n, id) => n.touchPartition(id, partition, logEpoch, authenticatedAtMs, true)));
   }
 
   async listPartitionRegistry() {
-    return this.#read((n) => n.listPartitionRegistry());
+    return (await this.#read((n) => n.listPartitionRegistry())).map(V.registryOut);
   }
 
   async getPartitionLogEpoch(partition) {
