@@ -14,13 +14,17 @@
 //                     pass per storage with every storage member the
 //                     handler calls timed (bench/lib/profile.mjs), printed
 //                     as tables per workload
+//   --prefill N,M     with host workloads: each host figure also runs on a
+//                     database that already holds N (then M) commits, filled
+//                     through the handler into the figure's own partitions
+//                     (0, the empty database, always runs first)
 //   --only a,b        workloads: push,concurrent,reads,queries,memory,floor,
 //                     host,growth (floor runs beside push and needs cargo:
 //                     it is the bench target benches/floor.rs, built once
 //                     per run; host needs --server and is in the default
 //                     set with it; growth is slow and runs only when named)
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -32,7 +36,7 @@ import { CallProfile, profileTable, profiled } from './lib/profile.mjs';
 const here = dirname(fileURLToPath(import.meta.url));
 
 function parseArgs(argv) {
-  const out = { modules: [], server: undefined, runs: 5, quick: false, only: undefined, profile: false };
+  const out = { modules: [], server: undefined, runs: 5, quick: false, only: undefined, profile: false, prefill: [0] };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const value = () => {
@@ -45,6 +49,11 @@ function parseArgs(argv) {
     else if (a === '--quick') out.quick = true;
     else if (a === '--profile') out.profile = true;
     else if (a === '--only') out.only = new Set(value().split(','));
+    else if (a === '--prefill') {
+      const levels = value().split(',').map(Number);
+      if (levels.some((n) => !Number.isSafeInteger(n) || n < 0)) throw new Error('--prefill takes commit counts ≥ 0, comma-separated');
+      out.prefill = [0, ...levels.filter((n) => n > 0)];
+    }
     else if (a === '--help' || a === '-h') {
       console.log(readHelp());
       process.exit(0);
@@ -60,7 +69,7 @@ function parseArgs(argv) {
 }
 
 function readHelp() {
-  return 'usage: node bench/run.mjs [--module PATH]... [--server PATH] [--runs N] [--quick] [--only LIST] [--profile]';
+  return 'usage: node bench/run.mjs [--module PATH]... [--server PATH] [--runs N] [--quick] [--only LIST] [--profile] [--prefill N,M]';
 }
 
 const args = parseArgs(process.argv.slice(2));
@@ -104,6 +113,43 @@ async function fresh(storage) {
 async function closeStorage(s) {
   if (typeof s.close === 'function') await s.close();
 }
+
+// --prefill: the partitions the host figures write and read ('bench' for
+// the pushes, 'window' for the pulls, whose storage the bootstrap shares)
+// already hold `level` one-op commits. A SQLite module's database is filled
+// once per storage and level and copied for every figure; a module that
+// keeps nothing at its path (PostgreSQL) is filled each time.
+const PREFILLED = ['bench', 'window'];
+const templates = new Map();
+function copyDatabase(from, to) {
+  copyFileSync(from, to);
+  for (const tail of ['-wal']) if (existsSync(from + tail)) copyFileSync(from + tail, to + tail);
+}
+async function prefill(s, level) {
+  for (const partition of PREFILLED) {
+    const h = await H.createHost(server, core, s, partition);
+    await H.fill(h, 'pre', level, 1);
+  }
+  return s;
+}
+async function freshHost(st, i, level) {
+  if (level === 0) return fresh(st);
+  const key = `${i}:${level}`;
+  if (!templates.has(key)) {
+    const path = join(dir, `template-${i}-${level}.sqlite`);
+    const started = performance.now();
+    const s = await prefill(await st.create({ server, core: undefined, purpose: 'bench', path }), level);
+    await closeStorage(s);
+    console.error(`bench: ${st.label}: prefilled ${level} commits per partition in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    templates.set(key, existsSync(path) ? path : null);
+  }
+  const template = templates.get(key);
+  if (template === null) return prefill(await fresh(st), level);
+  const path = join(dir, `db-${fileNo++}.sqlite`);
+  copyDatabase(template, path);
+  return st.create({ server, core: undefined, purpose: 'bench', path });
+}
+const levelName = (level) => (level === 0 ? '' : ` [prefill ${level >= 1000 ? `${level / 1000}k` : level}]`);
 
 // figures[name][storageIndex] = values over runs
 const figures = new Map();
@@ -237,35 +283,36 @@ try {
         }
         await closeStorage(s);
       }
-      if (core) {
+      for (const level of core ? args.prefill : []) {
+        const at = levelName(level);
         // The same storages behind @syncular/server's handleSyncRequest,
         // driven with request bytes (lib/server.mjs).
         for (const ops of [1, 10]) {
-          const h = await H.createHost(server, core, await fresh(st), 'bench');
+          const h = await H.createHost(server, core, await freshHost(st, i, level), 'bench');
           const r = await H.pushSequential(h, ops, hostSize.push[ops]);
           await closeStorage(h.storage);
-          record(`host: push ${ops} op: commits/s`, i, r.commitsPerSec, 'higher', '/s');
-          record(`host: push ${ops} op: p50 latency`, i, r.p50Us, 'lower', 'µs');
+          record(`host: push ${ops} op: commits/s${at}`, i, r.commitsPerSec, 'higher', '/s');
+          record(`host: push ${ops} op: p50 latency${at}`, i, r.p50Us, 'lower', 'µs');
         }
         {
-          const h = await H.createHost(server, core, await fresh(st), 'bench');
+          const h = await H.createHost(server, core, await freshHost(st, i, level), 'bench');
           const r = await H.pushConcurrent(h, 16, hostSize.concurrentEach);
           await closeStorage(h.storage);
-          record('host: 16 clients pushing, 1 partition: commits/s', i, r.commitsPerSec, 'higher', '/s');
+          record(`host: 16 clients pushing, 1 partition: commits/s${at}`, i, r.commitsPerSec, 'higher', '/s');
         }
         {
-          const s = await fresh(st);
+          const s = await freshHost(st, i, level);
           const win = await H.createHost(server, core, s, 'window');
           await H.fill(win, 'w', hostSize.windowCommits, 1);
           const p = await H.windowPulls(win, hostSize.pulls);
-          record('host: pull 100-commit window: pulls/s', i, p.pullsPerSec, 'higher', '/s');
+          record(`host: pull 100-commit window: pulls/s${at}`, i, p.pullsPerSec, 'higher', '/s');
           const boot = await H.createHost(server, core, s, 'bootstrap');
           await H.fill(boot, 'b', hostSize.bootstrapRows / 100, 100);
           const b = await H.bootstrap(boot, 'bootstrapper', hostSize.bootstrapRows);
-          record(`host: bootstrap ${b.rows} rows (1,000-row pages): rows/s`, i, b.rowsPerSec, 'higher', '/s');
+          record(`host: bootstrap ${b.rows} rows (1,000-row pages): rows/s${at}`, i, b.rowsPerSec, 'higher', '/s');
           // Stall is probed in a second bootstrap, as for the storage-level reads.
           const probe = await W.withStallProbe(() => H.bootstrap(boot, 'bootstrapper-2', hostSize.bootstrapRows));
-          record('host: event-loop stall during bootstrap: max', i, probe.stallMaxMs, 'lower', 'ms');
+          record(`host: event-loop stall during bootstrap: max${at}`, i, probe.stallMaxMs, 'lower', 'ms');
           await closeStorage(s);
         }
       }

@@ -126,11 +126,14 @@ function guarded(fn, self, member, partition, gate, counter) {
  * this sits on the push path. The methods it wraps take at most six
  * arguments and never read `arguments.length`. `counter` counts the call;
  * `self[CURRENT]` names it to the code that settles the promise, which
- * counts a failure there (see ops.js).
+ * counts a failure there (see ops.js). With `note`, `note.last` names the
+ * member called last (a transaction's handle: the warning about one left
+ * open says where it stopped).
  */
-function settled(fn, self, member, partition, gate, counter) {
+function settled(fn, self, member, partition, gate, counter, note) {
   return function (a, b, c, d, e, f) {
     counter.calls++;
+    if (note !== undefined) note.last = member;
     self[CURRENT] = counter;
     if (gate !== undefined && gate.closed) {
       counter.errors++;

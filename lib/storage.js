@@ -7,7 +7,7 @@
 
 const { resolveErrorClasses, translate, invalidArgument, queryError, syncError, WIRE_PREFIX } = require('./errors');
 const { Engine } = require('./engine');
-const { NativeTransaction, TX_METHODS } = require('./transaction');
+const { NativeTransaction, TX_METHODS, abortHandle } = require('./transaction');
 const { guarded, settled, code, checkText, closedError, CURRENT } = require('./guard');
 const ops = require('./ops');
 const V = require('./values');
@@ -281,15 +281,15 @@ class NativeStorage {
   // ---- partitions --------------------------------------------------------------
 
   touchPartition(partition, authenticatedAtMs, initialLogEpoch) {
-    return this.#writeThen((n, id) => n.touchPartition(id, partition, initialLogEpoch, authenticatedAtMs, false));
+    return this.#writeThen((n, id) => n.touchPartition(id, partition, initialLogEpoch, authenticatedAtMs, false), V.registryOut);
   }
 
   async rotatePartitionLogEpoch(partition, logEpoch, authenticatedAtMs) {
-    return this.#write((n, id) => n.touchPartition(id, partition, logEpoch, authenticatedAtMs, true));
+    return V.registryOut(await this.#write((n, id) => n.touchPartition(id, partition, logEpoch, authenticatedAtMs, true)));
   }
 
   async listPartitionRegistry() {
-    return this.#read((n) => n.listPartitionRegistry());
+    return (await this.#read((n) => n.listPartitionRegistry())).map(V.registryOut);
   }
 
   async getPartitionLogEpoch(partition) {
@@ -328,7 +328,7 @@ class NativeStorage {
     return begun;
   }
 
-  /** A transaction began: `handle` is `{ ref: WeakRef, lease }` (a dropped one stays collectable). */
+  /** A transaction began: `handle` is its openHandle (transaction.js), which a dropped one leaves collectable. */
   _opened(handle) {
     this.#open.add(handle);
     if (this.#watch === undefined && (this.#txWarnMs > 0 || this.#txTimeoutMs > 0)) {
@@ -353,11 +353,10 @@ class NativeStorage {
     const postgres = !this.#engine.native.exclusiveWrites;
     for (const h of this.#open) {
       const age = now - h.started;
-      const tx = h.ref.deref();
-      if (tx === undefined) continue;
+      if (h.aborted !== undefined) continue;
       if (this.#txTimeoutMs > 0 && age >= this.#txTimeoutMs) {
         native.logTransactionOpen(postgres, h.lease.partition ?? '', age, h.last, true);
-        tx._abort('ERR_SYNCULAR_TX_TIMEOUT');
+        abortHandle(h, 'ERR_SYNCULAR_TX_TIMEOUT');
       } else if (this.#txWarnMs > 0 && age >= this.#txWarnMs && !h.warned) {
         h.warned = true;
         native.logTransactionOpen(postgres, h.lease.partition ?? '', age, h.last, false);
@@ -727,14 +726,8 @@ class NativeStorage {
     clearInterval(this.#watch);
     this.#gate.killed = true;
     this.#engine.queue.killed = true;
-    await Promise.all(
-      [...this.#open].map((h) => {
-        const tx = h.ref.deref();
-        if (tx !== undefined) return tx._abort('ERR_SYNCULAR_CLOSED');
-        // Collected, its finalizer not run yet: roll it back here.
-        return Promise.resolve(rollbackQuietly(this.#engine.native, h.lease)).then(() => this._ended(h));
-      }),
-    );
+    // Open or collected with its finalizer not run yet: rolled back here.
+    await Promise.all([...this.#open].map((h) => abortHandle(h, 'ERR_SYNCULAR_CLOSED')));
     await Promise.allSettled([...this.#begins]);
     await this.#engine.close();
   }

@@ -14,19 +14,55 @@ const V = require('./values');
 const Q = require('./query');
 const R = require('./reactions');
 
+// What the storage keeps of an open transaction (storage._opened): its
+// lease, its age and last member, and whether it ended or the storage
+// rolled it back. It never references the transaction, so a dropped one
+// stays collectable and the finalizer below rolls it back. (Not a WeakRef
+// to it: V8 keeps a WeakRef's target alive until the current job ends, and
+// a host's loop of settled calls is one job, so every transaction of the
+// loop stayed alive and GC took a third of a push under Node.)
+function openHandle(storage, native, lease) {
+  return { storage, native, lease, started: performance.now(), last: 'begin', warned: false, ended: false, aborted: undefined };
+}
+
+/** The transaction is over: its lease goes back and the storage forgets it. */
+function endHandle(h) {
+  if (h.ended) return;
+  h.ended = true;
+  abandoned.unregister(h);
+  h.lease.release();
+  h.storage._ended(h);
+}
+
+/**
+ * The storage rolls the transaction back: close()'s drain is over
+ * (`ERR_SYNCULAR_CLOSED`), or it outlived `transactionTimeoutMs`
+ * (`ERR_SYNCULAR_TX_TIMEOUT`). Its later calls reject with that code;
+ * rollback() resolves (it has happened).
+ */
+async function abortHandle(h, code) {
+  if (h.ended) return;
+  h.aborted = code;
+  try {
+    await h.native.unlock(h.lease.id, false);
+  } catch {
+    // the engine already let go of it
+  } finally {
+    endHandle(h);
+  }
+}
+
 // A transaction dropped without commit or rollback must not hold the write
 // lease forever: roll it back when it is collected.
-const abandoned = new FinalizationRegistry(({ native, id, release, storage, handle }) => {
+const abandoned = new FinalizationRegistry((h) => {
+  if (h.ended) return;
   let out;
   try {
-    out = native.unlock(id, false);
+    out = h.native.unlock(h.lease.id, false);
   } catch {
     // The storage was closed meanwhile; nothing is held any more.
   }
-  const done = () => {
-    release();
-    storage._ended(handle);
-  };
+  const done = () => endHandle(h);
   // An engine that answers later rolls back in the background.
   if (out instanceof Promise) out.then(done, done);
   else done();
@@ -61,14 +97,10 @@ const noop = () => {};
 class NativeTransaction {
   #native;
   #id;
-  #release;
   #commit;
   #storage;
-  /** What the storage keeps of an open transaction: no strong reference to it. */
+  /** See openHandle: `ended`, and `aborted` (the code its calls answer once the storage rolled it back). */
   #handle;
-  #finished = false;
-  /** Rolled back by the storage (close() after its drain, or its age limit): the code its calls answer. */
-  #aborted;
   /** Native calls still running; later calls wait for `#tail`. */
   #pending = 0;
   #tail = Promise.resolve();
@@ -81,61 +113,35 @@ class NativeTransaction {
     this.#storage = storage;
     this.#native = native;
     this.#id = lease.id;
-    this.#release = lease.release;
     this.#commit = lease.commit;
-    const handle = { ref: new WeakRef(this), lease, started: performance.now(), last: 'begin', warned: false };
+    const handle = openHandle(storage, native, lease);
     this.#handle = handle;
     storage._opened(handle);
-    abandoned.register(this, { native, id: lease.id, release: lease.release, storage, handle }, this);
+    abandoned.register(this, handle, handle);
     // Own, writable methods: hosts and tests wrap or replace them. Each
-    // notes its name, for the storage's warning about a transaction left open.
+    // notes its name on the handle, for the storage's warning about a
+    // transaction left open.
     const counts = storage._txCounts;
     this[CURRENT] = undefined;
     for (const name of METHODS) {
-      const member = settled(NativeTransaction.prototype[name], this, name, false, undefined, counts[name]);
-      this[name] = function (a, b, c, d, e, f) {
-        handle.last = name;
-        return member(a, b, c, d, e, f);
-      };
+      this[name] = settled(NativeTransaction.prototype[name], this, name, false, undefined, counts[name], handle);
     }
   }
 
   #end() {
-    if (this.#finished) return;
-    this.#finished = true;
-    abandoned.unregister(this);
-    this.#release();
-    this.#storage._ended(this.#handle);
-  }
-
-  /**
-   * The storage rolls this transaction back: close()'s drain is over
-   * (`ERR_SYNCULAR_CLOSED`), or it outlived `transactionTimeoutMs`
-   * (`ERR_SYNCULAR_TX_TIMEOUT`). Its later calls reject with that code;
-   * rollback() resolves (it has happened).
-   */
-  async _abort(code) {
-    if (this.#finished) return;
-    this.#aborted = code;
-    this.#cache.clear();
-    try {
-      await this.#native.unlock(this.#id, false);
-    } catch {
-      // the engine already let go of it
-    } finally {
-      this.#end();
-    }
+    endHandle(this.#handle);
   }
 
   #abortError() {
-    if (this.#aborted === 'ERR_SYNCULAR_CLOSED') return closedError('transaction');
-    return withCode(new Error('transaction rolled back: open longer than transactionTimeoutMs'), this.#aborted);
+    const code = this.#handle.aborted;
+    if (code === 'ERR_SYNCULAR_CLOSED') return closedError('transaction');
+    return withCode(new Error('transaction rolled back: open longer than transactionTimeoutMs'), code);
   }
 
   #fail(err) {
     // A call cut by the storage's rollback (close, age limit) says so, not
     // what the engine answered the cut statement (57014, GenericFailure).
-    if (this.#aborted !== undefined) return this.#abortError();
+    if (this.#handle.aborted !== undefined) return this.#abortError();
     return code(this.#storage._translate(err));
   }
 
@@ -147,8 +153,8 @@ class NativeTransaction {
     // The member's counter (see guard.settled); undefined in internal calls.
     const counter = this[CURRENT];
     this[CURRENT] = undefined;
-    if (this.#aborted !== undefined) return this.#refuse(counter, this.#abortError());
-    if (this.#finished) {
+    if (this.#handle.aborted !== undefined) return this.#refuse(counter, this.#abortError());
+    if (this.#handle.ended) {
       return this.#refuse(counter, withCode(new Error('transaction already finished'), 'ERR_SYNCULAR_TX_FINISHED'));
     }
     if (this.#pending === 0) {
@@ -195,7 +201,7 @@ class NativeTransaction {
   }
 
   getRow(table, rowId) {
-    if (!this.#finished) {
+    if (!this.#handle.ended) {
       const hit = this.#cache.takeRow(table, rowId);
       if (hit !== MISS) return Promise.resolve(hit);
     }
@@ -203,7 +209,7 @@ class NativeTransaction {
   }
 
   getTombstoneSeq(table, rowId) {
-    if (!this.#finished) {
+    if (!this.#handle.ended) {
       const hit = this.#cache.tomb(table, rowId);
       if (hit !== MISS) return Promise.resolve(hit);
     }
@@ -213,7 +219,7 @@ class NativeTransaction {
   clearTombstone(table, rowId) {
     const cache = this.#cache;
     // Deleting a tombstone known not to exist changes nothing.
-    if (!this.#finished && cache.knownNoTomb(table, rowId)) return Promise.resolve();
+    if (!this.#handle.ended && cache.knownNoTomb(table, rowId)) return Promise.resolve();
     return this.#call((n, id) => {
       const out = n.txClearTombstone(id, table, rowId);
       cache.tombCleared(table, rowId);
@@ -365,7 +371,7 @@ class NativeTransaction {
    */
   #ending(out) {
     const settle = () => {
-      if (!this.#finished && !this.#native.isHeld(this.#id)) this.#end();
+      if (!this.#handle.ended && !this.#native.isHeld(this.#id)) this.#end();
     };
     if (this.#pending === 0) {
       settle();
@@ -384,7 +390,7 @@ class NativeTransaction {
   }
 
   async rollback() {
-    if (this.#finished) return;
+    if (this.#handle.ended) return;
     this.#cache.clear();
     try {
       if (this.#pending > 0) await this.#tail;
@@ -399,4 +405,4 @@ function orUndefined(v) {
   return v ?? undefined;
 }
 
-module.exports = { NativeTransaction, TX_METHODS: METHODS };
+module.exports = { NativeTransaction, TX_METHODS: METHODS, abortHandle };

@@ -284,15 +284,24 @@ function parsePushResult(text) {
 
 // ---- clients and the gate ----------------------------------------------------
 
-function clientOut(c) {
-  return {
-    clientId: c.clientId,
-    actorId: c.actorId,
-    wireVersion: c.wireVersion,
-    cursor: c.cursor,
-    updatedAtMs: c.updatedAtMs,
-    subscriptions: JSON.parse(c.subscriptions),
-  };
+// The addon hands these records over as one JSON text each, the fields in
+// a fixed order (src/napi/compact.rs).
+
+/** `text` parsed: an array of exactly `n` values, or a SyntaxError naming `what`. */
+function compact(text, n, what) {
+  const a = JSON.parse(text);
+  if (!Array.isArray(a) || a.length !== n) throw new SyntaxError(`${what}: the stored record is not readable`);
+  return a;
+}
+
+function clientOut(text) {
+  const a = compact(text, 6, 'client record (its subscriptions are not one JSON value)');
+  return { clientId: a[0], actorId: a[1], wireVersion: a[2], cursor: a[3], updatedAtMs: a[4], subscriptions: a[5] };
+}
+
+function registryOut(text) {
+  const a = compact(text, 4, 'partition registry entry');
+  return { partition: a[0], logEpoch: a[1], epochRequired: a[2], lastAuthenticatedAtMs: a[3] };
 }
 
 function gateOut(g) {
@@ -311,5 +320,6 @@ module.exports = {
   serializePushResult,
   parsePushResult,
   clientOut,
+  registryOut,
   gateOut,
 };

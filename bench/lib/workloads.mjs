@@ -10,7 +10,7 @@ function percentile(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
-function batch(prefix, projectId, count, n) {
+export function batch(prefix, projectId, count, n) {
   const rows = new Array(count);
   for (let o = 0; o < count; o++) {
     const rowId = `${prefix}-${o}`;
@@ -19,7 +19,6 @@ function batch(prefix, projectId, count, n) {
   return rows;
 }
 
-/** Sequential pushes of `ops` upserts each on one partition. */
 /**
  * Context switches of this process so far, all threads summed (Linux:
  * /proc/self/task/<tid>/status; threads that ended are not counted, so

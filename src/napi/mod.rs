@@ -9,6 +9,7 @@ mod admin;
 mod args;
 mod bytes;
 mod checkpoints;
+mod compact;
 mod convert;
 mod db;
 mod forward;

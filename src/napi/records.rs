@@ -132,20 +132,6 @@ js_object!(RowScopes {
     server_version: "serverVersion",
     scopes: "scopes"
 });
-js_object!(RegistryEntry {
-    partition: "partition",
-    log_epoch: "logEpoch",
-    epoch_required: "epochRequired",
-    last_authenticated_at_ms: "lastAuthenticatedAtMs",
-});
-js_object!(ClientRecord {
-    client_id: "clientId",
-    actor_id: "actorId",
-    wire_version: "wireVersion",
-    cursor: "cursor",
-    updated_at_ms: "updatedAtMs",
-    subscriptions_json: "subscriptions",
-});
 js_object!(ClientCursor {
     client_id: "clientId",
     cursor: "cursor",
