@@ -20,17 +20,25 @@ describe('reliability: concurrency', () => {
   }
 
   test('two processes on one SQLite file and partition: nothing lost or duplicated, dense log, no lock errors', { skip: noShell }, async () => {
-    const f = await runTwoProcesses({ ms: 1200, inflight: 4 });
-    assert.deepEqual(f.problems, []);
-    assert.equal(f.lost, 0);
-    assert.equal(f.duplicates, 0);
-    assert.equal(f.gaps, 0);
-    assert.equal(f.lockedErrors, 0);
-    assert.equal(f.otherErrors, 0);
-    assert.equal(f.commits, f.acked);
-    assert.ok(f.perProcess.every((n) => n > 0), `both processes committed: ${f.perProcess}`);
-    assert.ok(f.switches > 0, 'the two writers interleaved');
-    assert.ok(f.lockWaits > 0, 'a process waited for the other one\'s write lock (off-thread, a begin answered later)');
+    // Every run must be correct; the scenario counts once a process has
+    // waited for the other one's write lock. With the whole suite running
+    // beside it, one process can be starved for most of a run, so up to
+    // three runs are made for that wait to happen.
+    let waited = 0;
+    for (let run = 0; run < 3 && waited === 0; run++) {
+      const f = await runTwoProcesses({ ms: 1200, inflight: 4 });
+      assert.deepEqual(f.problems, []);
+      assert.equal(f.lost, 0);
+      assert.equal(f.duplicates, 0);
+      assert.equal(f.gaps, 0);
+      assert.equal(f.lockedErrors, 0);
+      assert.equal(f.otherErrors, 0);
+      assert.equal(f.commits, f.acked);
+      assert.ok(f.perProcess.every((n) => n > 0), `both processes committed: ${f.perProcess}`);
+      assert.ok(f.switches > 0, 'the two writers interleaved');
+      waited = f.lockWaits;
+    }
+    assert.ok(waited > 0, 'a process waited for the other one\'s write lock (off-thread, a begin answered later) in one of three runs');
   });
 
   test('worker_threads: the addon in several workers at once, each with its own storage, exits cleanly', async () => {
