@@ -308,7 +308,7 @@ if (pg) {
       await storage.ensureSchema(fixtureSchema());
       // Linear functions over a string of 200 MB the query built itself:
       // calls of a second or more, inside which PostgreSQL does not check
-      // for cancellation (a residual limit the README names).
+      // for cancellation (a residual limit docs/bounds.md names).
       const slow = q(
         "SELECT length(upper(h)) + length(upper(h || 'x')) + length(upper(h || 'y')) AS p FROM (SELECT string_agg(repeat('a', 10000), '') AS h FROM generate_series(1, 20000)) x",
       );
