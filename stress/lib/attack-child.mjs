@@ -25,6 +25,7 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { TIME_SCALE } from '../../__test__/support/emulation.mjs';
+import { measured } from '../../__test__/support/measure.mjs';
 import { NativeStorage } from '../../__test__/support/package.mjs';
 import { fixtureSchema } from '../../__test__/support/schema.mjs';
 import { taskRow, writeCommit } from '../../__test__/support/harness.mjs';
@@ -105,25 +106,9 @@ async function open() {
 
 /** A call's outcome, with its duration, the longest event-loop stall and the RSS growth while it ran. */
 async function timed(fn, deadlineMs) {
-  let last = performance.now();
-  let stall = 0;
-  const rss0 = process.memoryUsage.rss();
-  let rss = rss0;
-  const ticker = setInterval(() => {
-    const now = performance.now();
-    stall = Math.max(stall, now - last);
-    last = now;
-    rss = Math.max(rss, process.memoryUsage.rss());
-  }, 5);
-  const t0 = performance.now();
-  try {
-    const outcome = await attempt(fn, deadlineMs);
-    const ms = performance.now() - t0;
-    rss = Math.max(rss, process.memoryUsage.rss());
-    return { outcome, ms, stall: Math.max(stall, performance.now() - last), rss: rss - rss0 };
-  } finally {
-    clearInterval(ticker);
-  }
+  const m = await measured(() => attempt(fn, deadlineMs));
+  if (!m.ok) throw m.error;
+  return { outcome: m.value, ms: m.ms, stall: m.stall, rss: m.rss };
 }
 
 /** Rows in a comparable form (bytes spelled out, order ignored). */
