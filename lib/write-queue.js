@@ -5,7 +5,8 @@
 // An engine with one writer (`exclusiveWrites`: SQLite) has one write
 // lease: a transaction holds it from begin() to commit/rollback, a
 // storage-level write for one call, and they queue here in submission
-// order. When nothing is queued, a write takes the lease at once, so
+// order. When nothing is queued, a storage-level write runs at once, in
+// one call that begins, runs and commits it (no lease is handed out), so
 // `touchPartition(...)` fired without await has landed before the
 // caller's next read.
 //
@@ -32,6 +33,12 @@
 const { attachRollbackError } = require('./errors');
 
 const noop = () => {};
+
+/** The lease of a write the engine runs in a transaction of its own. */
+const OWN_TRANSACTION = 0;
+const BLOCKED = Symbol('blocked');
+/** The engine's internal answer when the write lock was not free at once. */
+const wouldBlock = (err) => typeof err?.message === 'string' && err.message.includes('"ERR_SYNCULAR_WOULD_BLOCK"');
 
 const TX = 'tx';
 const WRITE = 'write';
@@ -260,6 +267,10 @@ class WriteQueue {
   run(fn) {
     if (!this.exclusive) return this.#track(this.writesDone.then(() => fn(0)));
     if (this.line.length === 0) {
+      if (!this.killed) {
+        const out = this.#own(fn);
+        if (out !== BLOCKED) return out;
+      }
       const id = this.native.begin(null);
       if (!(id instanceof Promise)) {
         // Granted at once: the write runs now, before the caller resumes.
@@ -270,6 +281,37 @@ class WriteQueue {
       return this.#track(this.#queued(null, id, WRITE).then((lease) => this.#finish(lease, fn)));
     }
     return this.#track(this.#queued(null, undefined, WRITE).then((lease) => this.#finish(lease, fn)));
+  }
+
+  /**
+   * Nothing is queued or held: the engine begins, runs and commits the
+   * write in one call (lease 0, `OWN_TRANSACTION` in src/sqlite/mod.rs),
+   * with no lease to hand out or end. BLOCKED when another connection
+   * holds the database's write lock: nothing ran, and the write takes a
+   * lease instead, waiting off the calling thread.
+   */
+  #own(fn) {
+    let out;
+    try {
+      out = fn(OWN_TRANSACTION);
+    } catch (err) {
+      if (wouldBlock(err)) return BLOCKED;
+      throw err;
+    }
+    if (out instanceof Promise) {
+      // Not an engine's answer for these members today; kept in order.
+      return this.#track(
+        out.then(
+          (v) => {
+            this.#durable(1);
+            return v;
+          },
+          (err) => (wouldBlock(err) ? this.run(fn) : Promise.reject(err)),
+        ),
+      );
+    }
+    this.#durable(1);
+    return out;
   }
 
   #track(done) {

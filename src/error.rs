@@ -100,6 +100,18 @@ impl Error {
         }
     }
 
+    /// Another connection holds the lock this call needed (SQLite's
+    /// `SQLITE_BUSY` and `SQLITE_LOCKED`, with their extended forms).
+    pub fn is_busy(&self) -> bool {
+        match self {
+            Error::Busy => true,
+            Error::Engine { code, .. } => {
+                code.starts_with("SQLITE_BUSY") || code.starts_with("SQLITE_LOCKED")
+            }
+            _ => false,
+        }
+    }
+
     pub fn tx_finished() -> Self {
         Error::plain("ERR_SYNCULAR_TX_FINISHED", "transaction already finished")
     }

@@ -36,9 +36,21 @@ pub fn touch_partition(
          ON CONFLICT (partition) DO UPDATE SET last_authenticated_at_ms = excluded.last_authenticated_at_ms
          RETURNING {REGISTRY_FIELDS}"
     ))
-    .and_then(|mut st| st.query_row(params![partition, initial_epoch, at_ms], registry_from).optional())
+    .and_then(|mut st| to_end(st.query(params![partition, initial_epoch, at_ms])?, registry_from))
     .map_err(map_err)?
     .ok_or_else(|| Error::plain("ERR_SYNCULAR_NOT_PERSISTED", "partition registry write did not persist"))
+}
+
+/// The first row of a statement with RETURNING, stepped to its end: in
+/// autocommit the statement commits on its last step, and a commit that
+/// fails must be this call's error (a statement reset on drop would lose
+/// it).
+fn to_end<T>(
+    mut rows: rusqlite::Rows<'_>, f: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<Option<T>> {
+    let first = rows.next()?.map(f).transpose()?;
+    while rows.next()?.is_some() {}
+    Ok(first)
 }
 
 pub fn rotate_epoch(

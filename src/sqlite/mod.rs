@@ -158,6 +158,28 @@ impl Budget {
     }
 }
 
+/// The lease number of a storage-level write that runs in one call, in a
+/// transaction of its own ([`SqliteEngine::with_lease`]); granted leases
+/// start at 1 and skip 0 when they wrap.
+pub const OWN_TRANSACTION: u32 = 0;
+
+/// Internal: a write asked to run in its own transaction found the write
+/// lock taken; the JS queue takes a lease instead. Never reaches the host.
+pub(crate) const WOULD_BLOCK: &str = "ERR_SYNCULAR_WOULD_BLOCK";
+
+/// How [`SqliteEngine::own_transaction`] runs its write.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Own {
+    /// BEGIN IMMEDIATE, the write, COMMIT.
+    Transaction,
+    /// One statement in autocommit.
+    Statement,
+}
+
+fn would_block() -> Error {
+    Error::plain(WOULD_BLOCK, "the write lock is not free at once")
+}
+
 pub(crate) fn is_over_budget(e: &Error) -> bool {
     matches!(e, Error::Plain { code, .. } if *code == OVER_BUDGET)
 }
@@ -565,6 +587,9 @@ impl SqliteEngine {
         let mut guard = lock(&db.writer);
         let _slow = slow();
         let w = &mut *guard;
+        if id == OWN_TRANSACTION {
+            return Self::own_transaction(w, Own::Transaction, f);
+        }
         let Some(lease) = w.lease.as_mut().filter(|l| l.id == id) else {
             return Err(Error::tx_finished());
         };
@@ -576,6 +601,79 @@ impl SqliteEngine {
             savepoint_mark: &mut lease.savepoint_mark,
             staged: &w.staged,
         })
+    }
+
+    /// [`with_lease`](Self::with_lease) for `f` that runs exactly one
+    /// statement, stepped to its end (so a failed commit is its error): as
+    /// a storage-level write in one call, that statement runs in autocommit,
+    /// without BEGIN and COMMIT around it.
+    #[track_caller]
+    pub fn with_lease_one_statement<T>(
+        &self, id: u32, f: impl FnOnce(Held<'_>) -> Result<T>,
+    ) -> Result<T> {
+        if id != OWN_TRANSACTION {
+            return self.with_lease(id, f);
+        }
+        let site = Site::caller();
+        let db = self.db()?;
+        let mut guard = lock(&db.writer);
+        let _slow = Slow::start(telemetry::SQLITE, "write", site);
+        Self::own_transaction(&mut guard, Own::Statement, f)
+    }
+
+    /// A storage-level write in one call: `f` in a transaction of its own,
+    /// begun and committed here (or one statement in autocommit), when the
+    /// write lock is free at once. Otherwise nothing runs and the answer is
+    /// [`WOULD_BLOCK`]: another lease or group of this storage's holds the
+    /// writer (the JS queue asks only when its line is empty, so that is a
+    /// caller's bug made safe), or another connection holds the database's
+    /// lock; the caller then takes a lease the usual way.
+    fn own_transaction<T>(
+        w: &mut Writer, own: Own, f: impl FnOnce(Held<'_>) -> Result<T>,
+    ) -> Result<T> {
+        if w.lease.is_some() || w.held > 0 {
+            return Err(would_block());
+        }
+        if let Some(fw) = w.foreign.as_mut() {
+            fw.check()?;
+        }
+        if !w.conn.is_autocommit() {
+            // A ROLLBACK failed earlier (see `try_lock`).
+            conn::exec(&w.conn, "ROLLBACK").map_err(map_err)?;
+            shared::replay_fresh(w);
+        }
+        if own == Own::Transaction {
+            match conn::exec(&w.conn, "BEGIN IMMEDIATE") {
+                Ok(()) => {}
+                Err(e) if conn::is_busy(&e) => return Err(would_block()),
+                Err(e) => return Err(map_err(e)),
+            }
+        }
+        let (mut savepoint, mut savepoint_mark) = (false, 0);
+        let out = f(Held {
+            conn: &w.conn,
+            partition: None,
+            savepoint: &mut savepoint,
+            savepoint_mark: &mut savepoint_mark,
+            staged: &w.staged,
+        });
+        match (own, out) {
+            (Own::Transaction, Ok(v)) => Self::commit_physical(w).map(|()| v),
+            (Own::Statement, Ok(v)) => {
+                if let Some(c) = w.checkpointer.as_mut() {
+                    c.committed();
+                }
+                Ok(v)
+            }
+            // The statement could not take the write lock: nothing ran.
+            (Own::Statement, Err(e)) if e.is_busy() => Err(would_block()),
+            (Own::Statement, Err(e)) => Err(e),
+            (Own::Transaction, Err(e)) => {
+                let _ = conn::exec(&w.conn, "ROLLBACK");
+                shared::replay_fresh(w);
+                Err(e)
+            }
+        }
     }
 
     /// Runs a read on a reader connection (committed state). Slow reads
@@ -667,156 +765,4 @@ impl Held<'_> {
 }
 
 #[cfg(test)]
-mod group_tests {
-    use super::*;
-
-    fn engine() -> SqliteEngine {
-        let e = SqliteEngine::new(Config {
-            location: Location::Memory,
-            synchronous: Synchronous::Normal,
-            busy_timeout: Duration::from_secs(1),
-            query_timeout: crate::query::DEFAULT_TIMEOUT,
-            result_limits: Default::default(),
-        });
-        let db = e.db().unwrap();
-        let w = lock(&db.writer);
-        // A deferred foreign key fails at COMMIT, not at the statement:
-        // the one way to make a group's physical commit fail on demand.
-        w.conn
-            .execute_batch(
-                "PRAGMA foreign_keys=ON;
-                 CREATE TABLE parent(id INTEGER PRIMARY KEY);
-                 CREATE TABLE child(pid INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED);",
-            )
-            .unwrap();
-        drop(w);
-        e
-    }
-
-    fn run(e: &SqliteEngine, id: u32, sql: &str) {
-        e.with_lease(id, |h| h.conn.execute_batch(sql).map_err(map_err))
-            .unwrap();
-    }
-
-    fn count(e: &SqliteEngine, table: &str) -> i64 {
-        e.read(|c| {
-            c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
-                .map_err(map_err)
-        })
-        .unwrap()
-    }
-
-    #[test]
-    fn held_leases_become_visible_with_the_commit_that_ends_the_group() {
-        let e = engine();
-        let a = e.try_lock(None).unwrap().unwrap();
-        run(&e, a, "INSERT INTO parent VALUES (1)");
-        e.hold(a).unwrap();
-        assert_eq!(count(&e, "parent"), 0, "held, not durable");
-        let b = e.try_lock(None).unwrap().unwrap();
-        run(&e, b, "INSERT INTO parent VALUES (2)");
-        e.unlock(b, false).unwrap();
-        let c = e.try_lock(None).unwrap().unwrap();
-        run(&e, c, "INSERT INTO parent VALUES (3)");
-        e.unlock(c, true).unwrap();
-        let ids: Vec<i64> = e
-            .read(|conn| {
-                let mut st = conn.prepare("SELECT id FROM parent ORDER BY id").unwrap();
-                let rows = st.query_map([], |r| r.get(0)).unwrap();
-                Ok(rows.map(|r| r.unwrap()).collect())
-            })
-            .unwrap();
-        assert_eq!(ids, vec![1, 3], "the rolled-back lease undid only itself");
-    }
-
-    #[test]
-    fn a_failed_physical_commit_fails_the_whole_group() {
-        let e = engine();
-        let a = e.try_lock(None).unwrap().unwrap();
-        run(&e, a, "INSERT INTO parent VALUES (1)");
-        e.hold(a).unwrap();
-        let b = e.try_lock(None).unwrap().unwrap();
-        run(&e, b, "INSERT INTO child VALUES (99)");
-        e.hold(b).unwrap();
-        assert!(e.flush().is_err(), "the deferred key fails the COMMIT");
-        assert_eq!(count(&e, "parent"), 0, "no lease of the group survives");
-        assert_eq!(count(&e, "child"), 0);
-        // The writer is usable again, outside any group.
-        let c = e.try_lock(None).unwrap().unwrap();
-        run(&e, c, "INSERT INTO parent VALUES (5)");
-        e.unlock(c, true).unwrap();
-        assert_eq!(count(&e, "parent"), 1);
-    }
-
-    #[test]
-    fn flush_waits_for_a_lease_that_has_run_work_and_rescues_one_that_has_not() {
-        let e = engine();
-        let a = e.try_lock(None).unwrap().unwrap();
-        run(&e, a, "INSERT INTO parent VALUES (1)");
-        e.hold(a).unwrap();
-        let b = e.try_lock(None).unwrap().unwrap();
-        // b has run nothing: the group commits without it.
-        assert!(e.flush().unwrap());
-        assert_eq!(count(&e, "parent"), 1);
-        run(&e, b, "INSERT INTO parent VALUES (2)");
-        e.hold(b).unwrap();
-        let c = e.try_lock(None).unwrap().unwrap();
-        run(&e, c, "INSERT INTO parent VALUES (3)");
-        assert!(!e.flush().unwrap(), "c has run work: not now");
-        e.unlock(c, true).unwrap();
-        assert_eq!(count(&e, "parent"), 3);
-    }
-
-    #[test]
-    fn a_failed_rollback_after_a_failed_commit_rides_on_the_commit_error() {
-        let e = engine();
-        let a = e.try_lock(None).unwrap().unwrap();
-        // The deferred key fails the COMMIT for real; the ROLLBACK is refused.
-        run(&e, a, "INSERT INTO child VALUES (99)");
-        e.arm_faults(false, true).unwrap();
-        let err = e.unlock(a, true).unwrap_err();
-        let Error::RollbackFailed { error, rollback } = &err else {
-            panic!("expected the rollback failure attached, got {err:?}");
-        };
-        assert!(
-            matches!(&**error, Error::Engine { code, .. } if code == "SQLITE_CONSTRAINT_FOREIGNKEY"),
-            "the COMMIT's error stays the error: {error:?}"
-        );
-        assert!(matches!(&**rollback, Error::Engine { code, .. } if code == "SQLITE_AUTH"));
-        assert_eq!(err.kind(), "engine");
-        assert_eq!(err.to_string(), error.to_string());
-        let wire: serde_json::Value = serde_json::from_str(&err.to_wire()).unwrap();
-        assert_eq!(wire["code"], "SQLITE_CONSTRAINT_FOREIGNKEY");
-        assert_eq!(wire["rollbackError"]["code"], "SQLITE_AUTH");
-        // The transaction the ROLLBACK could not end is ended by the next lease.
-        let b = e.try_lock(None).unwrap().unwrap();
-        run(&e, b, "INSERT INTO parent VALUES (1)");
-        e.unlock(b, true).unwrap();
-        assert_eq!(count(&e, "child"), 0);
-        assert_eq!(count(&e, "parent"), 1);
-    }
-
-    #[test]
-    fn a_commit_refused_and_a_rollback_that_succeeds_report_the_commit_error_alone() {
-        let e = engine();
-        let a = e.try_lock(None).unwrap().unwrap();
-        run(&e, a, "INSERT INTO parent VALUES (1)");
-        e.arm_faults(true, false).unwrap();
-        let err = e.unlock(a, true).unwrap_err();
-        assert!(
-            matches!(&err, Error::Engine { code, .. } if code == "SQLITE_AUTH"),
-            "{err:?}"
-        );
-        assert_eq!(count(&e, "parent"), 0, "rolled back");
-    }
-
-    #[test]
-    fn close_rolls_back_held_leases() {
-        let e = engine();
-        let a = e.try_lock(None).unwrap().unwrap();
-        run(&e, a, "INSERT INTO parent VALUES (1)");
-        e.hold(a).unwrap();
-        e.close();
-        assert!(e.try_lock(None).is_err());
-    }
-}
+mod group_tests;

@@ -34,7 +34,7 @@ impl SqliteEngine {
     pub fn touch_partition(
         &self, id: u32, partition: &str, at_ms: i64, epoch: &str,
     ) -> Result<RegistryEntry> {
-        self.with_lease(id, |h| {
+        self.with_lease_one_statement(id, |h| {
             meta::touch_partition(h.conn, partition, at_ms, epoch)
         })
     }
@@ -144,7 +144,7 @@ impl SqliteEngine {
     }
 
     pub fn put_client_record(&self, id: u32, partition: &str, record: &ClientRecord) -> Result<()> {
-        self.with_lease(id, |h| meta::put_client(h.conn, partition, record))
+        self.with_lease_one_statement(id, |h| meta::put_client(h.conn, partition, record))
     }
 
     pub fn list_client_cursors(&self, partition: &str) -> Result<Vec<ClientCursor>> {
@@ -155,7 +155,7 @@ impl SqliteEngine {
         &self, id: u32, partition: &str, client_id: &str, guard: Option<(&str, &str)>, cursor: i64,
         at_ms: i64,
     ) -> Result<()> {
-        self.with_lease(id, |h| {
+        self.with_lease_one_statement(id, |h| {
             meta::advance_cursor(h.conn, partition, client_id, guard, cursor, at_ms)
         })
     }
