@@ -75,7 +75,7 @@ const METHODS = [
 
 // Members that settle their own promise with coded errors (see guard.js).
 // The host calls these on every request: one promise each, no async layers.
-const SETTLED = new Set(['getRow', 'getPushResult', 'getClientRecord', 'putClientRecord', 'touchPartition']);
+const SETTLED = new Set(['getRow', 'getPushResult', 'getClientRecord', 'getMaxCommitSeq', 'putClientRecord', 'touchPartition']);
 
 // Members whose first argument is not a partition; every other member's
 // must be a string (ERR_SYNCULAR_INVALID_ARGUMENT otherwise).
@@ -110,6 +110,8 @@ function refuse(counter, err) {
   if (counter !== undefined) counter.errors++;
   return Promise.reject(code(err));
 }
+
+const same = (v) => v;
 
 function clientOrUndefined(c) {
   return c === null || c === undefined ? undefined : V.clientOut(c);
@@ -377,8 +379,8 @@ class NativeStorage {
 
   // ---- the log --------------------------------------------------------------------
 
-  async getMaxCommitSeq(partition) {
-    return this.#read((n) => n.getMaxCommitSeq(partition));
+  getMaxCommitSeq(partition) {
+    return this.#readThen((n) => n.getMaxCommitSeq(partition), same);
   }
 
   async getHorizonSeq(partition) {
