@@ -27,7 +27,7 @@ function versions() {
 /** One `{ calls, errors }` per name. */
 function counters(names) {
   const out = Object.create(null);
-  for (const name of names) out[name] = { calls: 0, errors: 0 };
+  for (const name of names) out[name] = { calls: 0, errors: 0, member: name };
   return out;
 }
 

@@ -8,7 +8,7 @@
 const { resolveErrorClasses, translate, invalidArgument, queryError, syncError, WIRE_PREFIX } = require('./errors');
 const { Engine } = require('./engine');
 const { NativeTransaction, TX_METHODS, abortHandle } = require('./transaction');
-const { guarded, settled, code, checkText, closedError, CURRENT } = require('./guard');
+const { guarded, settled, code, checkText, closedError, takeCurrent } = require('./guard');
 const ops = require('./ops');
 const V = require('./values');
 const Q = require('./query');
@@ -153,7 +153,8 @@ class NativeStorage {
     this.#txWarnMs = msOption('transactionWarnMs', options.transactionWarnMs, DEFAULT_TX_WARN_MS);
     this.#txTimeoutMs = msOption('transactionTimeoutMs', options.transactionTimeoutMs, 0);
     this._txCounts = ops.counters(TX_METHODS);
-    this[CURRENT] = undefined;
+    /** The same counters in TX_METHODS' order, for each transaction's wrappers. */
+    this._txCountList = TX_METHODS.map((name) => this._txCounts[name]);
     try {
       this.#engine = new Engine(url, options);
     } catch (err) {
@@ -231,9 +232,7 @@ class NativeStorage {
 
   /** The counter of the settled member running now (see guard.settled). */
   #current() {
-    const counter = this[CURRENT];
-    this[CURRENT] = undefined;
-    return counter;
+    return takeCurrent();
   }
 
   /**

@@ -8,7 +8,7 @@
 // costs a promise and a tick.
 
 const { invalidArgument, withCode } = require('./errors');
-const { settled, code, closedError, CURRENT } = require('./guard');
+const { settledTx, code, closedError, takeCurrent } = require('./guard');
 const { RowCache, MISS } = require('./row-cache');
 const V = require('./values');
 const Q = require('./query');
@@ -121,11 +121,8 @@ class NativeTransaction {
     // Own, writable methods: hosts and tests wrap or replace them. Each
     // notes its name on the handle, for the storage's warning about a
     // transaction left open.
-    const counts = storage._txCounts;
-    this[CURRENT] = undefined;
-    for (const name of METHODS) {
-      this[name] = settled(NativeTransaction.prototype[name], this, name, false, undefined, counts[name], handle);
-    }
+    const counts = storage._txCountList;
+    for (let i = 0; i < METHODS.length; i++) this[METHODS[i]] = settledTx(PROTO[i], this, counts[i], handle);
   }
 
   #end() {
@@ -151,8 +148,7 @@ class NativeTransaction {
    */
   #call(fn, out) {
     // The member's counter (see guard.settled); undefined in internal calls.
-    const counter = this[CURRENT];
-    this[CURRENT] = undefined;
+    const counter = takeCurrent();
     if (this.#handle.aborted !== undefined) return this.#refuse(counter, this.#abortError());
     if (this.#handle.ended) {
       return this.#refuse(counter, withCode(new Error('transaction already finished'), 'ERR_SYNCULAR_TX_FINISHED'));
@@ -404,5 +400,8 @@ class NativeTransaction {
 function orUndefined(v) {
   return v ?? undefined;
 }
+
+/** The members' own functions, in METHODS' order (the constructor wraps them). */
+const PROTO = METHODS.map((name) => NativeTransaction.prototype[name]);
 
 module.exports = { NativeTransaction, TX_METHODS: METHODS, abortHandle };

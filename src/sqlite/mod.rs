@@ -727,8 +727,8 @@ impl SqliteEngine {
     }
 }
 
-impl Held<'_> {
-    pub fn partition(&self) -> Result<&str> {
+impl<'a> Held<'a> {
+    pub fn partition(&self) -> Result<&'a str> {
         self.partition.ok_or_else(|| {
             Error::plain(
                 "ERR_SYNCULAR_NO_PARTITION",

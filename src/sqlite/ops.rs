@@ -173,8 +173,8 @@ impl SqliteEngine {
         &self, id: u32, f: impl FnOnce(Held<'_>, &str) -> Result<T>,
     ) -> Result<T> {
         self.with_lease(id, |h| {
-            let partition = h.partition()?.to_owned();
-            f(h, &partition)
+            let partition = h.partition()?;
+            f(h, partition)
         })
     }
 
