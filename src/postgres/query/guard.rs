@@ -1002,35 +1002,30 @@ fn internal_name(name: &str) -> bool {
 /// Whether a function's name list is `pg_temp` and one of the bounded
 /// forms of `super::cost` (the binder's own calls).
 fn is_bounded_call(list: &Json) -> bool {
-    let names: Vec<&str> = list
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|n| unwrap(n, "String")?.get("sval")?.as_str())
-                .collect()
-        })
-        .unwrap_or_default();
-    matches!(names.as_slice(), ["pg_temp", n] if super::cost::is_wrapper(n))
+    matches!(name_list(list).as_deref(), Some(["pg_temp", n]) if super::cost::is_wrapper(n))
+}
+
+/// The parts of a qualified name (a list of `String` nodes); `None` when
+/// any part is something else.
+fn name_list(list: &Json) -> Option<Vec<&str>> {
+    list.as_array()?
+        .iter()
+        .map(|n| unwrap(n, "String")?.get("sval")?.as_str())
+        .collect()
 }
 
 /// The name list of a function, type, operator or collation: one name, or
 /// two with `pg_catalog` first.
 fn catalog_name<'j>(list: &'j Json, what: &str) -> Result<&'j str> {
-    let names: Vec<&str> = list
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|n| unwrap(n, "String")?.get("sval")?.as_str())
-                .collect()
-        })
-        .unwrap_or_default();
-    let count = list.as_array().map_or(0, Vec::len);
-    match names.as_slice() {
-        [n] if count == 1 => Ok(n),
-        ["pg_catalog", n] if count == 2 => Ok(n),
-        _ => Err(refused(format!(
+    match name_list(list).as_deref() {
+        Some([n]) => Ok(n),
+        Some(["pg_catalog", n]) => Ok(n),
+        other => Err(refused(format!(
             "{what} {} must be unqualified or in pg_catalog",
-            names.join(".")
+            other.map_or_else(
+                || "(a name with a part that is not a name)".to_owned(),
+                |n| n.join(".")
+            )
         ))),
     }
 }
