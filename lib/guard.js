@@ -155,18 +155,23 @@ function settled(fn, self, member, partition, gate, counter, note) {
       counter.errors++;
       return Promise.reject(partitionError(member));
     }
-    try {
-      checkText(a, b, c, d, e, f);
-      current = counter;
-      return fn.call(self, a, b, c, d, e, f);
-    } catch (err) {
-      counter.errors++;
-      return Promise.reject(code(err));
-    } finally {
-      // Not taken (a member that settled without it): never another's.
-      current = undefined;
-    }
+    return invoke(fn, self, counter, a, b, c, d, e, f);
   };
+}
+
+/** Runs a settled member with its counter in the slot (see takeCurrent). */
+function invoke(fn, self, counter, a, b, c, d, e, f) {
+  try {
+    checkText(a, b, c, d, e, f);
+    current = counter;
+    return fn.call(self, a, b, c, d, e, f);
+  } catch (err) {
+    counter.errors++;
+    return Promise.reject(code(err));
+  } finally {
+    // Not taken (a member that settled without it): never another's.
+    current = undefined;
+  }
 }
 
 /**
@@ -179,16 +184,7 @@ function settledTx(fn, self, counter, note) {
   return function (a, b, c, d, e, f) {
     counter.calls++;
     note.last = counter.member;
-    try {
-      checkText(a, b, c, d, e, f);
-      current = counter;
-      return fn.call(self, a, b, c, d, e, f);
-    } catch (err) {
-      counter.errors++;
-      return Promise.reject(code(err));
-    } finally {
-      current = undefined;
-    }
+    return invoke(fn, self, counter, a, b, c, d, e, f);
   };
 }
 
