@@ -77,6 +77,21 @@ pub struct Config {
     pub result_limits: crate::query::result::Limits,
 }
 
+#[cfg(test)]
+impl Config {
+    /// The tests' engine: at `location`, `synchronous=NORMAL`, waits of up
+    /// to a second, default query bounds.
+    pub fn for_tests(location: Location) -> Config {
+        Config {
+            location,
+            synchronous: Synchronous::Normal,
+            busy_timeout: Duration::from_secs(1),
+            query_timeout: crate::query::DEFAULT_TIMEOUT,
+            result_limits: Default::default(),
+        }
+    }
+}
+
 const STATEMENT_CACHE: usize = 256;
 
 /// Runs one fixed control statement (BEGIN IMMEDIATE, COMMIT, SAVEPOINT …)

@@ -3,13 +3,7 @@
 use super::*;
 
 fn engine() -> SqliteEngine {
-    let e = SqliteEngine::new(Config {
-        location: Location::Memory,
-        synchronous: Synchronous::Normal,
-        busy_timeout: Duration::from_secs(1),
-        query_timeout: crate::query::DEFAULT_TIMEOUT,
-        result_limits: Default::default(),
-    });
+    let e = SqliteEngine::new(Config::for_tests(Location::Memory));
     let db = e.db().unwrap();
     let w = lock(&db.writer);
     // A deferred foreign key fails at COMMIT, not at the statement:

@@ -320,19 +320,12 @@ impl SqliteEngine {
 mod tests {
     use super::*;
     use crate::codec::{encode_row, Value};
-    use crate::sqlite::{Config, Location, Synchronous};
-    use std::time::Duration;
+    use crate::sqlite::{Config, Location};
 
     const BENCH_SCHEMA: &str = r#"{"version":1,"tables":[{"name":"tasks","columns":[{"name":"id","type":"string","nullable":false},{"name":"project_id","type":"string","nullable":false},{"name":"title","type":"string","nullable":true},{"name":"n","type":"integer","nullable":true}],"primaryKeyIndex":0,"materialize":true,"indexes":[]}]}"#;
 
     fn engine() -> SqliteEngine {
-        let e = SqliteEngine::new(Config {
-            location: Location::Memory,
-            synchronous: Synchronous::Normal,
-            busy_timeout: Duration::from_secs(1),
-            query_timeout: crate::query::DEFAULT_TIMEOUT,
-            result_limits: Default::default(),
-        });
+        let e = SqliteEngine::new(Config::for_tests(Location::Memory));
         let id = e.try_lock(None).unwrap().unwrap();
         e.ensure_schema(id, Schema::parse(BENCH_SCHEMA).unwrap(), &[], 0)
             .unwrap();

@@ -1,25 +1,18 @@
 //! `storage.db` beside the write lease: a write through `db` survives every
 //! way the transaction it joined can end without committing.
 
-use super::super::{Config, Location, SqliteEngine, Synchronous};
+use super::super::{Config, Location, SqliteEngine};
 use super::{Fetch, Output};
 use crate::error::Error;
 use crate::model::Cell;
 use crate::query::Value;
-use std::time::Duration;
 
 fn engine() -> SqliteEngine {
     engine_at(Location::Memory)
 }
 
 fn engine_at(location: Location) -> SqliteEngine {
-    let e = SqliteEngine::new(Config {
-        location,
-        synchronous: Synchronous::Normal,
-        busy_timeout: Duration::from_secs(1),
-        query_timeout: crate::query::DEFAULT_TIMEOUT,
-        result_limits: Default::default(),
-    });
+    let e = SqliteEngine::new(Config::for_tests(location));
     // The lease's own table, with a deferred key: the one way to make a
     // COMMIT fail on demand.
     e.db_exec(
