@@ -15,6 +15,28 @@ import { query, sqliteCliAvailable } from './support/sqlite-cli.mjs';
 const require = createRequire(import.meta.url);
 const CLOSED = (err) => err?.code === 'ERR_SYNCULAR_CLOSED';
 
+// The Prometheus project's own parser of the text format (the Python
+// client's), as a second reader beside ours. .ci/run installs it; without
+// it the comparison is skipped, naming why, except under CI=true.
+const PROM_PARSE = `
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+out = {}
+for f in text_string_to_metric_families(sys.stdin.read()):
+    out[f.name] = {"type": f.type, "samples": [[s.name, s.labels, s.value] for s in f.samples]}
+print(json.dumps(out))
+`;
+function promReference(text) {
+  const { spawnSync } = require('node:child_process');
+  const r = spawnSync('python3', ['-c', PROM_PARSE], { input: text, encoding: 'utf8' });
+  if (r.error || r.status !== 0) {
+    const why = r.error?.message ?? r.stderr.trim().split('\n').pop();
+    if (/No module named|ENOENT/.test(why) && process.env.CI !== 'true') return { skipped: `python3 with prometheus_client is not here (${why}); pip install prometheus_client` };
+    assert.fail(`the reference parser refused the text: ${why}`);
+  }
+  return { families: JSON.parse(r.stdout) };
+}
+
 test('versions(): the package, the addon build and the bundled SQLite', () => {
   const v = pkg.versions();
   assert.equal(v.package, require('../package.json').version);
@@ -94,7 +116,7 @@ for (const engine of engines) {
       await assert.rejects(storage.backup('x.db'), CLOSED);
     });
 
-    test('stats() counts the calls and errors a test made, and renders as Prometheus text', async () => {
+    test('stats() counts the calls and errors a test made, and renders as Prometheus text', async (t) => {
       await withStorage(engine, async (storage) => {
         for (let i = 0; i < 3; i++) await writeCommit(storage, 'p', [{ table: 'tasks', row: taskRow(`t${i}`) }]);
         await storage.getRow('p', 'tasks', 't0');
@@ -145,6 +167,19 @@ for (const engine of engines) {
 
         const text = pkg.toPrometheus(stats, { prefix: 'app_' });
         const families = parsePrometheus(text);
+        // The reference parser reads the same families and values (it names
+        // a counter's family without its _total suffix).
+        const ref = promReference(text);
+        if (ref.skipped) t.diagnostic(ref.skipped);
+        else {
+          const mine = Object.entries(families).map(([name, f]) => [f.type === 'counter' ? name.replace(/_total$/, '') : name, f]);
+          assert.deepEqual(Object.keys(ref.families).sort(), mine.map(([n]) => n).sort());
+          for (const [name, f] of mine) {
+            const theirs = ref.families[name];
+            assert.equal(theirs.type, f.type, name);
+            assert.deepEqual(theirs.samples.map(([, labels, value]) => [labels, value]), f.samples.map((x) => [x.labels, x.value]), name);
+          }
+        }
         const calls = families.app_calls_total;
         assert.equal(calls.type, 'counter');
         const sample = (fam, member) => fam.samples.find((s) => s.labels.member === member);
