@@ -213,9 +213,13 @@ async function waitForSessionsGone(db, appName) {
  *   duplicates, gaps, retries, replays, exactlyOnce, problems[] }.
  */
 export async function runCrash({ kills = 10, seed = 7, maxDelayMs, synchronous, pgUrl, log, pushers = 1 } = {}) {
-  // A push over the network takes longer: give PostgreSQL children more
-  // time; a slower machine (SYNCULAR_TEST_TIME_SCALE) too.
-  maxDelayMs ??= (pgUrl === undefined ? 40 : 80) * TIME_SCALE;
+  // The kill comes up to maxDelayMs after "ready". A child's first push on
+  // SQLite is acknowledged 20-40 ms after "ready" on 2 loaded cores (glibc),
+  // 30-55 ms with the musl build (musl's allocator): a 40 ms window let whole
+  // runs of 10 kills end before any acknowledgement. 80 ms, as for
+  // PostgreSQL, spans several commits on both; a slower machine
+  // (SYNCULAR_TEST_TIME_SCALE) gets more.
+  maxDelayMs ??= 80 * TIME_SCALE;
   const dir = mkdtempSync(join(tmpdir(), 'syncular-crash-'));
   const reportPath = join(dir, 'crash.report');
   let db;
