@@ -128,6 +128,10 @@ describe('sqlite reads on the calling thread', () => {
     const engine = await engineOn(path);
     try {
       const ask = (sql, params) => engine.queryAuthoritative('p', { sql, tables: ['tasks'] }, params, undefined);
+      // The engine's first query opens its reader and reads the schema: on
+      // a loaded machine that alone can pass the 2 ms budget. Another text
+      // warms it, so the budget below meets the query alone.
+      await ask('SELECT title FROM tasks WHERE id = ?', ['a0001']);
       const point = ask('SELECT id FROM tasks WHERE id = ?', ['a0007']);
       assert.ok(!(point instanceof Promise), 'a cheap query answers at once');
       assert.deepEqual(point.rows, [{ id: 'a0007' }]);
