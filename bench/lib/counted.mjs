@@ -1,0 +1,40 @@
+// One workload for bench/instructions.sh, run under callgrind:
+//
+//   <runtime> bench/lib/counted.mjs PACKAGE_DIR WORKLOAD N
+//
+// PACKAGE_DIR holds a built checkout of this package (index.js, lib/,
+// native/). WORKLOAD is one of push1, push10, conc16 (16 pushers, 16
+// partitions, N commits in all), window (N 100-change window reads over
+// 300 commits) or touch (N rounds of touchPartition + getMaxCommitSeq),
+// on a SQLite file at synchronous=NORMAL.
+import { createRequire } from 'node:module';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import * as W from './workloads.mjs';
+import { schema } from './fixture.mjs';
+
+const [dir, workload, count] = process.argv.slice(2);
+const N = Number(count);
+if (!dir || !Number.isSafeInteger(N) || N < 16) throw new Error('usage: counted.mjs PACKAGE_DIR WORKLOAD N (N >= 16)');
+const { NativeStorage } = createRequire(import.meta.url)(join(resolve(dir), 'index.js'));
+const tmp = mkdtempSync(join(tmpdir(), 'syncular-counted-'));
+const storage = new NativeStorage({ url: `sqlite:${join(tmp, 'db.sqlite')}`, synchronous: 'normal' });
+try {
+  if (workload === 'push1') await W.pushSequential(storage, 1, N);
+  else if (workload === 'push10') await W.pushSequential(storage, 10, N);
+  else if (workload === 'conc16') await W.pushConcurrent(storage, 16, Math.floor(N / 16), 16);
+  else if (workload === 'window') {
+    await W.populate(storage, 0, 300);
+    await W.windowReads(storage, N);
+  } else if (workload === 'touch') {
+    await storage.ensureSchema(schema);
+    for (let i = 0; i < N; i++) {
+      await storage.touchPartition('p', i, 'epoch');
+      await storage.getMaxCommitSeq('p');
+    }
+  } else throw new Error(`unknown workload ${workload}`);
+} finally {
+  await storage.close();
+  rmSync(tmp, { recursive: true, force: true });
+}
