@@ -361,16 +361,26 @@ impl SqliteEngine {
             conn::exec(&w.conn, sql::GROUP_MEMBER).map_err(map_err)?;
             return Ok(Some(Self::grant(&mut w, partition, true)));
         }
+        Self::end_stray(&mut w)?;
+        Ok(Self::begin_immediate(&w)?.then(|| Self::grant(&mut w, partition, false)))
+    }
+
+    /// No lease and no group, yet a transaction is open: a ROLLBACK failed
+    /// (see `conn::rollback_after`). End it before anything else runs in it.
+    fn end_stray(w: &mut Writer) -> Result<()> {
         if !w.conn.is_autocommit() {
-            // No lease and no group, yet a transaction is open: a ROLLBACK
-            // failed (see `conn::rollback_after`). End it before anything
-            // else runs in it.
             conn::exec(&w.conn, "ROLLBACK").map_err(map_err)?;
-            shared::replay_fresh(&mut w);
+            shared::replay_fresh(w);
         }
+        Ok(())
+    }
+
+    /// BEGIN IMMEDIATE on the idle writer; `false` when another connection
+    /// holds the database's write lock.
+    fn begin_immediate(w: &Writer) -> Result<bool> {
         match conn::exec(&w.conn, "BEGIN IMMEDIATE") {
-            Ok(()) => Ok(Some(Self::grant(&mut w, partition, false))),
-            Err(e) if conn::is_busy(&e) => Ok(None),
+            Ok(()) => Ok(true),
+            Err(e) if conn::is_busy(&e) => Ok(false),
             Err(e) => Err(map_err(e)),
         }
     }
@@ -637,17 +647,9 @@ impl SqliteEngine {
         if let Some(fw) = w.foreign.as_mut() {
             fw.check()?;
         }
-        if !w.conn.is_autocommit() {
-            // A ROLLBACK failed earlier (see `try_lock`).
-            conn::exec(&w.conn, "ROLLBACK").map_err(map_err)?;
-            shared::replay_fresh(w);
-        }
-        if own == Own::Transaction {
-            match conn::exec(&w.conn, "BEGIN IMMEDIATE") {
-                Ok(()) => {}
-                Err(e) if conn::is_busy(&e) => return Err(would_block()),
-                Err(e) => return Err(map_err(e)),
-            }
+        Self::end_stray(w)?;
+        if own == Own::Transaction && !Self::begin_immediate(w)? {
+            return Err(would_block());
         }
         let (mut savepoint, mut savepoint_mark) = (false, 0);
         let out = f(Held {
