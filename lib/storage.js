@@ -221,18 +221,13 @@ class NativeStorage {
 
   /** A read settled as a promise of `out(result)`. */
   #readThen(fn, out) {
-    const counter = this.#current();
+    const counter = takeCurrent();
     try {
       const v = this.#settle(() => this.#engine.read(fn));
       return v instanceof Promise ? v.then(out).catch((err) => refuse(counter, err)) : Promise.resolve(out(v));
     } catch (err) {
       return refuse(counter, err);
     }
-  }
-
-  /** The counter of the settled member running now (see guard.settled). */
-  #current() {
-    return takeCurrent();
   }
 
   /**
@@ -257,7 +252,7 @@ class NativeStorage {
 
   /** A storage-level write settled as one promise of `out(result)` (or the result). */
   #writeThen(fn, out) {
-    const counter = this.#current();
+    const counter = takeCurrent();
     try {
       const v = this.#settle(() => this.#engine.write(fn));
       if (v instanceof Promise) {

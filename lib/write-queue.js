@@ -298,18 +298,9 @@ class WriteQueue {
       if (wouldBlock(err)) return BLOCKED;
       throw err;
     }
-    if (out instanceof Promise) {
-      // Not an engine's answer for these members today; kept in order.
-      return this.#track(
-        out.then(
-          (v) => {
-            this.#durable(1);
-            return v;
-          },
-          (err) => (wouldBlock(err) ? this.run(fn) : Promise.reject(err)),
-        ),
-      );
-    }
+    // SQLite answers these writes at once; were one to answer later, reads
+    // after it still wait for it.
+    if (out instanceof Promise) return this.#track(out.then((v) => (this.#durable(1), v)));
     this.#durable(1);
     return out;
   }
