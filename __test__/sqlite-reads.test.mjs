@@ -9,7 +9,7 @@ import { describe, test } from 'node:test';
 import { tempDbPath, sqliteFileUrl } from './support/engines.mjs';
 import { NativeStorage } from './support/package.mjs';
 import { fixtureSchema } from './support/schema.mjs';
-import { taskRow, writeCommit } from './support/harness.mjs';
+import { taskRow, upsertChange, writeCommit } from './support/harness.mjs';
 
 const require = createRequire(import.meta.url);
 const native = require('../lib/native.js');
@@ -170,6 +170,49 @@ describe('sqlite reads on the calling thread', () => {
       const r = probe(bad);
       assert.deepEqual(r.rows, [{ n: 50 }]);
       assert.match(r.stderr, new RegExp(`SYNCULAR_NATIVE_STALL_MS="${bad}" is .*; the budget stays 2 ms`));
+    }
+  });
+
+  test('point reads see committed state only, whether the idle writer or a reader answers them', async () => {
+    // On the calling thread an idle writer connection answers point reads
+    // (its page cache is warm); beside an open transaction a reader does.
+    const path = tempDbPath();
+    const storage = new NativeStorage({ url: sqliteFileUrl(path) });
+    const row = (id) => taskRow(id, { project: 'p1', owner: 'u1' });
+    const open = async (id) => {
+      const tx = await storage.begin('p');
+      await tx.lockPartitionForPush();
+      await tx.upsertRow('tasks', row(id), { opIndex: 0 });
+      await tx.appendCommit({ clientId: 'c', clientCommitId: id, actorId: 'a', createdAtMs: 1, changes: [upsertChange('tasks', row(id))] });
+      return tx;
+    };
+    try {
+      await storage.ensureSchema(fixtureSchema());
+      await writeCommit(storage, 'p', [{ table: 'tasks', row: row('t1') }]);
+      assert.equal(await storage.getMaxCommitSeq('p'), 1);
+      assert.equal((await storage.getRow('p', 'tasks', 't1')).serverVersion, 1);
+
+      const tx = await open('t2');
+      assert.equal(await tx.getRow('tasks', 't2') !== undefined, true, 'the transaction sees its own row');
+      assert.equal(await storage.getRow('p', 'tasks', 't2') ?? null, null, 'beside it, the row is not there yet');
+      assert.equal(await storage.getMaxCommitSeq('p'), 1);
+      await tx.commit();
+      assert.equal(await storage.getMaxCommitSeq('p'), 2);
+      assert.notEqual(await storage.getRow('p', 'tasks', 't2') ?? null, null);
+
+      const undone = await open('t3');
+      await undone.rollback();
+      assert.equal(await storage.getMaxCommitSeq('p'), 2);
+      assert.equal(await storage.getRow('p', 'tasks', 't3') ?? null, null);
+
+      // A write between reads is seen by the next read at once.
+      const client = { clientId: 'c', actorId: 'a', wireVersion: 1, cursor: 0, subscriptions: [], updatedAtMs: 0 };
+      for (let i = 1; i <= 50; i++) {
+        await storage.putClientRecord('p', { ...client, cursor: i, updatedAtMs: i });
+        assert.equal((await storage.getClientRecord('p', 'c')).cursor, i);
+      }
+    } finally {
+      await storage.close();
     }
   });
 });

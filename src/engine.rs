@@ -51,7 +51,38 @@ pub fn later<T>(f: impl Future<Output = Result<T>> + Send + 'static) -> Call<T> 
 }
 
 pub fn blocking<T>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Call<T> {
-    Call::Blocking(Box::new(f))
+    Call::Blocking(Box::new(move || {
+        let _off = OffThread::enter();
+        f()
+    }))
+}
+
+thread_local! {
+    static OFF_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the current thread as running blocking work (not the caller's
+/// thread) until dropped. Engines use it to keep work that must not make
+/// the calling thread wait, such as a read on the SQLite writer
+/// connection, to the calling thread.
+struct OffThread(bool);
+
+impl OffThread {
+    fn enter() -> OffThread {
+        OffThread(OFF_THREAD.with(|c| c.replace(true)))
+    }
+}
+
+impl Drop for OffThread {
+    fn drop(&mut self) {
+        let was = self.0;
+        OFF_THREAD.with(|c| c.set(was));
+    }
+}
+
+/// True while the current thread runs a [`blocking`] closure.
+pub fn off_thread() -> bool {
+    OFF_THREAD.with(|c| c.get())
 }
 
 impl<T: Send + 'static> Call<T> {
