@@ -5,7 +5,10 @@
 // PACKAGE_DIR holds a built checkout of this package (index.js, lib/,
 // native/). WORKLOAD is one of push1, push10, conc16 (16 pushers, 16
 // partitions, N commits in all), window (N 100-change window reads over
-// 300 commits) or touch (N rounds of touchPartition + getMaxCommitSeq),
+// 300 commits), touch (N rounds of touchPartition + getMaxCommitSeq) or
+// request (N rounds of the point calls a pull request makes around its
+// reads: getClientRecord twice, getMaxCommitSeq, getHorizonSeq,
+// putClientRecord, touchPartition),
 // on a SQLite file at synchronous=NORMAL.
 import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -32,6 +35,18 @@ try {
     for (let i = 0; i < N; i++) {
       await storage.touchPartition('p', i, 'epoch');
       await storage.getMaxCommitSeq('p');
+    }
+  } else if (workload === 'request') {
+    await storage.ensureSchema(schema);
+    const client = { clientId: 'c', actorId: 'a', wireVersion: 1, cursor: 0, subscriptions: [], updatedAtMs: 0 };
+    await storage.putClientRecord('p', client);
+    for (let i = 0; i < N; i++) {
+      await storage.getClientRecord('p', 'c');
+      await storage.getMaxCommitSeq('p');
+      await storage.getHorizonSeq('p');
+      await storage.getClientRecord('p', 'c');
+      await storage.putClientRecord('p', { ...client, updatedAtMs: i });
+      await storage.touchPartition('p', i, 'epoch');
     }
   } else throw new Error(`unknown workload ${workload}`);
 } finally {
