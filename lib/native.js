@@ -42,4 +42,9 @@ function load() {
   throw hint;
 }
 
-module.exports = load();
+const binding = load();
+// The members a host calls on every request, as hand-written callbacks in
+// place of napi-rs's generated ones (src/napi/fast.rs says why).
+binding.installFastMembers(binding.NativeEngine.prototype);
+
+module.exports = binding;

@@ -12,6 +12,7 @@ mod checkpoints;
 mod compact;
 mod convert;
 mod db;
+mod fast;
 mod forward;
 mod lifecycle;
 mod logging;
