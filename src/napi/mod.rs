@@ -13,6 +13,7 @@ mod compact;
 mod convert;
 mod db;
 mod fast;
+mod jsontext;
 mod forward;
 mod lifecycle;
 mod logging;

@@ -62,31 +62,12 @@ impl Writer {
         }
     }
 
-    /// A decimal integer (`write!` costs several times more per number).
     fn int(&mut self, v: i64) {
-        let mut buf = [0u8; 20];
-        let mut n = v.unsigned_abs();
-        let mut at = buf.len();
-        loop {
-            at -= 1;
-            buf[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        if v < 0 {
-            self.json.push('-');
-        }
-        // SAFETY: ASCII digits.
-        self.json
-            .push_str(unsafe { std::str::from_utf8_unchecked(&buf[at..]) });
+        super::jsontext::int(&mut self.json, v);
     }
 
     fn string(&mut self, s: &str) {
-        // SAFETY: serde_json writes valid UTF-8 (a JSON string literal), so
-        // the String stays UTF-8; writing into a Vec cannot fail.
-        let _ = serde_json::to_writer(unsafe { self.json.as_mut_vec() }, s);
+        super::jsontext::string(&mut self.json, s);
     }
 
     /// `,offset,length` (or `,-1,0`).
