@@ -15,10 +15,6 @@ use crate::model::{ClientRecord, RegistryEntry};
 use napi::bindgen_prelude::ToNapiValue;
 use napi::sys;
 
-unsafe fn finish(env: sys::napi_env, out: String) -> napi::Result<sys::napi_value> {
-    unsafe { String::to_napi_value(env, out) }
-}
-
 js_type!(ClientRecord, "string", String);
 
 /// `[clientId, actorId, wireVersion, cursor, updatedAtMs, subscriptions]`.
@@ -36,7 +32,7 @@ impl ToNapiValue for ClientRecord {
         out.push(',');
         out.push_str(&val.subscriptions_json);
         out.push(']');
-        unsafe { finish(env, out) }
+        unsafe { String::to_napi_value(env, out) }
     }
 }
 
@@ -57,6 +53,6 @@ impl ToNapiValue for RegistryEntry {
         });
         int(&mut out, val.last_authenticated_at_ms);
         out.push(']');
-        unsafe { finish(env, out) }
+        unsafe { String::to_napi_value(env, out) }
     }
 }

@@ -40,6 +40,17 @@ pub fn string(out: &mut String, s: &str) {
 mod tests {
     use super::*;
 
+    const STRINGS: [&str; 8] = [
+        "",
+        "plain id",
+        "quote\"",
+        "back\\slash",
+        "tab\t",
+        "nul\0",
+        "é ✓ 𝄞",
+        "\u{2028}",
+    ];
+
     #[test]
     fn ints_and_strings_parse_back() {
         let mut out = String::from("[");
@@ -47,16 +58,7 @@ mod tests {
             int(&mut out, v);
             out.push(',');
         }
-        for s in [
-            "",
-            "plain id",
-            "quote\"",
-            "back\\slash",
-            "tab\t",
-            "nul\0",
-            "é ✓ 𝄞",
-            "\u{2028}",
-        ] {
+        for s in STRINGS {
             string(&mut out, s);
             out.push(',');
         }
@@ -65,18 +67,6 @@ mod tests {
         assert_eq!(back[5], serde_json::json!(i64::MIN));
         assert_eq!(back[4], serde_json::json!(i64::MAX));
         let strings: Vec<&str> = back[7..15].iter().map(|v| v.as_str().unwrap()).collect();
-        assert_eq!(
-            strings,
-            [
-                "",
-                "plain id",
-                "quote\"",
-                "back\\slash",
-                "tab\t",
-                "nul\0",
-                "é ✓ 𝄞",
-                "\u{2028}"
-            ]
-        );
+        assert_eq!(strings, STRINGS);
     }
 }

@@ -678,11 +678,12 @@ impl SqliteEngine {
         }
     }
 
-    /// Runs a read on a reader connection (committed state). Slow reads
-    /// warn, naming the caller's line (see `telemetry`).
+    /// Runs a read of committed state: on the idle writer or a reader
+    /// connection (below). Slow reads warn when `_slow` drops, naming the
+    /// caller's line (see `telemetry`).
     #[track_caller]
     pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        let slow = Slow::start(telemetry::SQLITE, "read", Site::caller());
+        let _slow = Slow::start(telemetry::SQLITE, "read", Site::caller());
         let db = self.db()?;
         // On the calling thread, an idle writer answers: it wrote last, so
         // its page cache is warm, where a reader's is thrown away by every
@@ -692,14 +693,11 @@ impl SqliteEngine {
         if !crate::engine::off_thread() {
             if let Ok(w) = db.writer.try_lock() {
                 if w.lease.is_none() && w.held == 0 && w.conn.is_autocommit() {
-                    let out = f(&w.conn);
-                    drop(slow);
-                    return out;
+                    return f(&w.conn);
                 }
             }
         }
-        drop(db);
-        self.read_timed(slow, f)
+        Self::read_pooled(&db, f)
     }
 
     /// [`read`](Self::read) timed by `_slow` (a registered query names its
@@ -707,7 +705,11 @@ impl SqliteEngine {
     fn read_timed<T>(
         &self, _slow: Slow<'_>, f: impl FnOnce(&Connection) -> Result<T>,
     ) -> Result<T> {
-        let db = self.db()?;
+        Self::read_pooled(&*self.db()?, f)
+    }
+
+    /// Runs `f` on a pooled reader connection of `db`.
+    fn read_pooled<T>(db: &Db, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let pooled = lock(&db.readers).pop();
         let conn = match pooled {
             Some(c) => c,
