@@ -42,7 +42,9 @@ async function filled(commits, other = { project: 'p1', owner: 'u2' }) {
 
 describe('sqlite reads on the calling thread', () => {
   test('windows: small ones answer at once; over the row budget the same answer comes later', async () => {
-    const { path, storage } = await filled(70);
+    // Window budgets (src/sqlite/engine.rs): at most 128 candidates (limit
+    // or seq range) and 1024 stepped rows on the calling thread.
+    const { path, storage } = await filled(400);
     const engine = await engineOn(path);
     try {
       const both = JSON.stringify({ owner_id: ['u1'], project_id: ['p1'] });
@@ -51,31 +53,31 @@ describe('sqlite reads on the calling thread', () => {
       const small = read(JSON.stringify({ project_id: ['p1'] }), 2);
       assert.ok(!(small instanceof Promise), 'a small window answers at once');
       // A large limit over a short seq range (the last 5 commits): at once.
-      const tail = engine.readCommitWindow('p', 'tasks', both, 65, 70, 1000);
+      const tail = engine.readCommitWindow('p', 'tasks', both, 395, 400, 1000);
       assert.ok(!(tail instanceof Promise), 'a short range answers at once');
-      assert.deepEqual(JSON.parse(tail[0]).filter((_, i) => i % 11 === 0), [66, 67, 68, 69, 70]);
+      assert.deepEqual(JSON.parse(tail[0]).filter((_, i) => i % 11 === 0), [396, 397, 398, 399, 400]);
       const open = read(both, 1000);
       assert.ok(open instanceof Promise, 'a long range: off-thread');
-      assert.equal(JSON.parse((await open)[0]).length, 70 * 11);
-      // 70 candidates: off-thread.
-      const big = read(both, 60);
+      assert.equal(JSON.parse((await open)[0]).length, 400 * 11);
+      // 200 candidates: off-thread.
+      const big = read(both, 200);
       assert.ok(big instanceof Promise, 'many candidates: off-thread');
-      // A small limit that no change matches: every candidate's 3 rows are
-      // read, past the row budget, so off-thread with the same (empty)
-      // answer.
-      const none = read(JSON.stringify({ owner_id: ['u1'], project_id: ['p2'] }), 32);
+      // A limit of 128 that no change matches: pages of 128 candidates, 3
+      // rows each, are read until the row budget runs out, so off-thread
+      // with the same (empty) answer.
+      const none = read(JSON.stringify({ owner_id: ['u1'], project_id: ['p2'] }), 128);
       assert.ok(none instanceof Promise, 'over budget: off-thread');
       assert.deepEqual(JSON.parse((await none)[0]), []);
-      const exact = read(both, 32);
-      assert.ok(!(exact instanceof Promise), '96 rows: within the budget');
-      assert.deepEqual(JSON.parse(exact[0]).filter((_, i) => i % 11 === 0), [...Array(32).keys()].map((i) => i + 1));
+      const exact = read(both, 128);
+      assert.ok(!(exact instanceof Promise), '384 rows: within the budget');
+      assert.deepEqual(JSON.parse(exact[0]).filter((_, i) => i % 11 === 0), [...Array(128).keys()].map((i) => i + 1));
       const many = await read(both, 1000);
       const [json] = await big;
       const seqs = JSON.parse(json).filter((_, i, a) => i % 11 === 0);
-      assert.equal(seqs.length, 60);
-      // The same commits as the first 60 of an unbounded read.
-      const all = await storage.readCommitWindow('p', { table: 'tasks', scopeFilter: { owner_id: ['u1'], project_id: ['p1'] }, afterSeq: 0, throughSeq: 1000, limitChanges: 60 });
-      assert.deepEqual(seqs, JSON.parse(many[0]).filter((_, i) => i % 11 === 0).slice(0, 60));
+      assert.equal(seqs.length, 200);
+      // The same commits as the first 200 of an unbounded read.
+      const all = await storage.readCommitWindow('p', { table: 'tasks', scopeFilter: { owner_id: ['u1'], project_id: ['p1'] }, afterSeq: 0, throughSeq: 1000, limitChanges: 200 });
+      assert.deepEqual(seqs, JSON.parse(many[0]).filter((_, i) => i % 11 === 0).slice(0, 200));
       assert.deepEqual(all.map((c) => c.commitSeq), seqs);
       assert.deepEqual(all.map((c) => c.changes.map((ch) => ch.rowId)), all.map((c, i) => [`a${String(i).padStart(4, '0')}`]));
     } finally {
