@@ -41,43 +41,41 @@ async function filled(commits, other = { project: 'p1', owner: 'u2' }) {
 }
 
 describe('sqlite reads on the calling thread', () => {
+  // Budgets (src/sqlite/engine.rs): at most 1024 candidates (a limit, a
+  // window's seq range, a scan's index-only count), 1536 stepped rows and
+  // 4 MiB of payload on the calling thread.
   test('windows: small ones answer at once; over the row budget the same answer comes later', async () => {
-    // Window budgets (src/sqlite/engine.rs): at most 128 candidates (limit
-    // or seq range) and 1024 stepped rows on the calling thread.
-    const { path, storage } = await filled(400);
+    const { path, storage } = await filled(600);
     const engine = await engineOn(path);
     try {
       const both = JSON.stringify({ owner_id: ['u1'], project_id: ['p1'] });
-      const read = (filter, limit) => engine.readCommitWindow('p', 'tasks', filter, 0, 1000, limit);
+      const read = (filter, limit) => engine.readCommitWindow('p', 'tasks', filter, 0, 100000, limit);
       // Two changes from 3 joined rows each: well inside the budget.
       const small = read(JSON.stringify({ project_id: ['p1'] }), 2);
       assert.ok(!(small instanceof Promise), 'a small window answers at once');
       // A large limit over a short seq range (the last 5 commits): at once.
-      const tail = engine.readCommitWindow('p', 'tasks', both, 395, 400, 1000);
+      const tail = engine.readCommitWindow('p', 'tasks', both, 595, 600, 5000);
       assert.ok(!(tail instanceof Promise), 'a short range answers at once');
-      assert.deepEqual(JSON.parse(tail[0]).filter((_, i) => i % 11 === 0), [396, 397, 398, 399, 400]);
-      const open = read(both, 1000);
+      assert.deepEqual(JSON.parse(tail[0]).filter((_, i) => i % 11 === 0), [596, 597, 598, 599, 600]);
+      const open = read(both, 5000);
       assert.ok(open instanceof Promise, 'a long range: off-thread');
-      assert.equal(JSON.parse((await open)[0]).length, 400 * 11);
-      // 200 candidates: off-thread.
-      const big = read(both, 200);
+      assert.equal(JSON.parse((await open)[0]).length, 600 * 11);
+      // A limit past 1024 over a long range: off-thread.
+      const big = read(both, 2000);
       assert.ok(big instanceof Promise, 'many candidates: off-thread');
-      // A limit of 128 that no change matches: pages of 128 candidates, 3
-      // rows each, are read until the row budget runs out, so off-thread
-      // with the same (empty) answer.
-      const none = read(JSON.stringify({ owner_id: ['u1'], project_id: ['p2'] }), 128);
+      // A limit of 1024 that no change matches: 600 candidates of 3 rows
+      // each are read, past the row budget, so off-thread with the same
+      // (empty) answer.
+      const none = read(JSON.stringify({ owner_id: ['u1'], project_id: ['p2'] }), 1024);
       assert.ok(none instanceof Promise, 'over budget: off-thread');
       assert.deepEqual(JSON.parse((await none)[0]), []);
-      const exact = read(both, 128);
-      assert.ok(!(exact instanceof Promise), '384 rows: within the budget');
-      assert.deepEqual(JSON.parse(exact[0]).filter((_, i) => i % 11 === 0), [...Array(128).keys()].map((i) => i + 1));
-      const many = await read(both, 1000);
+      const within = read(both, 500);
+      assert.ok(!(within instanceof Promise), '1500 rows: within the budget');
+      assert.deepEqual(JSON.parse(within[0]).filter((_, i) => i % 11 === 0), [...Array(500).keys()].map((i) => i + 1));
       const [json] = await big;
-      const seqs = JSON.parse(json).filter((_, i, a) => i % 11 === 0);
-      assert.equal(seqs.length, 200);
-      // The same commits as the first 200 of an unbounded read.
-      const all = await storage.readCommitWindow('p', { table: 'tasks', scopeFilter: { owner_id: ['u1'], project_id: ['p1'] }, afterSeq: 0, throughSeq: 1000, limitChanges: 200 });
-      assert.deepEqual(seqs, JSON.parse(many[0]).filter((_, i) => i % 11 === 0).slice(0, 200));
+      const seqs = JSON.parse(json).filter((_, i) => i % 11 === 0);
+      assert.deepEqual(seqs, [...Array(600).keys()].map((i) => i + 1));
+      const all = await storage.readCommitWindow('p', { table: 'tasks', scopeFilter: { owner_id: ['u1'], project_id: ['p1'] }, afterSeq: 0, throughSeq: 100000, limitChanges: 2000 });
       assert.deepEqual(all.map((c) => c.commitSeq), seqs);
       assert.deepEqual(all.map((c) => c.changes.map((ch) => ch.rowId)), all.map((c, i) => [`a${String(i).padStart(4, '0')}`]));
     } finally {
@@ -88,37 +86,72 @@ describe('sqlite reads on the calling thread', () => {
 
   test('scans: small pages answer at once; over the row budget the same rows come later', async () => {
     // Every row is u1's; a… rows are in p1, b… and c… rows in p2.
-    const { path, storage } = await filled(80, { project: 'p2', owner: 'u1' });
+    const { path, storage } = await filled(1000, { project: 'p2', owner: 'u1' });
     const engine = await engineOn(path);
     try {
       const scan = (filter, limit) => engine.scanRows('p', 'tasks', filter, '', limit);
       const small = scan(JSON.stringify({ project_id: ['p1'] }), 5);
       assert.ok(!(small instanceof Promise), 'a small page answers at once');
-      // The probe (owner_id, first in order) yields every row: 240
-      // candidates, so off-thread.
-      const late = scan(JSON.stringify({ owner_id: ['u1'], project_id: ['p2'] }), 100);
+      const page = scan(JSON.stringify({ project_id: ['p1'] }), 1000);
+      assert.ok(!(page instanceof Promise), 'a 1000-row page answers at once');
+      assert.equal(JSON.parse(page[0]).length, 1000 * 7);
+      // A limit past 1024, and the probe (owner_id, first in order) yields
+      // 3000 candidates: off-thread.
+      const late = scan(JSON.stringify({ owner_id: ['u1'], project_id: ['p2'] }), 1100);
       assert.ok(late instanceof Promise, 'many candidates: off-thread');
-      // A small limit, but a filter on p2 skips the 80 a… rows first: past
-      // the row budget, so off-thread with the same rows.
-      const skipping = scan(JSON.stringify({ owner_id: ['u1'], project_id: ['p2'] }), 30);
+      // A limit of 1000, but a filter on p2 skips the 1000 a… rows first:
+      // past the row budget, so off-thread with the same rows.
+      const skipping = scan(JSON.stringify({ owner_id: ['u1'], project_id: ['p2'] }), 1000);
       assert.ok(skipping instanceof Promise, 'over budget: off-thread');
-      assert.deepEqual(JSON.parse((await skipping)[0]).filter((_, i) => i % 7 === 0), [...Array(30).keys()].map((i) => `b${String(i).padStart(4, '0')}`));
+      const bs = [...Array(1000).keys()].map((i) => `b${String(i).padStart(4, '0')}`);
+      assert.deepEqual(JSON.parse((await skipping)[0]).filter((_, i) => i % 7 === 0), bs);
       // The last rows of the probe: a large limit over few candidates.
-      const last = scan(JSON.stringify({ owner_id: ['u1'] }), 1000);
+      const last = scan(JSON.stringify({ owner_id: ['u1'] }), 5000);
       assert.ok(last instanceof Promise, 'many candidates: off-thread');
       await last;
-      const end = engine.scanRows('p', 'tasks', JSON.stringify({ owner_id: ['u1'] }), 'c0075', 1000);
+      const end = engine.scanRows('p', 'tasks', JSON.stringify({ owner_id: ['u1'] }), 'c0995', 5000);
       assert.ok(!(end instanceof Promise), 'few candidates answer at once');
-      assert.deepEqual(JSON.parse(end[0]).filter((_, i) => i % 7 === 0), ['c0076', 'c0077', 'c0078', 'c0079']);
+      assert.deepEqual(JSON.parse(end[0]).filter((_, i) => i % 7 === 0), ['c0996', 'c0997', 'c0998', 'c0999']);
       const [json] = await late;
-      const rows = await storage.scanRows('p', { table: 'tasks', scopeFilter: { owner_id: ['u1'], project_id: ['p2'] }, limit: 100 });
-      const ids = [...Array(80).keys()].map((i) => `b${String(i).padStart(4, '0')}`);
-      ids.push(...[...Array(20).keys()].map((i) => `c${String(i).padStart(4, '0')}`));
-      assert.deepEqual(rows.map((r) => r.rowId), ids);
+      const ids = [...bs, ...[...Array(100).keys()].map((i) => `c${String(i).padStart(4, '0')}`)];
       assert.deepEqual(JSON.parse(json).filter((_, i) => i % 7 === 0), ids);
+      const rows = await storage.scanRows('p', { table: 'tasks', scopeFilter: { owner_id: ['u1'], project_id: ['p2'] }, limit: 1100 });
+      assert.deepEqual(rows.map((r) => r.rowId), ids);
       const few = await storage.scanRows('p', { table: 'tasks', scopeFilter: { project_id: ['p1'] }, limit: 5 });
       assert.deepEqual(few.map((r) => r.rowId), ['a0000', 'a0001', 'a0002', 'a0003', 'a0004']);
       assert.ok(few[0].payload instanceof Uint8Array && few[0].payload.length > 0);
+    } finally {
+      await engine.close();
+      await storage.close();
+    }
+  });
+
+  test('windows and scans: past 4 MiB of payload, the same answer comes off-thread', async () => {
+    const path = tempDbPath();
+    const storage = new NativeStorage({ url: sqliteFileUrl(path) });
+    await storage.ensureSchema(fixtureSchema());
+    // Ten commits of one task each, every title 1 MiB: 10 rows, 10 MiB.
+    const title = (c) => String(c).repeat(1 << 20);
+    for (let c = 0; c < 10; c++) {
+      await writeCommit(storage, 'p', [{ table: 'tasks', row: taskRow(`big${c}`, { title: title(c) }) }]);
+    }
+    const engine = await engineOn(path);
+    try {
+      const filter = JSON.stringify({ project_id: ['p1'] });
+      const two = engine.readCommitWindow('p', 'tasks', filter, 0, 100, 2);
+      assert.ok(!(two instanceof Promise), '2 MiB: at once');
+      const window = engine.readCommitWindow('p', 'tasks', filter, 0, 100, 10);
+      assert.ok(window instanceof Promise, '10 MiB: off-thread');
+      const commits = V.unpackCommits(await window);
+      assert.equal(commits.length, 10);
+      const scan = engine.scanRows('p', 'tasks', filter, '', 10);
+      assert.ok(scan instanceof Promise, '10 MiB: off-thread');
+      const rows = V.unpackRows(await scan);
+      assert.deepEqual(rows.map((r) => r.rowId), [...Array(10).keys()].map((c) => `big${c}`));
+      assert.deepEqual(rows.map((r) => r.payload.length), commits.map((c) => c.changes[0].payload.length));
+      assert.ok(rows.every((r) => r.payload.length > 1 << 20));
+      const few = engine.scanRows('p', 'tasks', filter, '', 3);
+      assert.ok(!(few instanceof Promise), '3 MiB: at once');
     } finally {
       await engine.close();
       await storage.close();

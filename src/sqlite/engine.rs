@@ -1,7 +1,7 @@
 //! SQLite behind the engine seam. Point work answers at once on the
 //! calling thread (a statement costs microseconds, less than a thread hop),
 //! and so do windows, scans and registered queries judged small before
-//! they run (see `NOW_WINDOW_CANDIDATES`, `NOW_CANDIDATES`, `NOW_STEPS`); larger ones, and waits for
+//! they run (see `NOW_CANDIDATES`, `NOW_STEPS`); larger ones, and waits for
 //! a lock held by another process, are blocking work for the host's worker
 //! pool.
 
@@ -21,28 +21,24 @@ use std::sync::Arc;
 
 /// A window or scan on one scope value runs on the calling thread
 /// (`Call::Now`) when its limit, or a bound on its candidates, is at most
-/// this: a live pull with nothing or little new, the last page of a
-/// bootstrap. A window's bound is its seq range; a scan's, an index-only
-/// count of at most this many + 1 entries (10-30 µs with its snapshot,
-/// next to a page of 1000 rows that costs milliseconds). The hop to a worker and back costs 10-20 µs on a quiet
-/// machine, and more when the cores are busy; such a read costs about as
-/// much. Larger reads run off-thread.
-const NOW_CANDIDATES: i64 = 32;
+/// this: a pull's 100-change window, a bootstrap's 1000-row page. A
+/// window's bound is its seq range (commit seqs are dense); a scan's, an
+/// index-only count of at most this many + 1 entries. Measured on such
+/// reads, bun and Node 24 on a quiet machine: a 100-change window costs
+/// about 135 µs of work here against 290 µs to settle off-thread, and a
+/// 1000-row page 650-790 µs against 935-1140 µs: the hop to a worker, its
+/// wake-up and its cold caches cost more than they free the loop for.
+/// Larger reads run off-thread.
+const NOW_CANDIDATES: i64 = 1024;
 /// The most rows such a read steps on the calling thread before it is run
-/// again off-thread (a candidate commit with many changes): at about 20k
-/// instructions a window row and 10k a scan row, at most about 0.3 ms.
-const NOW_ROWS: usize = 96;
-
-/// A commit window runs on the calling thread when its limit, or its seq
-/// range, is at most this: a pull's usual 100-change window. Measured on
-/// such a window (one change a commit, bun and Node 24): about 135 µs of
-/// work here against 290 µs to settle off-thread, where the hop and the
-/// worker's wake-up cost more than the read.
-const NOW_WINDOW_CANDIDATES: i64 = 128;
-/// The most rows such a window steps on the calling thread before it is
-/// run again off-thread (commits with many changes): at about 14k
-/// instructions a row, about 1.5 ms.
-const NOW_WINDOW_ROWS: usize = 1024;
+/// again off-thread (a candidate commit with many changes, a filter that
+/// passes few candidates): at about 14k instructions a window row and 10k
+/// a scan row, at most about 2 ms.
+const NOW_ROWS: usize = 1536;
+/// The most payload bytes such a read copies on the calling thread before
+/// it is run again off-thread (large rows): a few milliseconds of copying
+/// and crossing at most.
+const NOW_BYTES: usize = 4 << 20;
 
 /// Thousands of VM steps a registered query may take on the calling
 /// thread before it is stopped and run off-thread instead (an indexed
@@ -175,19 +171,24 @@ impl Engine for Arc<SqliteEngine> {
 
     fn read_commit_window(&self, p: String, window: Window) -> Call<Vec<StoredCommit>> {
         // One scope value (read in index order, no sort), and at most
-        // NOW_WINDOW_CANDIDATES candidate commits: commit seqs are dense, so a
+        // NOW_CANDIDATES candidate commits: commit seqs are dense, so a
         // window's candidates lie among its `throughSeq - afterSeq` seqs,
         // a bound known without reading anything (a live pull that is
         // little behind).
-        let few = window.limit_changes <= NOW_WINDOW_CANDIDATES
-            || window.through_seq.saturating_sub(window.after_seq) <= NOW_WINDOW_CANDIDATES;
+        let few = window.limit_changes <= NOW_CANDIDATES
+            || window.through_seq.saturating_sub(window.after_seq) <= NOW_CANDIDATES;
         if few && window.filter.probe().is_some_and(|(_, v)| v.len() == 1) {
             let q = crate::window::WindowQuery {
-                page: Some(window.limit_changes.min(NOW_WINDOW_CANDIDATES)),
+                page: Some(window.limit_changes.min(NOW_CANDIDATES)),
                 ..window.query()
             };
             let r = self.read_snapshot(|c| {
-                super::window::read_commit_window_within(c, &p, &q, Some(NOW_WINDOW_ROWS))
+                super::window::read_commit_window_within(
+                    c,
+                    &p,
+                    &q,
+                    super::Budget::within(NOW_ROWS, NOW_BYTES),
+                )
             });
             match r {
                 Err(e) if super::is_over_budget(&e) => {}
@@ -234,7 +235,7 @@ impl Engine for Arc<SqliteEngine> {
                         &filter,
                         &after_row_id,
                         limit,
-                        Some(NOW_ROWS),
+                        super::Budget::within(NOW_ROWS, NOW_BYTES),
                     )
                     .map(Some)
                 })

@@ -308,18 +308,17 @@ pub fn scan_rows(
         filter,
         after_row_id,
         limit,
-        None,
+        super::Budget::unbounded(),
     )
 }
 
 /// [`scan_rows`], failing with [`super::OVER_BUDGET`] once it would step
-/// more than `budget` rows.
+/// more rows, or copy more payload bytes, than `budget` allows.
 #[allow(clippy::too_many_arguments)]
 pub fn scan_rows_within(
     conn: &Connection, table: &Table, sql: &TableSql, partition: &str, filter: &ScopeFilter,
-    after_row_id: &str, limit: i64, budget: Option<usize>,
+    after_row_id: &str, limit: i64, mut budget: super::Budget,
 ) -> Result<Vec<StoredRow>> {
-    let mut budget = super::Budget::new(budget);
     let Some((var, values)) = filter.probe() else {
         return Err(Error::query("sync.storage.scan_requires_scope"));
     };
@@ -373,11 +372,13 @@ LEFT JOIN {} t ON t."_sync_partition" = ?1 AND t."_sync_row_id" = c.row_id"#,
                     _ => Some(text_ref(r, 2).unwrap_or("")),
                 };
                 if !fold.offer(row_id, scopes, || {
+                    let payload: Vec<u8> = r.get(3).map_err(map_err)?;
+                    budget.copy(payload.len())?;
                     Ok(StoredRow {
                         row_id: row_id.to_owned(),
                         server_version: r.get(1).map_err(map_err)?,
                         scopes_json: scopes.unwrap_or_default().to_owned(),
-                        payload: r.get(3).map_err(map_err)?,
+                        payload,
                         column_versions: r.get(4).map_err(map_err)?,
                     })
                 })? {
@@ -390,6 +391,7 @@ LEFT JOIN {} t ON t."_sync_partition" = ?1 AND t."_sync_row_id" = c.row_id"#,
                 budget.step()?;
                 let row_id: String = r.get(0).map_err(map_err)?;
                 let payload: Option<Vec<u8>> = r.get(3).map_err(map_err)?;
+                budget.copy(payload.as_ref().map_or(0, Vec::len))?;
                 let row = match payload {
                     Some(payload) => Some(StoredRow {
                         row_id: row_id.clone(),

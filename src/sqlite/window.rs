@@ -5,6 +5,7 @@
 
 use super::conn::map_err;
 use super::sql::ValueSet;
+use super::Budget;
 use crate::error::Result;
 use crate::model::StoredCommit;
 use crate::scope::ScopeFilter;
@@ -17,15 +18,14 @@ pub use crate::window::WindowQuery;
 pub fn read_commit_window(
     conn: &Connection, partition: &str, q: &WindowQuery<'_>,
 ) -> Result<Vec<StoredCommit>> {
-    read_commit_window_within(conn, partition, q, None)
+    read_commit_window_within(conn, partition, q, Budget::unbounded())
 }
 
 /// [`read_commit_window`], failing with [`super::OVER_BUDGET`] once it
-/// would step more than `budget` rows.
+/// would step more rows, or copy more payload bytes, than `budget` allows.
 pub fn read_commit_window_within(
-    conn: &Connection, partition: &str, q: &WindowQuery<'_>, budget: Option<usize>,
+    conn: &Connection, partition: &str, q: &WindowQuery<'_>, mut budget: Budget,
 ) -> Result<Vec<StoredCommit>> {
-    let mut budget = super::Budget::new(budget);
     let Some((var, values)) = q.probe() else {
         return Ok(Vec::new());
     };
@@ -99,7 +99,10 @@ LEFT JOIN sync_changes ch ON ch.partition = ?1 AND ch.commit_seq = c.commit_seq 
                             scopes_json: scopes.to_owned(),
                             payload: match r.get_ref(8).map_err(map_err)? {
                                 ValueRef::Null => None,
-                                ValueRef::Blob(b) => Some(b.to_vec()),
+                                ValueRef::Blob(b) => {
+                                    budget.copy(b.len())?;
+                                    Some(b.to_vec())
+                                }
                                 _ => Some(r.get(8).map_err(map_err)?),
                             },
                         })
