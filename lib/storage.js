@@ -302,26 +302,47 @@ class NativeStorage {
     if (typeof partition !== 'string') return Promise.reject(invalidArgument('begin: partition must be a string'));
     // The host's StorageConstraintError is known before a write can violate a constraint.
     const ready = this.#errors.ready;
-    const lease = ready === undefined ? this.#engine.begin(partition) : ready.then(() => this.#engine.begin(partition));
+    let lease;
+    try {
+      lease = ready === undefined ? this.#engine.begin(partition) : ready.then(() => this.#engine.begin(partition));
+    } catch (err) {
+      return Promise.reject(this.#beginFailed(err));
+    }
+    if (!(lease instanceof Promise)) {
+      // Granted at once (nothing queued or held): one settled promise.
+      try {
+        return Promise.resolve(this.#granted(lease, partition));
+      } catch (err) {
+        return Promise.reject(err);
+      }
+    }
     const begun = lease.then(
       (lease) => {
         this.#begins.delete(begun);
-        if (this.#gate.killed) {
-          // Granted after the drain ended: handed back, never out.
-          rollbackQuietly(this.#engine.native, lease);
-          throw closedError('begin');
-        }
-        lease.partition = partition;
-        return new NativeTransaction(this, this.#engine, lease);
+        return this.#granted(lease, partition);
       },
       (err) => {
         this.#begins.delete(begun);
-        this._drained();
-        throw this._translate(err);
+        throw this.#beginFailed(err);
       },
     );
     this.#begins.add(begun);
     return begun;
+  }
+
+  /** A granted lease → its transaction (or, granted after close()'s drain ended, handed back). */
+  #granted(lease, partition) {
+    if (this.#gate.killed) {
+      rollbackQuietly(this.#engine.native, lease);
+      throw closedError('begin');
+    }
+    lease.partition = partition;
+    return new NativeTransaction(this, this.#engine, lease);
+  }
+
+  #beginFailed(err) {
+    this._drained();
+    return this._translate(err);
   }
 
   /** A transaction began: `handle` is its openHandle (transaction.js), which a dropped one leaves collectable. */

@@ -72,20 +72,34 @@ class WriteQueue {
     if (n > c.max) c.max = n;
   }
 
-  /** Resolves with `{ id, release, commit }` once the engine granted a lease. */
+  /**
+   * A transaction's lease, `{ id, release, commit }`: the lease itself when
+   * nothing is queued or held and the engine grants it at once (no promise
+   * turn), else a promise of it. Throws what the engine's begin throws.
+   */
   acquire(partition) {
     if (!this.exclusive) {
-      try {
-        return Promise.resolve(this.native.begin(partition)).then((id) => ({
-          id,
-          release: noop,
-          commit: () => this.native.unlock(id, true),
-        }));
-      } catch (err) {
-        return Promise.reject(err);
-      }
+      const lease = (id) => ({ id, release: noop, commit: () => this.native.unlock(id, true) });
+      const id = this.native.begin(partition);
+      return id instanceof Promise ? id.then(lease) : lease(id);
     }
-    return this.#queued(partition, undefined, TX);
+    if (this.line.length > 0) return this.#queued(partition, undefined, TX);
+    const entry = this.#enter(TX);
+    let id;
+    try {
+      id = this.native.begin(partition);
+    } catch (err) {
+      entry.release();
+      throw err;
+    }
+    if (!(id instanceof Promise)) return this.#lease(entry, id);
+    return id.then(
+      (id) => this.#lease(entry, id),
+      (err) => {
+        entry.release();
+        throw err;
+      },
+    );
   }
 
   /** Puts a lease of `kind` in line; `gate` opens when it is released. */
