@@ -21,6 +21,10 @@
 //! `lib/native.js`) puts them in place of the generated members of the
 //! same names, so JS calls them as before.
 
+// Unit-test builds compile napi registration out, and with it the one
+// caller of everything here.
+#![cfg_attr(test, allow(dead_code))]
+
 use super::args::{Buf, Str};
 use super::reply::panicked;
 use super::storage::NativeEngine;
