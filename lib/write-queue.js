@@ -84,7 +84,15 @@ class WriteQueue {
       return id instanceof Promise ? id.then(lease) : lease(id);
     }
     if (this.line.length > 0) return this.#queued(partition, undefined, TX);
-    const entry = this.#enter(TX);
+    return this.#beginNow(this.#enter(TX), partition);
+  }
+
+  /**
+   * Nothing queued or held: asks the engine for `entry`'s lease now. The
+   * lease when granted at once, else a promise of it; throws what the
+   * engine's begin throws, with `entry` released.
+   */
+  #beginNow(entry, partition) {
     let id;
     try {
       id = this.native.begin(partition);
@@ -141,9 +149,8 @@ class WriteQueue {
       // Nothing queued or held: every earlier gate is open, so ask for the
       // lease now instead of a few promise turns later.
       try {
-        return Promise.resolve(this.native.begin(partition)).then(granted, failed);
+        return Promise.resolve(this.#beginNow(entry, partition));
       } catch (err) {
-        entry.release();
         return Promise.reject(err);
       }
     }

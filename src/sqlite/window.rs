@@ -97,13 +97,14 @@ LEFT JOIN sync_changes ch ON ch.partition = ?1 AND ch.commit_seq = c.commit_seq 
                             op: int(r, 5)?,
                             row_version: r.get(6).map_err(map_err)?,
                             scopes_json: scopes.to_owned(),
-                            payload: match r.get_ref(8).map_err(map_err)? {
-                                ValueRef::Null => None,
-                                ValueRef::Blob(b) => {
-                                    budget.copy(b.len())?;
-                                    Some(b.to_vec())
-                                }
-                                _ => Some(r.get(8).map_err(map_err)?),
+                            payload: {
+                                let payload = match r.get_ref(8).map_err(map_err)? {
+                                    ValueRef::Null => None,
+                                    ValueRef::Blob(b) => Some(b.to_vec()),
+                                    _ => Some(r.get(8).map_err(map_err)?),
+                                };
+                                budget.copy(payload.as_ref().map_or(0, Vec::len))?;
+                                payload
                             },
                         })
                     } else {
