@@ -18,6 +18,7 @@ import { measured } from '../support/measure.mjs';
 
 const TOO_LARGE = 'ERR_SYNCULAR_QUERY_RESULT_TOO_LARGE';
 const TIMEOUT = 'ERR_SYNCULAR_QUERY_TIMEOUT';
+const REFUSED = 'ERR_SYNCULAR_QUERY_REFUSED';
 
 
 /** The two call forms: storage-level, and inside an open push. */
@@ -157,19 +158,33 @@ export function define(engine) {
     // One row: a 1 MiB value built in the query, and a 256-byte pattern
     // that almost matches at every offset (SQLite's own matcher compares
     // the pattern at each: about 0.3 s a call).
-    const like = "WITH m AS (SELECT printf('%.*c', 1000000, 'a') AS v, '%' || printf('%.*c', 250, 'a') || 'b' AS p) SELECT (v LIKE p) + (v LIKE p) + (v LIKE p) + (v GLOB replace(p, '%', '*')) + (v LIKE p) + (v LIKE p ESCAPE '!') + (v GLOB replace(p, '%', '*')) + (v LIKE p) AS n FROM m";
-    // A row of 250 result columns (a registered query may have at most
-    // 256), each three calls scanning a 1 MiB value (`I` is the column's
-    // number, so no two calls are the same).
-    const wide = (f, v = "printf('%.*c', 1000000, 'a')") =>
-      `WITH m AS MATERIALIZED (SELECT ${v} AS v) SELECT ${Array.from({ length: 250 }, (_, i) => `(${['a', 'b', 'c'].map((k) => f.replaceAll('I', `${k}${i}`)).join(') + (')}) AS c${i}`).join(', ')} FROM m`;
+    const like = "WITH m AS (SELECT printf('%.*c', ?, 'a') AS v, '%' || printf('%.*c', 250, 'a') || 'b' AS p) SELECT (v LIKE p) + (v LIKE p) + (v LIKE p) + (v GLOB replace(p, '%', '*')) + (v LIKE p) + (v LIKE p ESCAPE '!') + (v GLOB replace(p, '%', '*')) + (v LIKE p) AS n FROM m";
+    // A row of `n` result columns (a registered query may have at most
+    // 256), each `calls` calls scanning one value (`I` is the column's
+    // number, so no two calls are the same). The value's size is the
+    // query's parameter: each shape runs at the largest its query may hold.
+    const wide = (f, { n = 250, calls = 3, v = "printf('%.*c', ?, 'a')" } = {}) =>
+      `WITH m AS MATERIALIZED (SELECT ${v} AS v) SELECT ${Array.from({ length: n }, (_, i) => `(${['a', 'b', 'c'].slice(0, calls).map((k) => f.replaceAll('I', `${k}${i}`)).join(') + (')}) AS c${i}`).join(', ')} FROM m`;
+    // The largest value `sql` may hold (its value limit, named when a
+    // value of 1 MiB is refused), less a margin for what the query adds.
+    const largest = async (run, sql) => {
+      const r = await measured(() => run(sql, [1 << 20]));
+      if (r.ok || r.error.code !== TOO_LARGE) return { refused: r };
+      const m = /a value of more than (\d+) bytes/.exec(r.error.message);
+      assert.ok(m, r.error.message);
+      return { size: Number(m[1]) - 64 };
+    };
     const shapes = [
       ['LIKE and GLOB, repeated in one expression', like],
       ['250 columns of length()', wide("length(v || 'I') + length(v || 'I-') + length(v || 'I+')")],
       ['250 columns of instr()', wide("instr(v, 'I')")],
       ['250 columns of upper()', wide("length(upper(v || 'I'))")],
       ['250 columns of printf()', wide("length(printf('%sI', v))")],
-      ['250 columns of json_type()', wide("length(json_type(v || '\"I\"]'))", `'["' || printf('%.*c', 1000000, 'a') || '",'`)],
+      ['250 columns of json_type()', wide("length(json_type(v || '\"I\"]'))", { v: `'["' || printf('%.*c', ?, 'a') || '",'` })],
+      ['40 columns of upper()', wide("length(upper(v || 'I'))", { n: 40, calls: 1 })],
+      ['a row of 250 additions over digits', wide("v + 'I'", { calls: 1, v: "printf('%.*c', ?, '7')" })],
+      ['a row of 250 casts over digits', wide("CAST(v || 'I' AS INTEGER)", { calls: 1, v: "printf('%.*c', ?, '7')" })],
+      ['a row of 40 multiplications over digits', wide("v * v * 'I'", { n: 40, calls: 1, v: "printf('%.*c', ?, '7')" })],
       ['250 columns of substr()', wide("length(substr(v || 'I', 900000, 1))")],
     ];
     for (const form of ['storage', 'tx']) {
@@ -180,17 +195,23 @@ export function define(engine) {
             async (storage) => {
               await seedTenants(storage);
               const run = forms(storage)[form];
-              const r = await measured(() => run(sql));
-              assert.equal(r.ok, false, `answered in ${r.ms.toFixed(0)} ms`);
-              // Stopped by a bound: the time limit, or, where the row builds
-              // its values faster than the clock runs out (a release build
-              // on the substr() shape), the working-memory bound.
-              assert.ok([TIMEOUT, TOO_LARGE].includes(r.error.code), `${r.error.code}: ${r.error.message}`);
-              if (r.error.code === TOO_LARGE) assert.match(r.error.message, /working memory/);
-              // Within a few ms of the limit; the margin is for a debug build on a loaded
-              // machine (times TIME_SCALE on a slower, emulated one).
-              assert.ok(r.ms < (limit + 400) * TIME_SCALE, `took ${r.ms.toFixed(0)} ms`);
-              assert.ok(r.stall < 100 * TIME_SCALE, `event loop stalled ${r.stall.toFixed(0)} ms`);
+              // A value of 1 MiB is refused at once, naming the query's
+              // value limit; a program too long between two checks for
+              // values of even 4 KiB is refused outright.
+              const { size, refused } = await largest(run, sql);
+              const r = refused ?? (await measured(() => run(sql, [size])));
+              if (!r.ok) {
+                // Stopped by a bound: the time limit, the working-memory
+                // bound, or the program's length.
+                assert.ok([TIMEOUT, TOO_LARGE, REFUSED].includes(r.error.code), `${r.error.code}: ${r.error.message}`);
+                if (r.error.code === TOO_LARGE) assert.match(r.error.message, /working memory/);
+                if (r.error.code === REFUSED) assert.match(r.error.message, /operators between two loops/);
+              }
+              // At most 100 ms past the limit, answered or not (times
+              // TIME_SCALE on a slower, emulated machine); today's main
+              // took seconds on these shapes.
+              assert.ok(r.ms < (limit + 100) * TIME_SCALE, `took ${r.ms.toFixed(0)} ms`);
+              assert.ok(r.stall < 50 * TIME_SCALE, `event loop stalled ${r.stall.toFixed(0)} ms`);
             },
             { opts: { queryTimeoutMs: limit } },
           );
@@ -232,7 +253,9 @@ export function define(engine) {
             // refused while it compiles, for its columns.
             const wide = `WITH m AS MATERIALIZED (SELECT ${v} AS v) SELECT ${Array.from({ length: 1500 }, (_, i) => `v || 'c${i}' AS c${i}`).join(', ')} FROM m`;
             for (const [sql, message] of [
-              [calls, /working memory/],
+              // Made by functions: the working-memory bound, or first the
+              // value bound of a query this long.
+              [calls, /working memory|a value of more than \d+ bytes/],
               [wide, /too wide: too many columns in result set \(at most 256 columns/],
             ]) {
               const r = await measured(() => run(sql));

@@ -322,9 +322,23 @@ impl Side {
                     }
                     _ => Value::Null,
                 };
-                Ok((value, (sub != 0).then_some(sub)))
+                // SQLite's printf answers NULL for a text over the limit:
+                // a format that is not NULL always makes a text otherwise.
+                let formats = matches!(name, "printf" | "format");
+                let over = formats
+                    && matches!(value, Value::Null)
+                    && ctx.len() > 0
+                    && !matches!(ctx.get_raw(0), ValueRef::Null);
+                match over.then(meter::too_big).flatten() {
+                    Some(e) => Err(e),
+                    None => Ok((value, (sub != 0).then_some(sub))),
+                }
             } else {
-                Err(failed(text_of(self.db)))
+                let over = ffi::sqlite3_errcode(self.db) == ffi::SQLITE_TOOBIG;
+                Err(over
+                    .then(meter::too_big)
+                    .flatten()
+                    .unwrap_or_else(|| failed(text_of(self.db))))
             };
             ffi::sqlite3_reset(st);
             ffi::sqlite3_clear_bindings(st);

@@ -33,13 +33,15 @@
 //!   trims are the storage's own (`super::pattern`, `super::linear_fns`),
 //!   the other text, number and JSON functions are SQLite's own run through
 //!   a check (`super::checked_fns`). While the query runs,
-//!   `SQLITE_LIMIT_LENGTH` bounds every value it makes or reads
-//!   ([`MAX_VALUE`]; `printf` answers NULL past it, other functions fail) and
+//!   `SQLITE_LIMIT_LENGTH` bounds every value it makes or reads (at most
+//!   [`MAX_VALUE`], less for a program with long straight runs: see
+//!   `super::shape`; every function fails past it, `printf` included) and
 //!   LIKE/GLOB patterns are at most [`MAX_PATTERN`] bytes, so one call costs
 //!   time linear in that bound and a run stops within about one call of its
-//!   limit. What no check reaches: operators that are not function calls
-//!   (arithmetic, `CAST`, comparisons), each linear in a value of at most
-//!   [`MAX_VALUE`] (see the README's bounds section).
+//!   limit. Operators that are not function calls (arithmetic, `CAST`,
+//!   comparisons) run between checks, each linear in one value: the value
+//!   limit keeps their work between two checks within
+//!   `super::shape::WORK_BYTES`.
 //!
 //! Temp objects live only in the connection that made them: the database
 //! file gains nothing, and the in-tree storage never sees them.
@@ -92,9 +94,13 @@ struct Rules {
 pub const MARK: &str = "/* syncular registered query */ ";
 
 /// VM instructions between two progress checks (deadline, close, budget).
-pub const PROGRESS_OPS: i32 = 100;
+/// With the value limit (`super::shape::value_limit`) it sets how much
+/// work can pass between two checks.
+pub const PROGRESS_OPS: i32 = 32;
 /// The same for a run on the calling thread.
 pub const PROGRESS_OPS_NOW: i32 = 20;
+/// Progress checks between two reads of SQLite's heap.
+const MEMORY_EVERY: u32 = 4;
 /// The largest string or BLOB a registered query may make or read (1 MiB).
 pub const MAX_VALUE: i32 = 1 << 20;
 /// SQLite's heap in the process may not exceed this (1 GiB, far above what
@@ -347,6 +353,11 @@ pub struct Bounded<'c> {
     conn: &'c Connection,
     /// The connection's own limits, restored on drop.
     saved: (i32, i32, i32),
+    /// The largest value the run may make or read.
+    value: std::cell::Cell<i32>,
+    /// A run on the calling thread: a value over its (tighter) limit sends
+    /// it to a worker instead of failing it.
+    now: bool,
     /// The clock the storage's functions read (`super::meter`).
     _meter: super::meter::Running,
 }
@@ -401,11 +412,19 @@ pub fn bound<'c>(
     let ops = if now { PROGRESS_OPS_NOW } else { PROGRESS_OPS };
     let per_call = 1000 / ops as u32;
     let mut left = budget.map(|b| b.saturating_mul(per_call));
+    // SQLite's heap is read every MEMORY_EVERY checks (its counter takes
+    // a lock): the heap grows by at most the work of that many checks in
+    // between (`super::shape::WORK_BYTES` each), far under WORKING_MEMORY.
+    let mut calls = 0u32;
     conn.progress_handler(
         ops,
         Some(move || {
             let at = Instant::now();
-            if closed.load(Ordering::Relaxed) || at >= deadline || super::meter::over_memory() {
+            if closed.load(Ordering::Relaxed) || at >= deadline {
+                return true;
+            }
+            calls = calls.wrapping_add(1);
+            if calls % MEMORY_EVERY == 0 && super::meter::over_memory() {
                 return true;
             }
             match left.as_mut() {
@@ -425,6 +444,8 @@ pub fn bound<'c>(
     Ok(Bounded {
         conn,
         saved,
+        value: std::cell::Cell::new(MAX_VALUE),
+        now,
         _meter: meter,
     })
 }
@@ -567,8 +588,32 @@ impl Bounded<'_> {
         outcome
     }
 
+    /// Lowers the largest value the run may make or read to `bytes`
+    /// (its statements and the storage's functions alike).
+    pub fn limit_values(&self, bytes: i32) {
+        use rusqlite::limits::Limit;
+        let _ = self.conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, bytes);
+        super::meter::limit_values(bytes);
+        self.value.set(bytes);
+    }
+
+    /// A value over the run's limit: on the calling thread the run goes
+    /// to a worker, where the limit is the query's own.
+    fn too_big(&self) -> Error {
+        if self.now {
+            return Error::plain(
+                super::OVER_BUDGET,
+                "registered query touched a value too large for the calling thread",
+            );
+        }
+        too_big(self.value.get())
+    }
+
     /// The coded error for a failure while the query compiled or ran.
     pub fn err(&self, e: rusqlite::Error, limit: Duration, closed: &AtomicBool) -> Error {
+        if e.sqlite_error_code() == Some(rusqlite::ErrorCode::TooBig) {
+            return self.too_big();
+        }
         // A function of the storage's stopped the run: the reason is kept.
         match super::meter::stopped() {
             Some(super::meter::Stop::Closed) => {
@@ -576,6 +621,7 @@ impl Bounded<'_> {
             }
             Some(super::meter::Stop::Deadline) => return query::timed_out(limit),
             Some(super::meter::Stop::Memory) => return out_of_memory(),
+            Some(super::meter::Stop::TooBig) => return self.too_big(),
             Some(super::meter::Stop::Stall) if !closed.load(Ordering::Relaxed) => {
                 return Error::plain(
                     super::OVER_BUDGET,
@@ -606,6 +652,14 @@ fn refused() -> Error {
     Error::plain(
         query::REFUSED,
         "registered query reads or does something it may not: only SELECTs over the partition's own rows of the declared tables, with plain functions, are allowed",
+    )
+}
+
+/// The error of a run that made or read a value over its limit.
+pub(super) fn too_big(value: i32) -> Error {
+    Error::plain(
+        query::result::TOO_LARGE,
+        format!("registered query made or read a value of more than {value} bytes, the most this query may hold in one value (1 MiB, less for a query with many operators between two loops: see the bounds docs)"),
     )
 }
 

@@ -36,6 +36,8 @@ pub enum Stop {
     Stall,
     /// SQLite's heap grew by more than the run's working-memory budget.
     Memory,
+    /// A function would have made a value over the run's value limit.
+    TooBig,
 }
 
 struct Meter {
@@ -94,6 +96,15 @@ pub fn limits() -> Limits {
     METER.with(|m| m.borrow().as_ref().map_or(DEFAULT_LIMITS, |m| m.limits))
 }
 
+/// Lowers the value limit of the run on this thread.
+pub fn limit_values(bytes: i32) {
+    METER.with(|m| {
+        if let Some(m) = m.borrow_mut().as_mut() {
+            m.limits.value = bytes;
+        }
+    })
+}
+
 /// Starts the meter of a registered query run on this thread.
 pub fn start(
     limits: Limits, deadline: Instant, stall: Option<Instant>, closed: &Arc<AtomicBool>,
@@ -126,9 +137,22 @@ fn stop_error(why: Stop) -> rusqlite::Error {
             Stop::Closed => "storage is closed",
             Stop::Stall => "registered query exceeded its step budget",
             Stop::Memory => "registered query exceeded its working memory",
+            Stop::TooBig => "string or blob too big",
         }
         .into(),
     )
+}
+
+/// A function of the run on this thread would have made a value over the
+/// run's value limit: the run stops with that reason. `None` outside a
+/// registered query, where SQLite's own answer stands.
+pub fn too_big() -> Option<rusqlite::Error> {
+    METER.with(|m| {
+        let mut m = m.borrow_mut();
+        let m = m.as_mut()?;
+        m.stopped.get_or_insert(Stop::TooBig);
+        Some(stop_error(Stop::TooBig))
+    })
 }
 
 fn check(m: &mut Meter) -> rusqlite::Result<()> {

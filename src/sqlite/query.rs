@@ -19,7 +19,7 @@ use crate::stored::{self, Form};
 use crate::telemetry::{self, Site, Slow};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ToSql};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -70,10 +70,14 @@ pub struct Bounds<'a> {
     pub budget: Option<u32>,
     /// `maxResultRows` and `maxResultBytes`.
     pub results: Limits,
-    /// Check the compiled program's straight runs first (`super::shape`):
-    /// a run on the calling thread not yet known to fit.
-    pub shape: bool,
+    /// The heaviest straight run of the compiled program
+    /// (`super::shape`), kept across runs of the same query; [`UNKNOWN`]
+    /// until a run has read it. `None`: read on every run.
+    pub heavy: Option<&'a AtomicUsize>,
 }
+
+/// A heaviest straight run not read yet.
+pub const UNKNOWN: usize = usize::MAX;
 
 impl<'a> Bounds<'a> {
     /// The tables the query declares (the rewrite has checked that they
@@ -92,7 +96,7 @@ impl<'a> Bounds<'a> {
             closed,
             budget: None,
             results: Limits::default(),
-            shape: false,
+            heavy: None,
         }
     }
 }
@@ -119,15 +123,39 @@ fn execute(
     } else {
         std::borrow::Cow::Owned(format!("{}{}", isolation::MARK, prepared.sql))
     };
-    if bounds.shape {
+    // The program's heaviest straight run sets its value limit, and whether
+    // it may run on the calling thread.
+    let heavy = match bounds.heavy.map(|h| h.load(Ordering::Relaxed)) {
+        Some(h) if h != UNKNOWN => Some(h),
+        _ => super::shape::heaviest_run(conn, &text).inspect(|&h| {
+            if let Some(known) = bounds.heavy {
+                known.store(h, Ordering::Relaxed);
+            }
+        }),
+    };
+    // A program that does not compile as EXPLAIN reports why when it
+    // compiles below.
+    let heavy = heavy.unwrap_or(0);
+    if bounds.budget.is_some() && heavy > super::shape::NOW_MAX_HEAVY {
         // Too heavy between two checks to run on the calling thread: on a
         // worker from the start (and from now on).
-        let heavy = super::shape::heaviest_run(conn, &text).unwrap_or(0);
-        if heavy > super::shape::NOW_MAX_HEAVY {
-            return Err(Error::plain(
-                super::OVER_BUDGET,
-                "registered query too heavy between two checks for the calling thread",
-            ));
+        return Err(Error::plain(
+            super::OVER_BUDGET,
+            "registered query too heavy between two checks for the calling thread",
+        ));
+    }
+    match super::shape::value_limit(heavy, isolation::MAX_VALUE) {
+        Some(bytes) if bounds.budget.is_some() => {
+            bounded.limit_values(bytes.min(super::shape::now_value_limit(heavy, bytes)))
+        }
+        Some(bytes) => bounded.limit_values(bytes),
+        None => {
+            return Err(refused(&format!(
+                "registered query has {heavy} operators between two loops of its program; \
+                 at most {} values of {} bytes each fit the work allowed between two checks of its time limit",
+                super::shape::WORK_BYTES / super::shape::MIN_VALUE as i64 - isolation::PROGRESS_OPS as i64,
+                super::shape::MIN_VALUE
+            )))
         }
     }
     let mut st = conn.prepare_cached(&text).map_err(err)?;
@@ -271,9 +299,9 @@ pub struct Rewrite {
     /// Once a run on the calling thread outgrew its step budget, the query
     /// always runs off-thread.
     pub expensive: AtomicBool,
-    /// Its program was found light enough for the calling thread
-    /// (`super::shape`), so later runs there skip the check.
-    pub shape_ok: AtomicBool,
+    /// The heaviest straight run of its program (`super::shape`), read by
+    /// its first run; [`UNKNOWN`] before.
+    pub heavy: AtomicUsize,
 }
 
 #[derive(PartialEq)]
@@ -373,7 +401,7 @@ impl RewriteCache {
         let prepared = Arc::new(Rewrite {
             prepared,
             expensive: AtomicBool::new(false),
-            shape_ok: AtomicBool::new(false),
+            heavy: AtomicUsize::new(UNKNOWN),
         });
         if let (Some(hash), Some(key)) = (hash, Key::of(req, declared)) {
             let mut inner = lock(&self.inner);
@@ -424,15 +452,7 @@ impl SqliteEngine {
         gate_running: Option<i64>,
     ) -> Result<QueryOutput> {
         let (loaded, rewrite) = self.prepare_query(req, params, declared)?;
-        self.run_query(
-            partition,
-            &loaded,
-            &rewrite.prepared,
-            params,
-            gate_running,
-            None,
-            false,
-        )
+        self.run_query(partition, &loaded, &rewrite, params, gate_running, None)
     }
 
     /// [`query_authoritative`](Self::query_authoritative) on the calling
@@ -450,36 +470,30 @@ impl SqliteEngine {
         if rewrite.expensive.load(Ordering::Relaxed) || rewrite.prepared.sql.len() > NOW_MAX_TEXT {
             return None;
         }
-        let budget = Some(steps);
-        let shape = !rewrite.shape_ok.load(Ordering::Relaxed);
         match self.run_query(
             partition,
             &loaded,
-            &rewrite.prepared,
+            &rewrite,
             params,
             gate_running,
-            budget,
-            shape,
+            Some(steps),
         ) {
             Err(e) if super::is_over_budget(&e) => {
                 rewrite.expensive.store(true, Ordering::Relaxed);
                 None
             }
-            r => {
-                rewrite.shape_ok.store(true, Ordering::Relaxed);
-                Some(r)
-            }
+            r => Some(r),
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn run_query(
-        &self, partition: &str, loaded: &Loaded, prepared: &Prepared, params: &[Value],
-        gate_running: Option<i64>, budget: Option<u32>, shape: bool,
+        &self, partition: &str, loaded: &Loaded, rewrite: &Rewrite, params: &[Value],
+        gate_running: Option<i64>, budget: Option<u32>,
     ) -> Result<QueryOutput> {
+        let prepared = &rewrite.prepared;
         let mut bounds = Bounds::new(loaded, prepared, self.cfg.query_timeout, &self.closed);
         bounds.budget = budget;
-        bounds.shape = shape;
+        bounds.heavy = Some(&rewrite.heavy);
         bounds.results = self.cfg.result_limits;
         let slow = Slow::start(telemetry::SQLITE, "query", Site::Text("queryAuthoritative"))
             .sql(&prepared.sql);
@@ -510,7 +524,7 @@ impl SqliteEngine {
         &self, id: u32, req: &Request, params: &[Value], declared: &[String],
     ) -> Result<QueryOutput> {
         let (loaded, rewrite) = self.prepare_query(req, params, declared)?;
-        self.tx_run_query(id, &loaded, &rewrite.prepared, params, None, false)
+        self.tx_run_query(id, &loaded, &rewrite, params, None)
     }
 
     /// [`tx_query_authoritative`](Self::tx_query_authoritative) on the
@@ -526,26 +540,22 @@ impl SqliteEngine {
         if rewrite.expensive.load(Ordering::Relaxed) || rewrite.prepared.sql.len() > NOW_MAX_TEXT {
             return None;
         }
-        let shape = !rewrite.shape_ok.load(Ordering::Relaxed);
-        match self.tx_run_query(id, &loaded, &rewrite.prepared, params, Some(steps), shape) {
+        match self.tx_run_query(id, &loaded, &rewrite, params, Some(steps)) {
             Err(e) if super::is_over_budget(&e) => {
                 rewrite.expensive.store(true, Ordering::Relaxed);
                 None
             }
-            r => {
-                rewrite.shape_ok.store(true, Ordering::Relaxed);
-                Some(r)
-            }
+            r => Some(r),
         }
     }
 
     fn tx_run_query(
-        &self, id: u32, loaded: &Loaded, prepared: &Prepared, params: &[Value],
-        budget: Option<u32>, shape: bool,
+        &self, id: u32, loaded: &Loaded, rewrite: &Rewrite, params: &[Value], budget: Option<u32>,
     ) -> Result<QueryOutput> {
+        let prepared = &rewrite.prepared;
         let mut bounds = Bounds::new(loaded, prepared, self.cfg.query_timeout, &self.closed);
         bounds.budget = budget;
-        bounds.shape = shape;
+        bounds.heavy = Some(&rewrite.heavy);
         bounds.results = self.cfg.result_limits;
         let site = Site::Text("tx.queryAuthoritative");
         let slow = || Slow::start(telemetry::SQLITE, "query", site).sql(&prepared.sql);
@@ -926,32 +936,40 @@ mod tests {
     fn one_instruction_is_bounded_by_the_value_limit() {
         let (conn, loaded) = setup();
         let t = std::time::Instant::now();
-        // Past the 1 MiB limit: not built (printf answers NULL, other
-        // functions fail).
+        // Past the value limit (under 1 MiB, less for a longer program):
+        // not built, and the query fails naming the bound; printf too,
+        // where SQLite's own answers NULL.
         for sql in [
             "SELECT printf('%.*c', 2000000000, 'x')",
             "SELECT printf('%2000000000d', 1)",
             "SELECT length(printf('%.*c', 1048577, 'x'))",
-        ] {
-            assert_eq!(
-                raw(&conn, &loaded, sql).unwrap(),
-                vec![vec![SqlValue::Null]],
-                "{sql}"
-            );
-        }
-        for sql in [
-            "SELECT length(printf('%.*c', 1000000, 'x') || printf('%.*c', 1000000, 'x'))",
-            "SELECT length(replace(printf('%.*c', 1000000, 'x'), 'x', 'xx'))",
-            "SELECT length(group_concat(printf('%.*c', 500000, 'x'))) FROM json_each('[1,2,3]')",
+            "SELECT length(printf('%.*c', 1000000, 'x'))",
+            "SELECT length(printf('%.*c', 300000, 'x') || printf('%.*c', 300000, 'x'))",
+            "SELECT length(replace(printf('%.*c', 300000, 'x'), 'x', 'xx'))",
+            "SELECT length(group_concat(printf('%.*c', 200000, 'x'))) FROM json_each('[1,2,3]')",
         ] {
             let r = raw(&conn, &loaded, sql);
-            assert!(r.is_err(), "{sql}: {r:?}");
+            assert_eq!(code(r), query::result::TOO_LARGE, "{sql}");
         }
+        // A query with many operators between two loops may hold smaller
+        // values: 200 KB fits one, not one with 150 additions.
+        let many: Vec<String> = (0..150).map(|i| format!("v + {i}")).collect();
+        let wide = |n: usize| {
+            format!(
+                "WITH m AS MATERIALIZED (SELECT printf('%.*c', {n}, '7') AS v) SELECT {} FROM m",
+                many.join(", ")
+            )
+        };
+        assert_eq!(
+            code(raw(&conn, &loaded, &wide(200_000))),
+            query::result::TOO_LARGE
+        );
+        assert_eq!(raw(&conn, &loaded, &wide(50_000)).unwrap()[0].len(), 150);
         // Quadratic built-ins run in linear time.
         let rows = raw(
             &conn,
             &loaded,
-            "SELECT instr(printf('%.*c', 1000000, 'a'), printf('%.*c', 500000, 'a') || 'b')",
+            "SELECT instr(printf('%.*c', 400000, 'a'), printf('%.*c', 200000, 'a') || 'b')",
         )
         .unwrap();
         assert_eq!(rows, vec![vec![SqlValue::Integer(0)]]);
@@ -993,7 +1011,7 @@ mod tests {
     fn slow_instructions_stop_near_the_limit() {
         let (conn, loaded) = setup();
         let prepared = Prepared {
-            sql: "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r WHERE instr(printf('%.*c', 1000000, 'a'), printf('%.*c', 1000, 'a') || 'b') = 0".into(),
+            sql: "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r WHERE instr(printf('%.*c', 400000, 'a'), printf('%.*c', 1000, 'a') || 'b') = 0".into(),
             binds: vec![],
             tables: vec![],
         };
