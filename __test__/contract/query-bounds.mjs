@@ -166,9 +166,9 @@ export function define(engine) {
     const wide = (f, { n = 250, calls = 3, v = "printf('%.*c', ?, 'a')" } = {}) =>
       `WITH m AS MATERIALIZED (SELECT ${v} AS v) SELECT ${Array.from({ length: n }, (_, i) => `(${['a', 'b', 'c'].slice(0, calls).map((k) => f.replaceAll('I', `${k}${i}`)).join(') + (')}) AS c${i}`).join(', ')} FROM m`;
     // The largest value `sql` may hold (its value limit, named when a
-    // value of 1 MiB is refused), less a margin for what the query adds.
+    // value of 1,000,000 bytes is refused), less a margin for what the query adds.
     const largest = async (run, sql) => {
-      const r = await measured(() => run(sql, [1 << 20]));
+      const r = await measured(() => run(sql, [1_000_000]));
       if (r.ok || r.error.code !== TOO_LARGE) return { refused: r };
       const m = /a value of more than (\d+) bytes/.exec(r.error.message);
       assert.ok(m, r.error.message);
@@ -195,7 +195,7 @@ export function define(engine) {
             async (storage) => {
               await seedTenants(storage);
               const run = forms(storage)[form];
-              // A value of 1 MiB is refused at once, naming the query's
+              // A value of 1,000,000 bytes is refused at once, naming the query's
               // value limit; a program too long between two checks for
               // values of even 4 KiB is refused outright.
               const { size, refused } = await largest(run, sql);
@@ -350,6 +350,37 @@ export function define(engine) {
           // The storage goes on serving.
           const ok = await forms(storage).storage('SELECT 1 AS one');
           assert.deepEqual(ok.rows, [{ one: 1 }]);
+        },
+        { opts: { queryTimeoutMs: limit } },
+      );
+    });
+
+    test('tx: a statement that ignores cancellation is given up near the limit, and its transaction with it', async () => {
+      await withStorage(
+        engine,
+        async (storage) => {
+          await seedTenants(storage);
+          const div = (k) => `length(CAST(power(CAST(7 AS numeric), 100000) / (power(CAST(3 AS numeric), 90000) + ${k}) AS text))`;
+          const tx = await storage.begin(OWN);
+          await tx.lockPartitionForPush();
+          const r = await measured(() => tx.queryAuthoritative({ sql: `SELECT ${div(1)} + ${div(2)} + ${div(3)} + ${div(4)} AS n`, params: [], tables: [] }));
+          assert.equal(r.ok, false, 'answered');
+          assert.equal(r.error.code, TIMEOUT, r.error.message);
+          assert.match(r.error.message, /transaction was rolled back/);
+          // 100 ms past the limit at most (the previous build: seconds).
+          assert.ok(r.ms < (limit + 100) * TIME_SCALE, `took ${r.ms.toFixed(0)} ms`);
+          // The transaction is over: its calls say so, its rollback succeeds.
+          await assert.rejects(tx.getRow('tasks', 'own-1'), (e) => e.code === 'ERR_SYNCULAR_TX_FINISHED');
+          await assert.rejects(tx.commit(), (e) => e.code === 'ERR_SYNCULAR_TX_FINISHED');
+          await tx.rollback();
+          // The storage goes on serving, the same partition too once the
+          // server has ended the abandoned statement (its lock goes with it).
+          const ok = await forms(storage).storage('SELECT 1 AS one');
+          assert.deepEqual(ok.rows, [{ one: 1 }]);
+          const next = await storage.begin(OWN);
+          await next.lockPartitionForPush();
+          assert.equal((await next.getRow('tasks', 'own-1'))?.rowId, 'own-1');
+          await next.rollback();
         },
         { opts: { queryTimeoutMs: limit } },
       );

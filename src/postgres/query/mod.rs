@@ -707,6 +707,14 @@ impl PgEngine {
     /// writes visible, no gate; inside a savepoint that is rolled back, so
     /// the query leaves neither writes nor settings behind, and a failing
     /// query does not abort the transaction.
+    ///
+    /// A statement that ignores the cancellation (one call that never checks
+    /// for it, see `cost`) is given up [`ABANDON_AFTER`] past the limit, as
+    /// on the storage-level form, and the transaction with it: its
+    /// connection is closed (the server rolls the transaction back once the
+    /// call ends and it finds the client gone), so the call answers
+    /// `ERR_SYNCULAR_QUERY_TIMEOUT` and the transaction's later calls
+    /// `ERR_SYNCULAR_TX_FINISHED`; rolling it back succeeds.
     pub async fn tx_query_authoritative(
         &self, id: u32, req: &Request, params: &[Value], declared: &[String],
     ) -> Result<QueryOutput> {
@@ -717,6 +725,7 @@ impl PgEngine {
             let (prepared, g) = self.prepare_query(req, params, declared, w)?;
             let open = format!("SAVEPOINT {SAVEPOINT}; {}", confine(timeout, &p)?);
             let undo = format!("ROLLBACK TO SAVEPOINT {SAVEPOINT}; RELEASE SAVEPOINT {SAVEPOINT}");
+            let give_up = tokio::time::Instant::now() + timeout + ABANDON_AFTER;
             let mut created = false;
             loop {
                 c.execute(AssertSqlSafe(open.clone()))
@@ -732,7 +741,7 @@ impl PgEngine {
                 // the savepoint's rollback (at most `maxResultRows + 1`
                 // rows, within the time limit): the transaction stays usable.
                 let mut abandoned = false;
-                let out = run(
+                let running = run(
                     c,
                     &g,
                     &prepared.binds,
@@ -741,9 +750,23 @@ impl PgEngine {
                     timeout,
                     self.cfg.result_limits,
                     &mut abandoned,
-                )
-                .await;
+                );
+                let out = tokio::time::timeout_at(give_up, running).await;
                 drop(slow);
+                let Ok(out) = out else {
+                    // Still inside one call past the limit: the connection
+                    // is given up, and the transaction with it.
+                    if let Some(mut gone) = _st.conn.take() {
+                        gone.close_on_drop();
+                    }
+                    break Err(Error::plain(
+                        query::TIMEOUT,
+                        format!(
+                            "registered query exceeded its time limit of {} ms (queryTimeoutMs) inside one call that PostgreSQL does not interrupt; the transaction was rolled back",
+                            timeout.as_millis()
+                        ),
+                    ));
+                };
                 match out {
                     Ok((columns, rows)) => {
                         // The savepoint ends with the max_commit_seq read.
