@@ -98,9 +98,13 @@ class Engine {
     return this.queue.acquire(partition);
   }
 
+  /** Closes once; later calls answer the first's outcome. */
   close() {
-    this.queue.closing();
-    return this.native.close();
+    if (this.closed === undefined) {
+      this.queue.closing();
+      this.closed = this.native.close();
+    }
+    return this.closed;
   }
 }
 

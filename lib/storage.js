@@ -86,6 +86,12 @@ const UNPARTITIONED = new Set(['ensureSchema', 'listPartitionRegistry', 'listPar
 const OPEN = Object.freeze({ closed: false });
 
 const DEFAULT_DRAIN_MS = 5000;
+/**
+ * After the drain: how long calls still running (a transaction's, or on
+ * PostgreSQL a storage-level write) may take to end on their own before
+ * the engine closes under them.
+ */
+const CUT_GRACE_MS = 100;
 const DEFAULT_TX_WARN_MS = 10_000;
 
 function msOption(name, v, fallback) {
@@ -104,6 +110,14 @@ function rollbackQuietly(native, lease) {
   }
   done();
   return undefined;
+}
+
+/** A call cut by close()'s end: ERR_SYNCULAR_CLOSED, with what the engine answered as its cause. */
+function cutByClose(err) {
+  if (err?.code === 'ERR_SYNCULAR_CLOSED') return err;
+  const out = new Error('storage closed before the call finished', { cause: err });
+  out.code = 'ERR_SYNCULAR_CLOSED';
+  return out;
 }
 
 /** A rejection with `err` coded, counted on `counter` (see guard.settled). */
@@ -205,14 +219,23 @@ class NativeStorage {
     return parsed;
   }
 
-  /** The engine's answer, a value or a promise, with errors translated. */
+  /**
+   * The engine's answer, a value or a promise, with errors translated; a
+   * call that fails after close()'s drain ended was cut by it (a cancelled
+   * statement, a closed pool) and says ERR_SYNCULAR_CLOSED.
+   */
   #settle(run) {
     try {
       const out = run();
-      return out instanceof Promise ? out.catch((err) => Promise.reject(this._translate(err))) : out;
+      return out instanceof Promise ? out.catch((err) => Promise.reject(this.#failed(err))) : out;
     } catch (err) {
-      throw this._translate(err);
+      throw this.#failed(err);
     }
+  }
+
+  #failed(err) {
+    const t = this._translate(err);
+    return this.#gate.killed ? cutByClose(t) : t;
   }
 
   /**
@@ -347,7 +370,7 @@ class NativeStorage {
 
   #beginFailed(err) {
     this._drained();
-    return this._translate(err);
+    return this.#gate.killed ? cutByClose(this._translate(err)) : this._translate(err);
   }
 
   /** A transaction began: `handle` is its openHandle (transaction.js), which a dropped one leaves collectable. */
@@ -746,15 +769,42 @@ class NativeStorage {
     const deadline = new Promise((resolve) => {
       timer = setTimeout(resolve, this.#drainMs);
     });
-    await Promise.race([Promise.all([drained, this.#engine.queue.writesDone]), deadline]);
+    const queue = this.#engine.queue;
+    await Promise.race([Promise.all([drained, queue.writesDone]), deadline]);
     clearTimeout(timer);
     clearInterval(this.#watch);
     this.#gate.killed = true;
-    this.#engine.queue.killed = true;
-    // Open or collected with its finalizer not run yet: rolled back here.
-    await Promise.all([...this.#open].map((h) => abortHandle(h, 'ERR_SYNCULAR_CLOSED')));
+    queue.killed = true;
+    // Open or collected with its finalizer not run yet: rolled back below.
+    // From here their calls answer ERR_SYNCULAR_CLOSED, running ones too.
+    const open = [...this.#open];
+    for (const h of open) h.aborted ??= 'ERR_SYNCULAR_CLOSED';
+    // Work still running gets CUT_GRACE_MS, then the engine closes under
+    // it (PostgreSQL cancels its statements, SQLite interrupts a running
+    // query) before any transaction is rolled back, so a write waiting on
+    // a transaction's lock is refused, not let through by the rollback.
+    const running = open.filter((h) => h.busy !== undefined).map((h) => h.busy);
+    if (!queue.exclusive && queue.writes > 0) running.push(queue.writesDone);
+    if (running.length > 0) {
+      let graceTimer;
+      const ended = await Promise.race([
+        Promise.all(running).then(() => true),
+        new Promise((resolve) => {
+          graceTimer = setTimeout(resolve, CUT_GRACE_MS, false);
+        }),
+      ]);
+      clearTimeout(graceTimer);
+      if (!ended) await this.#engine.close();
+    }
+    await Promise.all(open.map((h) => abortHandle(h, 'ERR_SYNCULAR_CLOSED')));
     await Promise.allSettled([...this.#begins]);
+    // Writes still queued are refused now (the queue is killed); they
+    // settle before close() resolves.
+    await queue.writesDone;
     await this.#engine.close();
+    // Those refusals reach the callers' promises through a few more promise
+    // turns; one macrotask lets them all run, so close() resolves after.
+    await new Promise(setImmediate);
   }
 }
 

@@ -43,6 +43,12 @@ const { attachRollbackError } = require('./errors');
 
 const noop = () => {};
 
+function closedError() {
+  const err = new Error('storage is closed');
+  err.code = 'ERR_SYNCULAR_CLOSED';
+  return err;
+}
+
 /** The lease of a write the engine runs in a transaction of its own. */
 const OWN_TRANSACTION = 0;
 const BLOCKED = Symbol('blocked');
@@ -304,7 +310,11 @@ class WriteQueue {
    * (undefined: of every partition), committing on success.
    */
   run(fn, partition) {
-    if (!this.exclusive) return this.#track((this.after(partition) ?? RESOLVED).then(() => fn(0)), partition);
+    if (!this.exclusive) {
+      // Still waiting for earlier writes when close()'s drain ended: refused, never run.
+      const start = () => (this.killed ? Promise.reject(closedError()) : fn(0));
+      return this.#track((this.after(partition) ?? RESOLVED).then(start), partition);
+    }
     if (this.line.length === 0) {
       if (!this.killed) {
         const out = this.#own(fn, partition);
@@ -406,8 +416,7 @@ class WriteQueue {
       }
     };
     if (this.killed) {
-      const err = new Error('storage is closed');
-      err.code = 'ERR_SYNCULAR_CLOSED';
+      const err = closedError();
       rollback(err);
       throw err;
     }
@@ -440,8 +449,8 @@ class WriteQueue {
     this.#flush();
     const group = this.#takeGroup();
     if (group !== null) {
-      const err = new Error('storage closed before the commit group was durable');
-      err.code = 'ERR_SYNCULAR_CLOSED';
+      const err = closedError();
+      err.message = 'storage closed before the commit group was durable';
       this.#settleGroup(group, err);
     }
   }
