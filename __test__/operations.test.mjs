@@ -204,16 +204,37 @@ for (const engine of engines) {
 
 const delay = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** `PRAGMA integrity_check` of the file at `path`, read through this package's own SQLite (storage.db), on a copy so the file is not touched. */
+async function integrityCheck(path, dir) {
+  const copy = join(mkdtempSync(join(dir, 'check-')), 'copy.db');
+  copyFileSync(path, copy);
+  const s = new NativeStorage({ url: `sqlite:${copy}` });
+  try {
+    return s.db.query('PRAGMA integrity_check').all();
+  } finally {
+    await s.close();
+  }
+}
+
+const PRELOAD_COMMITS = 50;
+const PRELOAD_ROWS = 1000; // per commit: 50,000 rows, so the copy takes a while
+
 for (const engine of engines.filter((e) => e.dialect === 'sqlite')) {
-  test(`backup() while 4 pushers run: intact, and after restore and epoch rotation it serves every commit acknowledged before it (${engine.name})`, async (t) => {
+  test(`backup() while 4 pushers run: intact, and after restore and epoch rotation it serves every commit acknowledged before it (${engine.name})`, { timeout: 300_000 }, async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'syncular-backup-'));
     t.after(() => rmSync(dir, { recursive: true, force: true }));
     const storage = engine.create();
     await storage.ensureSchema(fixtureSchema());
     // The host registers a partition when it authenticates a request to it.
-    for (const p of ['p0', 'p1']) {
+    for (const p of ['p0', 'p1', 'bulk']) {
       await storage.touchPartition(p, Date.now(), `epoch-${p}`);
       await storage.putClientRecord(p, { clientId: `c-${p}`, actorId: 'a', cursor: 0, updatedAtMs: 1, subscriptions: [] });
+    }
+    const title = 'x'.repeat(200);
+    for (let c = 0; c < PRELOAD_COMMITS; c++) {
+      const rows = [];
+      for (let r = 0; r < PRELOAD_ROWS; r++) rows.push({ table: 'tasks', row: taskRow(`b${c}-${r}`, { title }) });
+      await writeCommit(storage, 'bulk', rows);
     }
     const acked = []; // { partition, seq, id } in acknowledgement order
     let stop = false;
@@ -223,24 +244,29 @@ for (const engine of engines.filter((e) => e.dialect === 'sqlite')) {
         const id = `w${n}-${i}`;
         const seq = await writeCommit(storage, partition, [{ table: 'tasks', row: taskRow(id) }]);
         acked.push({ partition, seq, id });
-        // SQLite answers these calls at once: let timers and the backup in.
+        // SQLite answers these calls at once: let timers and the backup's answer in.
         await new Promise(setImmediate);
       }
     };
     const pushers = [0, 1, 2, 3].map(pusher);
     while (acked.length < 40) await delay(5);
-    const before = acked.length;
     const path = join(dir, 'backup.db');
-    const during = acked.length;
+    const atCall = acked.length;
+    const started = performance.now();
     await storage.backup(path);
-    const after = acked.length;
-    while (acked.length < after + 20) await delay(5);
+    const took = performance.now() - started;
+    const atAnswer = acked.length;
+    while (acked.length < atAnswer + 20) await delay(5);
     stop = true;
     await Promise.all(pushers);
     await storage.close();
-    assert.ok(after > during || acked.length > before, 'pushes went on around the backup');
+    t.diagnostic(`backup of ${PRELOAD_COMMITS * PRELOAD_ROWS} rows: ${took.toFixed(0)} ms, ${atAnswer - atCall} commits acknowledged meanwhile`);
+    assert.ok(atAnswer > atCall, `no commit was acknowledged while the backup ran (${took.toFixed(0)} ms): it held the pushers up`);
 
+    assert.deepEqual(await integrityCheck(path, dir), [{ integrity_check: 'ok' }]);
+    // A second reader when the sqlite3 shell is here (it is not needed).
     if (sqliteCliAvailable()) assert.deepEqual(query(path, 'PRAGMA integrity_check'), [{ integrity_check: 'ok' }]);
+    else t.diagnostic('sqlite3 shell not found: integrity_check ran through the package only');
     await assert.rejects(
       (async () => {
         const s = engine.create();
@@ -262,14 +288,12 @@ for (const engine of engines.filter((e) => e.dialect === 'sqlite')) {
     try {
       await restored.ensureSchema(fixtureSchema());
       const partitions = await restored.listPartitions();
-      assert.deepEqual([...partitions].sort(), ['p0', 'p1']);
-      const epochs = {};
+      assert.deepEqual([...partitions].sort(), ['bulk', 'p0', 'p1']);
       for (const p of partitions) {
         const old = await restored.getPartitionLogEpoch(p);
         const entry = await restored.rotatePartitionLogEpoch(p, `restored-${p}`, Date.now());
         assert.notEqual(entry.logEpoch, old);
-        epochs[p] = await restored.getPartitionLogEpoch(p);
-        assert.equal(epochs[p], `restored-${p}`);
+        assert.equal(await restored.getPartitionLogEpoch(p), `restored-${p}`);
       }
       // The checks upstream's restore sequence asks for.
       for (const entry of await restored.listPartitionRegistry()) {
@@ -277,13 +301,23 @@ for (const engine of engines.filter((e) => e.dialect === 'sqlite')) {
         assert.equal(entry.epochRequired, true);
         assert.deepEqual(await restored.listClientRecords(entry.partition), []);
       }
-      for (const { partition, seq, id } of acked.slice(0, before)) {
+      // Every commit acknowledged before the backup started is served.
+      assert.equal(await restored.getMaxCommitSeq('bulk'), PRELOAD_COMMITS);
+      for (let c = 0; c < PRELOAD_COMMITS; c += 7) assert.ok(await restored.getRow('bulk', 'tasks', `b${c}-${PRELOAD_ROWS - 1}`), `preloaded commit ${c + 1}`);
+      for (const { partition, seq, id } of acked.slice(0, atCall)) {
         const row = await restored.getRow(partition, 'tasks', id);
         assert.ok(row !== undefined, `row ${id} of commit ${seq} acknowledged before the backup`);
       }
-      for (const p of partitions) {
-        const seqs = new Set((await restored.listCommitMetadata(p, { afterSeq: 0, limit: 100000 })).map((c) => c.commitSeq));
-        for (const c of acked.slice(0, before)) if (c.partition === p) assert.ok(seqs.has(c.seq), `commit ${c.seq} of ${p}`);
+      // One snapshot: each partition's log is dense, and a commit in it has its row.
+      for (const p of ['p0', 'p1']) {
+        const seqs = (await restored.listCommitMetadata(p, { afterSeq: 0, limit: 100000 })).map((c) => c.commitSeq).sort((a, b) => a - b);
+        assert.deepEqual(seqs, seqs.map((_, i) => i + 1), `the log of ${p} is dense`);
+        const inLog = new Set(seqs);
+        for (const c of acked) {
+          if (c.partition !== p) continue;
+          if (acked.indexOf(c) < atCall) assert.ok(inLog.has(c.seq), `commit ${c.seq} of ${p}`);
+          if (inLog.has(c.seq)) assert.ok(await restored.getRow(p, 'tasks', c.id), `commit ${c.seq} of ${p} has its row ${c.id}`);
+        }
       }
     } finally {
       await restored.close();
