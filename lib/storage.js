@@ -776,14 +776,17 @@ class NativeStorage {
     this.#gate.killed = true;
     queue.killed = true;
     // Open or collected with its finalizer not run yet: rolled back below.
-    // From here their calls answer ERR_SYNCULAR_CLOSED, running ones too.
+    // From here their calls answer ERR_SYNCULAR_CLOSED, running ones too;
+    // a commit already asked for finishes (SQLite: a group's held commit
+    // becomes durable once the leases after it end).
     const open = [...this.#open];
-    for (const h of open) h.aborted ??= 'ERR_SYNCULAR_CLOSED';
-    // Work still running gets CUT_GRACE_MS, then the engine closes under
-    // it (PostgreSQL cancels its statements, SQLite interrupts a running
-    // query) before any transaction is rolled back, so a write waiting on
-    // a transaction's lock is refused, not let through by the rollback.
-    const running = open.filter((h) => h.busy !== undefined).map((h) => h.busy);
+    for (const h of open) if (!h.committing) h.aborted ??= 'ERR_SYNCULAR_CLOSED';
+    // Other work still running gets CUT_GRACE_MS, then the engine closes
+    // under it (PostgreSQL cancels its statements, SQLite interrupts a
+    // running query) before any transaction is rolled back, so a write
+    // waiting on a transaction's lock is refused, not let through by the
+    // rollback.
+    const running = open.filter((h) => h.busy !== undefined && !h.committing).map((h) => h.busy);
     if (!queue.exclusive && queue.writes > 0) running.push(queue.writesDone);
     if (running.length > 0) {
       let graceTimer;

@@ -22,9 +22,9 @@ const R = require('./reactions');
 // a host's loop of settled calls is one job, so every transaction of the
 // loop stayed alive and GC took a third of a push under Node.)
 // `busy`: settles once the calls of the transaction still running have
-// (undefined when none is).
+// (undefined when none is); `committing`: its commit was asked for.
 function openHandle(storage, native, lease) {
-  return { storage, native, lease, started: performance.now(), last: 'begin', warned: false, ended: false, aborted: undefined, busy: undefined };
+  return { storage, native, lease, started: performance.now(), last: 'begin', warned: false, ended: false, aborted: undefined, busy: undefined, committing: false };
 }
 
 /** The transaction is over: its lease goes back and the storage forgets it. */
@@ -294,6 +294,7 @@ class NativeTransaction {
     const json = V.serializePushResult(result);
     // The savepoint rollback undoes this transaction's row writes.
     this.#cache.clear();
+    this.#handle.committing = true;
     return this.#ending(
       this.#call((n, id) => n.txCommitRejectedPushResult(id, clientId, clientCommitId, json), noop, true),
     );
@@ -385,6 +386,7 @@ class NativeTransaction {
 
   /** Settles once the commit is durable (with group commit: its group's). */
   commit() {
+    this.#handle.committing = true;
     return this.#ending(this.#call(() => this.#commit(), noop, true));
   }
 
