@@ -14,6 +14,7 @@ import { query, sqliteCliAvailable } from './support/sqlite-cli.mjs';
 
 const require = createRequire(import.meta.url);
 const CLOSED = (err) => err?.code === 'ERR_SYNCULAR_CLOSED';
+const delay = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // The Prometheus project's own parser of the text format (the Python
 // client's), as a second reader beside ours. .ci/run installs it; without
@@ -156,6 +157,12 @@ for (const engine of engines) {
           assert.ok(stats.lockWaits.count >= 1, 'the second begin waited');
           assert.ok(stats.lockWaits.totalMs > 0);
           assert.ok(stats.wal.bytes > 0);
+          if (engine.name === 'sqlite-file') {
+            // The checkpoint thread's figures (a memory database has none).
+            assert.equal(typeof stats.wal.checkpoints, 'number');
+            assert.equal(typeof stats.wal.checkpointLagFrames, 'number');
+            assert.ok(stats.wal.checkpointLagFrames >= 0);
+          }
           assert.equal(stats.pool, undefined);
         } else {
           assert.ok(stats.pool.size >= 1 && stats.pool.size <= 4);
@@ -163,6 +170,10 @@ for (const engine of engines) {
           assert.equal(stats.pool.waiting, 0);
           assert.ok(stats.pool.acquires >= 1);
           assert.equal(stats.wal, undefined);
+          // Each push took its partition's row lock.
+          assert.ok(stats.lockWaits.count >= 3, `lockWaits ${JSON.stringify(stats.lockWaits)}`);
+          assert.ok(stats.lockWaits.totalMs > 0);
+          assert.equal(stats.groupCommit, undefined);
         }
 
         const text = pkg.toPrometheus(stats, { prefix: 'app_' });
@@ -200,9 +211,34 @@ for (const engine of engines) {
   });
 }
 
-// ---- backup ------------------------------------------------------------------
+for (const engine of engines.filter((e) => e.dialect === 'postgres')) {
+  test('stats() on PostgreSQL: a begin waiting for the one connection counts in pool.waiting', async () => {
+    const storage = engine.create({ maxConnections: 1 });
+    try {
+      await storage.ensureSchema(fixtureSchema());
+      const first = await storage.begin('p1');
+      const second = storage.begin('p2');
+      let waiting;
+      for (let i = 0; i < 100 && waiting !== 1; i++) {
+        await delay(10);
+        waiting = (await storage.stats()).pool.waiting;
+      }
+      assert.equal(waiting, 1, 'the second begin waits for the connection');
+      const busy = (await storage.stats()).pool;
+      assert.equal(busy.size, 1);
+      assert.equal(busy.idle, 0);
+      await first.rollback();
+      await (await second).rollback();
+      const after = (await storage.stats()).pool;
+      assert.equal(after.waiting, 0);
+      assert.equal(after.idle, 1);
+    } finally {
+      await storage.close();
+    }
+  });
+}
 
-const delay = (ms) => new Promise((r) => setTimeout(r, ms));
+// ---- backup ------------------------------------------------------------------
 
 /** `PRAGMA integrity_check` of the file at `path`, read through this package's own SQLite (storage.db), on a copy so the file is not touched. */
 async function integrityCheck(path, dir) {

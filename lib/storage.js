@@ -725,6 +725,9 @@ class NativeStorage {
     if (q.exclusive) {
       out.lockWaits = { count: q.waits.count + e.lockWaits, totalMs: q.waits.totalMs + e.lockWaitMs };
       out.groupCommit = { ...q.commits };
+    } else {
+      // The partition row locks transactions took (src/postgres/prefetch.rs).
+      out.lockWaits = { count: e.lockWaits, totalMs: e.lockWaitMs };
     }
     if (e.poolSize !== undefined && e.poolSize !== null) {
       out.pool = { size: e.poolSize, idle: e.poolIdle, waiting: e.poolWaiting, acquires: e.poolWaits, acquireMs: e.poolWaitMs };
