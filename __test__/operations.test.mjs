@@ -361,7 +361,120 @@ for (const engine of engines.filter((e) => e.dialect === 'sqlite')) {
   });
 }
 
+/** The directory of pg_dump and pg_restore: $PGBIN, else the newest /usr/lib/postgresql/N/bin (as .ci/run finds it), else PATH; or why not. */
+function pgTools() {
+  const { existsSync, readdirSync } = require('node:fs');
+  const { execFileSync } = require('node:child_process');
+  const has = (dir) => existsSync(join(dir, 'pg_dump')) && existsSync(join(dir, 'pg_restore'));
+  const looked = [];
+  if (process.env.PGBIN) {
+    looked.push(process.env.PGBIN);
+    if (has(process.env.PGBIN)) return { bin: process.env.PGBIN };
+  }
+  let versions = [];
+  try {
+    versions = readdirSync('/usr/lib/postgresql').sort((a, b) => a.localeCompare(b, 'en', { numeric: true }));
+  } catch {
+    // no Debian layout
+  }
+  for (const v of versions.reverse()) {
+    const dir = join('/usr/lib/postgresql', v, 'bin');
+    looked.push(dir);
+    if (has(dir)) return { bin: dir };
+  }
+  try {
+    const dump = execFileSync('sh', ['-c', 'command -v pg_dump'], { encoding: 'utf8' }).trim();
+    if (dump && has(dirname(dump))) return { bin: dirname(dump) };
+  } catch {
+    // not on PATH
+  }
+  looked.push('PATH');
+  return { missing: `pg_dump and pg_restore not found (looked in ${looked.join(', ')}); install the postgresql client or set PGBIN` };
+}
+
 for (const engine of engines.filter((e) => e.dialect === 'postgres')) {
+  test('pg_dump while 4 pushers run, pg_restore, log-epoch rotation: every commit acknowledged before the dump started is served (postgres)', { timeout: 300_000 }, async (t) => {
+    const tools = pgTools();
+    if (tools.missing) {
+      if (process.env.CI === 'true') assert.fail(tools.missing);
+      t.diagnostic(tools.missing);
+      t.skip(tools.missing);
+      return;
+    }
+    const { execFile } = require('node:child_process');
+    const run = (tool, args) =>
+      new Promise((resolve, reject) => {
+        execFile(join(tools.bin, tool), args, { encoding: 'utf8' }, (err, stdout, stderr) => (err ? reject(new Error(`${tool}: ${err.message}\n${stderr}`)) : resolve(stdout)));
+      });
+    const dir = mkdtempSync(join(tmpdir(), 'syncular-pgdump-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const shared = engine.shared();
+    const storage = shared.open();
+    await storage.ensureSchema(fixtureSchema());
+    for (const p of ['p0', 'p1']) {
+      await storage.touchPartition(p, Date.now(), `epoch-${p}`);
+      await storage.putClientRecord(p, { clientId: `c-${p}`, actorId: 'a', cursor: 0, updatedAtMs: 1, subscriptions: [] });
+    }
+    const acked = [];
+    let stop = false;
+    const pusher = async (n) => {
+      const partition = `p${n % 2}`;
+      for (let i = 0; !stop; i++) {
+        const id = `w${n}-${i}`;
+        const seq = await writeCommit(storage, partition, [{ table: 'tasks', row: taskRow(id) }]);
+        acked.push({ partition, seq, id });
+      }
+    };
+    const pushers = [0, 1, 2, 3].map(pusher);
+    while (acked.length < 40) await delay(5);
+    const dump = join(dir, 'sync.dump');
+    const atStart = acked.length;
+    await run('pg_dump', ['--format=custom', `--schema=${shared.schema}`, `--file=${dump}`, shared.url]);
+    const atEnd = acked.length;
+    // Commits after the dump, which the restore throws away.
+    while (acked.length < atEnd + 20) await delay(5);
+    stop = true;
+    await Promise.all(pushers);
+    await storage.close();
+    t.diagnostic(`${atEnd - atStart} commits acknowledged while pg_dump ran; ${acked.length} in all`);
+
+    await run('pg_restore', ['--clean', '--if-exists', `--dbname=${shared.url}`, dump]);
+    const restored = shared.open();
+    try {
+      await restored.ensureSchema(fixtureSchema());
+      const partitions = (await restored.listPartitions()).sort();
+      assert.deepEqual(partitions, ['p0', 'p1']);
+      for (const p of partitions) {
+        const entry = await restored.rotatePartitionLogEpoch(p, `restored-${p}`, Date.now());
+        assert.equal(entry.logEpoch, `restored-${p}`);
+      }
+      for (const entry of await restored.listPartitionRegistry()) {
+        assert.equal(entry.logEpoch, `restored-${entry.partition}`);
+        assert.equal(entry.epochRequired, true);
+        assert.deepEqual(await restored.listClientRecords(entry.partition), []);
+      }
+      for (const { partition, seq, id } of acked.slice(0, atStart)) {
+        assert.ok(await restored.getRow(partition, 'tasks', id), `row ${id} of commit ${seq} acknowledged before the dump`);
+      }
+      let dropped = 0;
+      for (const p of partitions) {
+        const seqs = (await restored.listCommitMetadata(p, { afterSeq: 0, limit: 100000 })).map((c) => c.commitSeq).sort((a, b) => a - b);
+        assert.deepEqual(seqs, seqs.map((_, i) => i + 1), `the log of ${p} is dense`);
+        assert.equal(await restored.getMaxCommitSeq(p), seqs.length);
+        const inLog = new Set(seqs);
+        for (const [i, c] of acked.entries()) {
+          if (c.partition !== p) continue;
+          if (i < atStart) assert.ok(inLog.has(c.seq), `commit ${c.seq} of ${p}`);
+          if (inLog.has(c.seq)) assert.ok(await restored.getRow(p, 'tasks', c.id), `commit ${c.seq} of ${p} has its row`);
+          else dropped++;
+        }
+      }
+      assert.ok(dropped >= 20, `the commits after the dump are gone (${dropped})`);
+    } finally {
+      await restored.close();
+    }
+  });
+
   test('backup() on PostgreSQL refuses, pointing at pg_dump', async () => {
     await withStorage(engine, async (storage) => {
       await assert.rejects(storage.backup('/tmp/never.db'), (err) => err.code === 'ERR_SYNCULAR_BACKUP_UNSUPPORTED' && /pg_dump/.test(err.message));
