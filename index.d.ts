@@ -930,8 +930,8 @@ export interface StorageStats {
   readonly engine: 'sqlite' | 'postgres';
   /** Members called at least once; transaction members as `tx.<name>`. */
   readonly members: Readonly<Record<string, MemberStats>>;
-  /** SQLite: waits for the write lock (behind another write of this storage, or another process). */
-  readonly lockWaits: { readonly count: number; readonly totalMs: number } | undefined;
+  /** SQLite: waits for the write lock (behind another write of this storage, or another process). PostgreSQL: partition row locks transactions took, and the time taking them took. */
+  readonly lockWaits: { readonly count: number; readonly totalMs: number };
   /** SQLite: physical commits, the acknowledged transactions they made durable (sum), and the largest group. */
   readonly groupCommit: { readonly count: number; readonly sum: number; readonly max: number } | undefined;
   /** PostgreSQL: the pool's connections, and the calls that took one from it. */

@@ -4,11 +4,13 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { skipUnder } from './support/emulation.mjs';
 import { NativeStorage } from './support/package.mjs';
+import { freshPgSchema } from './support/engines.mjs';
 import { fixtureSchema } from './support/schema.mjs';
 
 const pgUrl = process.env.SYNCULAR_TEST_PG_URL;
@@ -47,6 +49,64 @@ test('PostgreSQL: a server that rejects the role is reported at once with its SQ
   assert.equal(err.code, '28000', `${err.code}: ${err.message}`);
   assert.ok(err.message.includes(`${u.hostname}:${u.port}`), err.message);
   assert.match(err.message, /no_such_role_for_syncular_tests/);
+  assert.ok(ms < 3000, `reported after ${ms} ms`);
+});
+
+test('PostgreSQL: a server that accepts and never answers is reported after connectTimeoutMs as PG_CONNECT_TIMEOUT, naming host and port', async (t) => {
+  // A listener on 127.0.0.1 that takes the connection and says nothing.
+  const sockets = new Set();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => {});
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    for (const socket of sockets) socket.destroy();
+    server.close();
+  });
+  const { port } = server.address();
+  const { err, ms } = await failure(new NativeStorage({ url: `postgres://u@127.0.0.1:${port}/db`, connectTimeoutMs: 400 }));
+  assert.equal(err.code, 'PG_CONNECT_TIMEOUT', `${err.code}: ${err.message}`);
+  assert.ok(err.message.includes(`127.0.0.1:${port}`), err.message);
+  assert.match(err.message, /400 ms/);
+  assert.ok(sockets.size >= 1, 'the storage did connect to the listener');
+  assert.ok(ms >= 350 && ms < 5000, `reported after ${ms} ms (connectTimeoutMs 400)`);
+});
+
+test('PostgreSQL: an unknown database is reported at once with its SQLSTATE (3D000) and host:port', { skip: pgUrl ? false : 'SYNCULAR_TEST_PG_URL is not set' }, async () => {
+  const u = new URL(pgUrl);
+  u.pathname = '/no_such_database_for_syncular_tests';
+  const { err, ms } = await failure(new NativeStorage({ url: u.toString(), connectTimeoutMs: 10_000 }));
+  assert.equal(err.code, '3D000', `${err.code}: ${err.message}`);
+  assert.ok(err.message.includes(`${u.hostname}:${u.port}`), err.message);
+  assert.match(err.message, /no_such_database_for_syncular_tests/);
+  assert.ok(ms < 3000, `reported after ${ms} ms`);
+});
+
+test('PostgreSQL: a wrong password is reported at once with its SQLSTATE (28P01) and host:port', { skip: pgUrl ? false : 'SYNCULAR_TEST_PG_URL is not set' }, async (t) => {
+  const u = new URL(pgUrl);
+  u.password = 'certainly-not-the-password';
+  const storage = new NativeStorage({ url: u.toString(), schema: freshPgSchema(), connectTimeoutMs: 10_000 });
+  const started = performance.now();
+  let err;
+  try {
+    await storage.ping();
+  } catch (e) {
+    err = e;
+  } finally {
+    await storage.close();
+  }
+  const ms = performance.now() - started;
+  if (err === undefined) {
+    // The server let the role in with a wrong password: pg_hba.conf trusts
+    // this connection, so no password is checked and 28P01 cannot happen
+    // (changing the server's pg_hba.conf is not a test's business).
+    t.skip(`the server at ${u.hostname}:${u.port} accepts ${u.username} with any password (pg_hba.conf "trust"): no password check to fail`);
+    return;
+  }
+  assert.equal(err.code, '28P01', `${err.code}: ${err.message}`);
+  assert.ok(err.message.includes(`${u.hostname}:${u.port}`), err.message);
+  assert.match(err.message, /password/);
   assert.ok(ms < 3000, `reported after ${ms} ms`);
 });
 
@@ -120,4 +180,29 @@ test('SQLite: a directory at the database path names the path and says so', asyn
   assert.match(err.code, /^SQLITE_CANTOPEN/, `${err.code}: ${err.message}`);
   assert.ok(err.message.includes(path), err.message);
   assert.match(err.message, /is a directory/);
+});
+
+// SQLite's extended result codes reach JS as they are, not folded into
+// their primary code (SQLITE_ERROR here). (SQLITE_READONLY_DBMOVED cannot be
+// shown this way: SQLite checks for a moved file only when it opens a
+// rollback journal, and the storage runs in WAL mode.)
+test('SQLite: a non-constraint extended result code comes through exactly (SQLITE_ERROR_MISSING_COLLSEQ)', async (t) => {
+  const path = join(tempDir(t), 'storage.db');
+  const storage = new NativeStorage({ url: `sqlite:${path}` });
+  try {
+    await storage.ensureSchema(fixtureSchema());
+    // A storage member: a registered query naming an unknown collation.
+    const err = await storage
+      .queryAuthoritative('p1', { sql: 'SELECT title FROM tasks ORDER BY title COLLATE no_such_collation', params: [], tables: ['tasks'] })
+      .then(
+        () => assert.fail('the query answered'),
+        (e) => e,
+      );
+    assert.equal(err.code, 'SQLITE_ERROR_MISSING_COLLSEQ', `${err.code}: ${err.message}`);
+    assert.match(err.message, /no such collation sequence: no_such_collation/);
+    // storage.db, upstream's synchronous surface, says the same.
+    assert.throws(() => storage.db.exec('CREATE TABLE t(x TEXT COLLATE no_such_collation)'), { code: 'SQLITE_ERROR_MISSING_COLLSEQ' });
+  } finally {
+    await storage.close();
+  }
 });

@@ -256,6 +256,11 @@ describe('WAL checkpoints off the JS thread (sqlite file)', () => {
       const wal = statSync(`${path}-wal`).size;
       assert.ok(wal < bound, `WAL is ${(wal / 2 ** 20).toFixed(1)} MB after ~${(written / 2 ** 20).toFixed(0)} MB written`);
       assert.equal(await storage.getMaxCommitSeq('p'), commits);
+      // stats() reports the checkpoint thread's passes and what they left.
+      const { wal: w } = await storage.stats();
+      assert.ok(w.checkpoints >= 1, `checkpoints ${w.checkpoints}`);
+      assert.ok(Number.isSafeInteger(w.checkpointLagFrames) && w.checkpointLagFrames >= 0, `checkpointLagFrames ${w.checkpointLagFrames}`);
+      assert.ok(w.bytes > 0 && w.bytes === statSync(`${path}-wal`).size, `wal.bytes ${w.bytes}`);
     } finally {
       await storage.close();
     }

@@ -14,6 +14,7 @@ import { query, sqliteCliAvailable } from './support/sqlite-cli.mjs';
 
 const require = createRequire(import.meta.url);
 const CLOSED = (err) => err?.code === 'ERR_SYNCULAR_CLOSED';
+const delay = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // The Prometheus project's own parser of the text format (the Python
 // client's), as a second reader beside ours. .ci/run installs it; without
@@ -156,6 +157,12 @@ for (const engine of engines) {
           assert.ok(stats.lockWaits.count >= 1, 'the second begin waited');
           assert.ok(stats.lockWaits.totalMs > 0);
           assert.ok(stats.wal.bytes > 0);
+          if (engine.name === 'sqlite-file') {
+            // The checkpoint thread's figures (a memory database has none).
+            assert.equal(typeof stats.wal.checkpoints, 'number');
+            assert.equal(typeof stats.wal.checkpointLagFrames, 'number');
+            assert.ok(stats.wal.checkpointLagFrames >= 0);
+          }
           assert.equal(stats.pool, undefined);
         } else {
           assert.ok(stats.pool.size >= 1 && stats.pool.size <= 4);
@@ -163,6 +170,10 @@ for (const engine of engines) {
           assert.equal(stats.pool.waiting, 0);
           assert.ok(stats.pool.acquires >= 1);
           assert.equal(stats.wal, undefined);
+          // Each push took its partition's row lock.
+          assert.ok(stats.lockWaits.count >= 3, `lockWaits ${JSON.stringify(stats.lockWaits)}`);
+          assert.ok(stats.lockWaits.totalMs > 0);
+          assert.equal(stats.groupCommit, undefined);
         }
 
         const text = pkg.toPrometheus(stats, { prefix: 'app_' });
@@ -200,20 +211,66 @@ for (const engine of engines) {
   });
 }
 
+for (const engine of engines.filter((e) => e.dialect === 'postgres')) {
+  test('stats() on PostgreSQL: a begin waiting for the one connection counts in pool.waiting', async () => {
+    const storage = engine.create({ maxConnections: 1 });
+    try {
+      await storage.ensureSchema(fixtureSchema());
+      const first = await storage.begin('p1');
+      const second = storage.begin('p2');
+      let waiting;
+      for (let i = 0; i < 100 && waiting !== 1; i++) {
+        await delay(10);
+        waiting = (await storage.stats()).pool.waiting;
+      }
+      assert.equal(waiting, 1, 'the second begin waits for the connection');
+      const busy = (await storage.stats()).pool;
+      assert.equal(busy.size, 1);
+      assert.equal(busy.idle, 0);
+      await first.rollback();
+      await (await second).rollback();
+      const after = (await storage.stats()).pool;
+      assert.equal(after.waiting, 0);
+      assert.equal(after.idle, 1);
+    } finally {
+      await storage.close();
+    }
+  });
+}
+
 // ---- backup ------------------------------------------------------------------
 
-const delay = (ms) => new Promise((r) => setTimeout(r, ms));
+/** `PRAGMA integrity_check` of the file at `path`, read through this package's own SQLite (storage.db), on a copy so the file is not touched. */
+async function integrityCheck(path, dir) {
+  const copy = join(mkdtempSync(join(dir, 'check-')), 'copy.db');
+  copyFileSync(path, copy);
+  const s = new NativeStorage({ url: `sqlite:${copy}` });
+  try {
+    return s.db.query('PRAGMA integrity_check').all();
+  } finally {
+    await s.close();
+  }
+}
+
+const PRELOAD_COMMITS = 50;
+const PRELOAD_ROWS = 1000; // per commit: 50,000 rows, so the copy takes a while
 
 for (const engine of engines.filter((e) => e.dialect === 'sqlite')) {
-  test(`backup() while 4 pushers run: intact, and after restore and epoch rotation it serves every commit acknowledged before it (${engine.name})`, async (t) => {
+  test(`backup() while 4 pushers run: intact, and after restore and epoch rotation it serves every commit acknowledged before it (${engine.name})`, { timeout: 300_000 }, async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'syncular-backup-'));
     t.after(() => rmSync(dir, { recursive: true, force: true }));
     const storage = engine.create();
     await storage.ensureSchema(fixtureSchema());
     // The host registers a partition when it authenticates a request to it.
-    for (const p of ['p0', 'p1']) {
+    for (const p of ['p0', 'p1', 'bulk']) {
       await storage.touchPartition(p, Date.now(), `epoch-${p}`);
       await storage.putClientRecord(p, { clientId: `c-${p}`, actorId: 'a', cursor: 0, updatedAtMs: 1, subscriptions: [] });
+    }
+    const title = 'x'.repeat(200);
+    for (let c = 0; c < PRELOAD_COMMITS; c++) {
+      const rows = [];
+      for (let r = 0; r < PRELOAD_ROWS; r++) rows.push({ table: 'tasks', row: taskRow(`b${c}-${r}`, { title }) });
+      await writeCommit(storage, 'bulk', rows);
     }
     const acked = []; // { partition, seq, id } in acknowledgement order
     let stop = false;
@@ -223,24 +280,29 @@ for (const engine of engines.filter((e) => e.dialect === 'sqlite')) {
         const id = `w${n}-${i}`;
         const seq = await writeCommit(storage, partition, [{ table: 'tasks', row: taskRow(id) }]);
         acked.push({ partition, seq, id });
-        // SQLite answers these calls at once: let timers and the backup in.
+        // SQLite answers these calls at once: let timers and the backup's answer in.
         await new Promise(setImmediate);
       }
     };
     const pushers = [0, 1, 2, 3].map(pusher);
     while (acked.length < 40) await delay(5);
-    const before = acked.length;
     const path = join(dir, 'backup.db');
-    const during = acked.length;
+    const atCall = acked.length;
+    const started = performance.now();
     await storage.backup(path);
-    const after = acked.length;
-    while (acked.length < after + 20) await delay(5);
+    const took = performance.now() - started;
+    const atAnswer = acked.length;
+    while (acked.length < atAnswer + 20) await delay(5);
     stop = true;
     await Promise.all(pushers);
     await storage.close();
-    assert.ok(after > during || acked.length > before, 'pushes went on around the backup');
+    t.diagnostic(`backup of ${PRELOAD_COMMITS * PRELOAD_ROWS} rows: ${took.toFixed(0)} ms, ${atAnswer - atCall} commits acknowledged meanwhile`);
+    assert.ok(atAnswer > atCall, `no commit was acknowledged while the backup ran (${took.toFixed(0)} ms): it held the pushers up`);
 
+    assert.deepEqual(await integrityCheck(path, dir), [{ integrity_check: 'ok' }]);
+    // A second reader when the sqlite3 shell is here (it is not needed).
     if (sqliteCliAvailable()) assert.deepEqual(query(path, 'PRAGMA integrity_check'), [{ integrity_check: 'ok' }]);
+    else t.diagnostic('sqlite3 shell not found: integrity_check ran through the package only');
     await assert.rejects(
       (async () => {
         const s = engine.create();
@@ -262,14 +324,12 @@ for (const engine of engines.filter((e) => e.dialect === 'sqlite')) {
     try {
       await restored.ensureSchema(fixtureSchema());
       const partitions = await restored.listPartitions();
-      assert.deepEqual([...partitions].sort(), ['p0', 'p1']);
-      const epochs = {};
+      assert.deepEqual([...partitions].sort(), ['bulk', 'p0', 'p1']);
       for (const p of partitions) {
         const old = await restored.getPartitionLogEpoch(p);
         const entry = await restored.rotatePartitionLogEpoch(p, `restored-${p}`, Date.now());
         assert.notEqual(entry.logEpoch, old);
-        epochs[p] = await restored.getPartitionLogEpoch(p);
-        assert.equal(epochs[p], `restored-${p}`);
+        assert.equal(await restored.getPartitionLogEpoch(p), `restored-${p}`);
       }
       // The checks upstream's restore sequence asks for.
       for (const entry of await restored.listPartitionRegistry()) {
@@ -277,13 +337,23 @@ for (const engine of engines.filter((e) => e.dialect === 'sqlite')) {
         assert.equal(entry.epochRequired, true);
         assert.deepEqual(await restored.listClientRecords(entry.partition), []);
       }
-      for (const { partition, seq, id } of acked.slice(0, before)) {
+      // Every commit acknowledged before the backup started is served.
+      assert.equal(await restored.getMaxCommitSeq('bulk'), PRELOAD_COMMITS);
+      for (let c = 0; c < PRELOAD_COMMITS; c += 7) assert.ok(await restored.getRow('bulk', 'tasks', `b${c}-${PRELOAD_ROWS - 1}`), `preloaded commit ${c + 1}`);
+      for (const { partition, seq, id } of acked.slice(0, atCall)) {
         const row = await restored.getRow(partition, 'tasks', id);
         assert.ok(row !== undefined, `row ${id} of commit ${seq} acknowledged before the backup`);
       }
-      for (const p of partitions) {
-        const seqs = new Set((await restored.listCommitMetadata(p, { afterSeq: 0, limit: 100000 })).map((c) => c.commitSeq));
-        for (const c of acked.slice(0, before)) if (c.partition === p) assert.ok(seqs.has(c.seq), `commit ${c.seq} of ${p}`);
+      // One snapshot: each partition's log is dense, and a commit in it has its row.
+      for (const p of ['p0', 'p1']) {
+        const seqs = (await restored.listCommitMetadata(p, { afterSeq: 0, limit: 100000 })).map((c) => c.commitSeq).sort((a, b) => a - b);
+        assert.deepEqual(seqs, seqs.map((_, i) => i + 1), `the log of ${p} is dense`);
+        const inLog = new Set(seqs);
+        for (const c of acked) {
+          if (c.partition !== p) continue;
+          if (acked.indexOf(c) < atCall) assert.ok(inLog.has(c.seq), `commit ${c.seq} of ${p}`);
+          if (inLog.has(c.seq)) assert.ok(await restored.getRow(p, 'tasks', c.id), `commit ${c.seq} of ${p} has its row ${c.id}`);
+        }
       }
     } finally {
       await restored.close();
@@ -291,7 +361,120 @@ for (const engine of engines.filter((e) => e.dialect === 'sqlite')) {
   });
 }
 
+/** The directory of pg_dump and pg_restore: $PGBIN, else the newest /usr/lib/postgresql/N/bin (as .ci/run finds it), else PATH; or why not. */
+function pgTools() {
+  const { existsSync, readdirSync } = require('node:fs');
+  const { execFileSync } = require('node:child_process');
+  const has = (dir) => existsSync(join(dir, 'pg_dump')) && existsSync(join(dir, 'pg_restore'));
+  const looked = [];
+  if (process.env.PGBIN) {
+    looked.push(process.env.PGBIN);
+    if (has(process.env.PGBIN)) return { bin: process.env.PGBIN };
+  }
+  let versions = [];
+  try {
+    versions = readdirSync('/usr/lib/postgresql').sort((a, b) => a.localeCompare(b, 'en', { numeric: true }));
+  } catch {
+    // no Debian layout
+  }
+  for (const v of versions.reverse()) {
+    const dir = join('/usr/lib/postgresql', v, 'bin');
+    looked.push(dir);
+    if (has(dir)) return { bin: dir };
+  }
+  try {
+    const dump = execFileSync('sh', ['-c', 'command -v pg_dump'], { encoding: 'utf8' }).trim();
+    if (dump && has(dirname(dump))) return { bin: dirname(dump) };
+  } catch {
+    // not on PATH
+  }
+  looked.push('PATH');
+  return { missing: `pg_dump and pg_restore not found (looked in ${looked.join(', ')}); install the postgresql client or set PGBIN` };
+}
+
 for (const engine of engines.filter((e) => e.dialect === 'postgres')) {
+  test('pg_dump while 4 pushers run, pg_restore, log-epoch rotation: every commit acknowledged before the dump started is served (postgres)', { timeout: 300_000 }, async (t) => {
+    const tools = pgTools();
+    if (tools.missing) {
+      if (process.env.CI === 'true') assert.fail(tools.missing);
+      t.diagnostic(tools.missing);
+      t.skip(tools.missing);
+      return;
+    }
+    const { execFile } = require('node:child_process');
+    const run = (tool, args) =>
+      new Promise((resolve, reject) => {
+        execFile(join(tools.bin, tool), args, { encoding: 'utf8' }, (err, stdout, stderr) => (err ? reject(new Error(`${tool}: ${err.message}\n${stderr}`)) : resolve(stdout)));
+      });
+    const dir = mkdtempSync(join(tmpdir(), 'syncular-pgdump-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const shared = engine.shared();
+    const storage = shared.open();
+    await storage.ensureSchema(fixtureSchema());
+    for (const p of ['p0', 'p1']) {
+      await storage.touchPartition(p, Date.now(), `epoch-${p}`);
+      await storage.putClientRecord(p, { clientId: `c-${p}`, actorId: 'a', cursor: 0, updatedAtMs: 1, subscriptions: [] });
+    }
+    const acked = [];
+    let stop = false;
+    const pusher = async (n) => {
+      const partition = `p${n % 2}`;
+      for (let i = 0; !stop; i++) {
+        const id = `w${n}-${i}`;
+        const seq = await writeCommit(storage, partition, [{ table: 'tasks', row: taskRow(id) }]);
+        acked.push({ partition, seq, id });
+      }
+    };
+    const pushers = [0, 1, 2, 3].map(pusher);
+    while (acked.length < 40) await delay(5);
+    const dump = join(dir, 'sync.dump');
+    const atStart = acked.length;
+    await run('pg_dump', ['--format=custom', `--schema=${shared.schema}`, `--file=${dump}`, shared.url]);
+    const atEnd = acked.length;
+    // Commits after the dump, which the restore throws away.
+    while (acked.length < atEnd + 20) await delay(5);
+    stop = true;
+    await Promise.all(pushers);
+    await storage.close();
+    t.diagnostic(`${atEnd - atStart} commits acknowledged while pg_dump ran; ${acked.length} in all`);
+
+    await run('pg_restore', ['--clean', '--if-exists', `--dbname=${shared.url}`, dump]);
+    const restored = shared.open();
+    try {
+      await restored.ensureSchema(fixtureSchema());
+      const partitions = (await restored.listPartitions()).sort();
+      assert.deepEqual(partitions, ['p0', 'p1']);
+      for (const p of partitions) {
+        const entry = await restored.rotatePartitionLogEpoch(p, `restored-${p}`, Date.now());
+        assert.equal(entry.logEpoch, `restored-${p}`);
+      }
+      for (const entry of await restored.listPartitionRegistry()) {
+        assert.equal(entry.logEpoch, `restored-${entry.partition}`);
+        assert.equal(entry.epochRequired, true);
+        assert.deepEqual(await restored.listClientRecords(entry.partition), []);
+      }
+      for (const { partition, seq, id } of acked.slice(0, atStart)) {
+        assert.ok(await restored.getRow(partition, 'tasks', id), `row ${id} of commit ${seq} acknowledged before the dump`);
+      }
+      let dropped = 0;
+      for (const p of partitions) {
+        const seqs = (await restored.listCommitMetadata(p, { afterSeq: 0, limit: 100000 })).map((c) => c.commitSeq).sort((a, b) => a - b);
+        assert.deepEqual(seqs, seqs.map((_, i) => i + 1), `the log of ${p} is dense`);
+        assert.equal(await restored.getMaxCommitSeq(p), seqs.length);
+        const inLog = new Set(seqs);
+        for (const [i, c] of acked.entries()) {
+          if (c.partition !== p) continue;
+          if (i < atStart) assert.ok(inLog.has(c.seq), `commit ${c.seq} of ${p}`);
+          if (inLog.has(c.seq)) assert.ok(await restored.getRow(p, 'tasks', c.id), `commit ${c.seq} of ${p} has its row`);
+          else dropped++;
+        }
+      }
+      assert.ok(dropped >= 20, `the commits after the dump are gone (${dropped})`);
+    } finally {
+      await restored.close();
+    }
+  });
+
   test('backup() on PostgreSQL refuses, pointing at pg_dump', async () => {
     await withStorage(engine, async (storage) => {
       await assert.rejects(storage.backup('/tmp/never.db'), (err) => err.code === 'ERR_SYNCULAR_BACKUP_UNSUPPORTED' && /pg_dump/.test(err.message));

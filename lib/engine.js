@@ -76,15 +76,21 @@ class Engine {
     this.queue = new WriteQueue(this.native, groupCommitOption(options.groupCommit));
   }
 
-  /** `fn(native)`, after storage-level writes submitted before it. */
-  read(fn) {
-    if (this.queue.writesPending) return this.queue.writesDone.then(() => fn(this.native));
-    return fn(this.native);
+  /**
+   * `fn(native)`, after the storage-level writes of `partition` (undefined:
+   * of every partition) submitted before it; never after an open
+   * transaction by itself, nor after writes of other partitions.
+   */
+  read(fn, partition) {
+    const q = this.queue;
+    if (q.writes === 0) return fn(this.native);
+    const prior = q.after(partition);
+    return prior === undefined ? fn(this.native) : prior.then(() => fn(this.native));
   }
 
-  /** `fn(native, leaseId)` as one storage-level write, committed on success. */
-  write(fn) {
-    return this.queue.run((id) => fn(this.native, id));
+  /** `fn(native, leaseId)` as one storage-level write of `partition` (undefined: of every partition), committed on success. */
+  write(fn, partition) {
+    return this.queue.run((id) => fn(this.native, id), partition);
   }
 
   /** Resolves with `{ id, release }` once the transaction's lease is held. */
@@ -92,9 +98,13 @@ class Engine {
     return this.queue.acquire(partition);
   }
 
+  /** Closes once; later calls answer the first's outcome. */
   close() {
-    this.queue.closing();
-    return this.native.close();
+    if (this.closed === undefined) {
+      this.queue.closing();
+      this.closed = this.native.close();
+    }
+    return this.closed;
   }
 }
 

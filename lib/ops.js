@@ -65,8 +65,8 @@ function sample(v) {
 
 // [name, type, help, value of a stats() answer (undefined: left out)]
 const GAUGES = [
-  ['lock_waits_total', 'counter', 'Waits for the write lock (queued behind another write, or held by another process).', (s) => s.lockWaits?.count],
-  ['lock_wait_seconds_total', 'counter', 'Time spent waiting for the write lock.', (s) => (s.lockWaits === undefined ? undefined : s.lockWaits.totalMs / 1000)],
+  ['lock_waits_total', 'counter', 'Waits for the write lock (SQLite: queued behind another write, or held by another process; PostgreSQL: partition row locks taken).', (s) => s.lockWaits?.count],
+  ['lock_wait_seconds_total', 'counter', 'Time spent waiting for the write lock (PostgreSQL: taking partition row locks).', (s) => (s.lockWaits === undefined ? undefined : s.lockWaits.totalMs / 1000)],
   ['group_commits_total', 'counter', 'Physical commits that made acknowledged transactions durable.', (s) => s.groupCommit?.count],
   ['group_commit_transactions_total', 'counter', 'Transactions made durable by those commits.', (s) => s.groupCommit?.sum],
   ['group_commit_max_size', 'gauge', 'Largest number of transactions one commit made durable.', (s) => s.groupCommit?.max],

@@ -3,7 +3,8 @@
 // object whose members are own, writable functions bound to it, so hosts
 // and tests can wrap it in a Proxy or replace `begin`. Writes queue on the
 // engine's write lease in submission order; reads run at once against
-// committed state, after any write submitted before them.
+// committed state, after any write of their partition submitted before
+// them (lib/write-queue.js).
 
 const { resolveErrorClasses, translate, invalidArgument, queryError, syncError, WIRE_PREFIX } = require('./errors');
 const { Engine } = require('./engine');
@@ -85,6 +86,12 @@ const UNPARTITIONED = new Set(['ensureSchema', 'listPartitionRegistry', 'listPar
 const OPEN = Object.freeze({ closed: false });
 
 const DEFAULT_DRAIN_MS = 5000;
+/**
+ * After the drain: how long calls still running (a transaction's, or on
+ * PostgreSQL a storage-level write) may take to end on their own before
+ * the engine closes under them.
+ */
+const CUT_GRACE_MS = 100;
 const DEFAULT_TX_WARN_MS = 10_000;
 
 function msOption(name, v, fallback) {
@@ -103,6 +110,14 @@ function rollbackQuietly(native, lease) {
   }
   done();
   return undefined;
+}
+
+/** A call cut by close()'s end: ERR_SYNCULAR_CLOSED, with what the engine answered as its cause. */
+function cutByClose(err) {
+  if (err?.code === 'ERR_SYNCULAR_CLOSED') return err;
+  const out = new Error('storage closed before the call finished', { cause: err });
+  out.code = 'ERR_SYNCULAR_CLOSED';
+  return out;
 }
 
 /** A rejection with `err` coded, counted on `counter` (see guard.settled). */
@@ -204,26 +219,39 @@ class NativeStorage {
     return parsed;
   }
 
-  /** The engine's answer, a value or a promise, with errors translated. */
+  /**
+   * The engine's answer, a value or a promise, with errors translated; a
+   * call that fails after close()'s drain ended was cut by it (a cancelled
+   * statement, a closed pool) and says ERR_SYNCULAR_CLOSED.
+   */
   #settle(run) {
     try {
       const out = run();
-      return out instanceof Promise ? out.catch((err) => Promise.reject(this._translate(err))) : out;
+      return out instanceof Promise ? out.catch((err) => Promise.reject(this.#failed(err))) : out;
     } catch (err) {
-      throw this._translate(err);
+      throw this.#failed(err);
     }
   }
 
-  /** A read, ordered after writes submitted before it. */
-  #read(fn) {
-    return this.#settle(() => this.#engine.read(fn));
+  #failed(err) {
+    const t = this._translate(err);
+    return this.#gate.killed ? cutByClose(t) : t;
+  }
+
+  /**
+   * A read of `partition` (undefined: of every partition), ordered after
+   * the storage-level writes of that partition submitted before it (and
+   * after unpartitioned ones, such as ensureSchema).
+   */
+  #read(partition, fn) {
+    return this.#settle(() => this.#engine.read(fn, partition));
   }
 
   /** A read settled as a promise of `out(result)`. */
-  #readThen(fn, out) {
+  #readThen(partition, fn, out) {
     const counter = takeCurrent();
     try {
-      const v = this.#settle(() => this.#engine.read(fn));
+      const v = this.#settle(() => this.#engine.read(fn, partition));
       return v instanceof Promise ? v.then(out).catch((err) => refuse(counter, err)) : Promise.resolve(out(v));
     } catch (err) {
       return refuse(counter, err);
@@ -238,23 +266,23 @@ class NativeStorage {
    * the loop longer than one of them. One setImmediate costs a few
    * microseconds; the thread hop it replaces, tens.
    */
-  async #readYielding(fn) {
-    const out = this.#settle(() => this.#engine.read(fn));
+  async #readYielding(partition, fn) {
+    const out = this.#settle(() => this.#engine.read(fn, partition));
     if (out instanceof Promise) return out;
     await new Promise(setImmediate);
     return out;
   }
 
-  /** A storage-level write, in submission order (see write-queue.js). */
-  #write(fn) {
-    return this.#settle(() => this.#engine.write(fn));
+  /** A storage-level write of `partition` (undefined: of every partition), in submission order (see write-queue.js). */
+  #write(partition, fn) {
+    return this.#settle(() => this.#engine.write(fn, partition));
   }
 
   /** A storage-level write settled as one promise of `out(result)` (or the result). */
-  #writeThen(fn, out) {
+  #writeThen(partition, fn, out) {
     const counter = takeCurrent();
     try {
-      const v = this.#settle(() => this.#engine.write(fn));
+      const v = this.#settle(() => this.#engine.write(fn, partition));
       if (v instanceof Promise) {
         return (out === undefined ? v : v.then(out)).catch((err) => refuse(counter, err));
       }
@@ -270,26 +298,26 @@ class NativeStorage {
     if (this.#ensuredVersion !== undefined && this.#ensuredVersion === schema?.version) return;
     const json = V.flattenSchema(schema);
     const declarations = V.declarationsOf(checkpoints);
-    await this.#write((n, id) => n.ensureSchema(id, json, declarations, Date.now()));
+    await this.#write(undefined, (n, id) => n.ensureSchema(id, json, declarations, Date.now()));
     this.#ensuredVersion = schema.version;
   }
 
   // ---- partitions --------------------------------------------------------------
 
   touchPartition(partition, authenticatedAtMs, initialLogEpoch) {
-    return this.#writeThen((n, id) => n.touchPartition(id, partition, initialLogEpoch, authenticatedAtMs, false), V.registryOut);
+    return this.#writeThen(partition, (n, id) => n.touchPartition(id, partition, initialLogEpoch, authenticatedAtMs, false), V.registryOut);
   }
 
   async rotatePartitionLogEpoch(partition, logEpoch, authenticatedAtMs) {
-    return V.registryOut(await this.#write((n, id) => n.touchPartition(id, partition, logEpoch, authenticatedAtMs, true)));
+    return V.registryOut(await this.#write(partition, (n, id) => n.touchPartition(id, partition, logEpoch, authenticatedAtMs, true)));
   }
 
   async listPartitionRegistry() {
-    return (await this.#read((n) => n.listPartitionRegistry())).map(V.registryOut);
+    return (await this.#read(undefined, (n) => n.listPartitionRegistry())).map(V.registryOut);
   }
 
   async getPartitionLogEpoch(partition) {
-    return (await this.#read((n) => n.getPartitionLogEpoch(partition))) ?? undefined;
+    return (await this.#read(partition, (n) => n.getPartitionLogEpoch(partition))) ?? undefined;
   }
 
   async listPartitions() {
@@ -342,7 +370,7 @@ class NativeStorage {
 
   #beginFailed(err) {
     this._drained();
-    return this._translate(err);
+    return this.#gate.killed ? cutByClose(this._translate(err)) : this._translate(err);
   }
 
   /** A transaction began: `handle` is its openHandle (transaction.js), which a dropped one leaves collectable. */
@@ -395,20 +423,20 @@ class NativeStorage {
   // ---- the log --------------------------------------------------------------------
 
   getMaxCommitSeq(partition) {
-    return this.#readThen((n) => n.getMaxCommitSeq(partition), same);
+    return this.#readThen(partition, (n) => n.getMaxCommitSeq(partition), same);
   }
 
   async getHorizonSeq(partition) {
-    return this.#read((n) => n.getHorizonSeq(partition));
+    return this.#read(partition, (n) => n.getHorizonSeq(partition));
   }
 
   async setHorizonSeq(partition, seq) {
-    await this.#write((n, id) => n.setHorizonSeq(id, partition, seq));
+    await this.#write(partition, (n, id) => n.setHorizonSeq(id, partition, seq));
   }
 
   async pruneCommitsThrough(partition, query) {
     if (typeof query === 'number') {
-      const r = await this.#write((n, id) => n.pruneCommitsThrough(id, partition, query, undefined));
+      const r = await this.#write(partition, (n, id) => n.pruneCommitsThrough(id, partition, query, undefined));
       return r.removedCommits;
     }
     const ok =
@@ -419,28 +447,28 @@ class NativeStorage {
       typeof query.logEpoch === 'string' &&
       query.logEpoch.length > 0;
     if (!ok) throw queryError(this.#errors, 'sync.storage.invalid_prune_cursor');
-    return this.#write((n, id) => n.pruneCommitsThrough(id, partition, query.throughSeq, query.logEpoch));
+    return this.#write(partition, (n, id) => n.pruneCommitsThrough(id, partition, query.throughSeq, query.logEpoch));
   }
 
   async getCommitSeqBefore(partition, createdBeforeMs) {
-    return this.#read((n) => n.getCommitSeqBefore(partition, createdBeforeMs));
+    return this.#read(partition, (n) => n.getCommitSeqBefore(partition, createdBeforeMs));
   }
 
   // ---- reads -----------------------------------------------------------------------
 
   // The two point reads every push makes: plain functions, not async ones.
   getRow(partition, table, rowId) {
-    return this.#readThen((n) => n.getRow(partition, table, rowId), V.rowOut);
+    return this.#readThen(partition, (n) => n.getRow(partition, table, rowId), V.rowOut);
   }
 
   getPushResult(partition, clientId, clientCommitId) {
-    return this.#readThen((n) => n.getPushResult(partition, clientId, clientCommitId), (text) => this._pushResultOut(text));
+    return this.#readThen(partition, (n) => n.getPushResult(partition, clientId, clientCommitId), (text) => this._pushResultOut(text));
   }
 
   async readCommitWindow(partition, query) {
     if (!query || typeof query !== 'object') throw invalidArgument('readCommitWindow: query must be an object');
     const filter = V.filterJson(query.scopeFilter);
-    const commits = await this.#readYielding((n) =>
+    const commits = await this.#readYielding(partition, (n) =>
       n.readCommitWindow(partition, query.table, filter, query.afterSeq, query.throughSeq, query.limitChanges),
     );
     return V.unpackCommits(commits);
@@ -449,13 +477,13 @@ class NativeStorage {
   async latestScopedChangeSeq(partition, query) {
     if (!query || typeof query !== 'object') throw invalidArgument('latestScopedChangeSeq: query must be an object');
     const filter = V.filterJson(query.scopeFilter);
-    return this.#read((n) => n.latestScopedChangeSeq(partition, query.table, filter));
+    return this.#read(partition, (n) => n.latestScopedChangeSeq(partition, query.table, filter));
   }
 
   async scanRows(partition, query) {
     if (!query || typeof query !== 'object') throw invalidArgument('scanRows: query must be an object');
     const filter = V.filterJson(query.scopeFilter);
-    const rows = await this.#readYielding((n) =>
+    const rows = await this.#readYielding(partition, (n) =>
       n.scanRows(partition, query.table, filter, query.afterRowId ?? '', query.limit),
     );
     return V.unpackRows(rows);
@@ -467,7 +495,7 @@ class NativeStorage {
     const { request, params } = Q.requestIn(query);
     const gate = Q.gateHooks(this.#host);
     const running = this.#ensuredVersion ?? 0;
-    const out = await this.#readYielding((n) =>
+    const out = await this.#readYielding(partition, (n) =>
       n.queryAuthoritative(partition, request, params, gate === undefined ? undefined : running),
     );
     if (gate !== undefined && out.gate !== undefined) {
@@ -481,57 +509,57 @@ class NativeStorage {
 
   async scanRowsByIndex(partition, query) {
     const q = Q.indexArgs('scanRowsByIndex', query);
-    const rows = await this.#read((n) =>
+    const rows = await this.#read(partition, (n) =>
       n.scanRowsByIndex(partition, q.table, q.index, q.values, q.afterRowId, q.limit),
     );
     return V.unpackRows(rows);
   }
 
   async readServeGate(partition, runningSchemaVersion) {
-    return V.gateOut(await this.#read((n) => n.readServeGate(partition, runningSchemaVersion)));
+    return V.gateOut(await this.#read(partition, (n) => n.readServeGate(partition, runningSchemaVersion)));
   }
 
   async readCheckpoints(partition) {
-    return this.#read((n) => n.readCheckpoints(partition));
+    return this.#read(partition, (n) => n.readCheckpoints(partition));
   }
 
   async writerFenceAllows(partition, writerVersion) {
-    return this.#read((n) => n.writerFenceAllows(partition, writerVersion));
+    return this.#read(partition, (n) => n.writerFenceAllows(partition, writerVersion));
   }
 
   // ---- RFC 0007 checkpoints (storage-layout §14.2–§14.5) ---------------------
 
   async declareCheckpoint(partition, name, schemaVersion, nowMs) {
-    return this.#write((n, id) => n.declareCheckpoint(id, { partition, name, schemaVersion }, nowMs));
+    return this.#write(partition, (n, id) => n.declareCheckpoint(id, { partition, name, schemaVersion }, nowMs));
   }
 
   async claimCheckpoint(partition, name, schemaVersion, nowMs) {
-    return this.#write((n, id) => n.claimCheckpoint(id, partition, name, schemaVersion, nowMs));
+    return this.#write(partition, (n, id) => n.claimCheckpoint(id, partition, name, schemaVersion, nowMs));
   }
 
   async advanceCheckpoint(partition, name, ownerEpoch, watermark, observedRows, nowMs) {
-    return this.#write((n, id) => n.advanceCheckpoint(id, partition, name, ownerEpoch, watermark, observedRows, nowMs));
+    return this.#write(partition, (n, id) => n.advanceCheckpoint(id, partition, name, ownerEpoch, watermark, observedRows, nowMs));
   }
 
   async sourceCoverageSeq(partition, tables) {
     if (!Array.isArray(tables)) throw invalidArgument('sourceCoverageSeq: tables must be an array');
-    return this.#read((n) => n.sourceCoverageSeq(partition, tables));
+    return this.#read(partition, (n) => n.sourceCoverageSeq(partition, tables));
   }
 
   async hasSourceChangesAbove(partition, tables, seq) {
     if (!Array.isArray(tables)) throw invalidArgument('hasSourceChangesAbove: tables must be an array');
-    return this.#read((n) => n.hasSourceChangesAbove(partition, tables, seq));
+    return this.#read(partition, (n) => n.hasSourceChangesAbove(partition, tables, seq));
   }
 
   async activateCheckpoint(partition, name, ownerEpoch, watermark, sources, nowMs) {
     if (!Array.isArray(sources)) throw invalidArgument('activateCheckpoint: sources must be an array');
-    return this.#write((n, id) => n.activateCheckpoint(id, partition, name, ownerEpoch, watermark, sources, nowMs));
+    return this.#write(partition, (n, id) => n.activateCheckpoint(id, partition, name, ownerEpoch, watermark, sources, nowMs));
   }
 
   // ---- clients ------------------------------------------------------------------------
 
   getClientRecord(partition, clientId) {
-    return this.#readThen((n) => n.getClientRecord(partition, clientId), clientOrUndefined);
+    return this.#readThen(partition, (n) => n.getClientRecord(partition, clientId), clientOrUndefined);
   }
 
   putClientRecord(partition, record) {
@@ -541,6 +569,7 @@ class NativeStorage {
     }
     const subscriptions = JSON.stringify(record.subscriptions ?? []);
     return this.#writeThen(
+      partition,
       (n, id) =>
         n.putClientRecord(
           id,
@@ -557,22 +586,22 @@ class NativeStorage {
   }
 
   async listClientCursors(partition) {
-    return this.#read((n) => n.listClientCursors(partition));
+    return this.#read(partition, (n) => n.listClientCursors(partition));
   }
 
   async advanceClientCursor(partition, clientId, actorId, logEpoch, cursor, updatedAtMs) {
     if (typeof actorId !== 'string' || typeof logEpoch !== 'string') {
       throw invalidArgument('advanceClientCursor: actorId and logEpoch must be strings');
     }
-    await this.#write((n, id) => n.advanceClientCursor(id, partition, clientId, actorId, logEpoch, cursor, updatedAtMs));
+    await this.#write(partition, (n, id) => n.advanceClientCursor(id, partition, clientId, actorId, logEpoch, cursor, updatedAtMs));
   }
 
   async updateClientCursor(partition, clientId, cursor, updatedAtMs) {
-    await this.#write((n, id) => n.advanceClientCursor(id, partition, clientId, undefined, undefined, cursor, updatedAtMs));
+    await this.#write(partition, (n, id) => n.advanceClientCursor(id, partition, clientId, undefined, undefined, cursor, updatedAtMs));
   }
 
   async getActiveClientCursorFloor(partition, cutoffMs) {
-    return this.#read((n) => n.getActiveClientCursorFloor(partition, cutoffMs));
+    return this.#read(partition, (n) => n.getActiveClientCursorFloor(partition, cutoffMs));
   }
 
   // ---- reactions (storage-layout §15) -------------------------------------------
@@ -584,18 +613,18 @@ class NativeStorage {
     if (typeof partition !== 'string') throw invalidArgument('claimReactions: partition must be a string');
     if (query.types.length === 0 || query.limit <= 0) return [];
     const types = [...query.types];
-    const list = await this.#write((n, id) =>
+    const list = await this.#write(partition, (n, id) =>
       n.claimReactions(id, partition, query.leaseOwner, types, query.nowMs, query.leaseDurationMs, query.limit),
     );
     return R.claimedOut(list);
   }
 
   async completeReaction(partition, idempotencyKey, leaseOwner, completedAtMs) {
-    return this.#write((n, id) => n.updateReaction(id, partition, idempotencyKey, { kind: 'complete', leaseOwner, atMs: completedAtMs }));
+    return this.#write(partition, (n, id) => n.updateReaction(id, partition, idempotencyKey, { kind: 'complete', leaseOwner, atMs: completedAtMs }));
   }
 
   async extendReactionLease(partition, idempotencyKey, leaseOwner, leaseExpiresAtMs) {
-    return this.#write((n, id) => n.updateReaction(id, partition, idempotencyKey, { kind: 'extend', leaseOwner, atMs: leaseExpiresAtMs }));
+    return this.#write(partition, (n, id) => n.updateReaction(id, partition, idempotencyKey, { kind: 'extend', leaseOwner, atMs: leaseExpiresAtMs }));
   }
 
   async failReaction(partition, idempotencyKey, update) {
@@ -604,7 +633,7 @@ class NativeStorage {
     const atMs = update.failure.atMs;
     // As in-tree: a present retryAtMs (even null) means retry, at retryAtMs ?? failure.atMs.
     const retryAt = update.retryAtMs === undefined ? undefined : (update.retryAtMs ?? atMs);
-    return this.#write((n, id) => n.updateReaction(id, partition, idempotencyKey, {
+    return this.#write(partition, (n, id) => n.updateReaction(id, partition, idempotencyKey, {
         kind: 'fail',
         leaseOwner: update.leaseOwner,
         atMs,
@@ -615,11 +644,11 @@ class NativeStorage {
   }
 
   async retryReaction(partition, idempotencyKey, nowMs) {
-    return this.#write((n, id) => n.updateReaction(id, partition, idempotencyKey, { kind: 'retry', atMs: nowMs }));
+    return this.#write(partition, (n, id) => n.updateReaction(id, partition, idempotencyKey, { kind: 'retry', atMs: nowMs }));
   }
 
   async getReaction(partition, idempotencyKey) {
-    const r = await this.#read((n) => n.getReaction(partition, idempotencyKey));
+    const r = await this.#read(partition, (n) => n.getReaction(partition, idempotencyKey));
     return r === null || r === undefined ? undefined : R.reactionOut(r);
   }
 
@@ -627,7 +656,7 @@ class NativeStorage {
     if (!query || typeof query !== 'object') throw invalidArgument('listReactions: query must be a ReactionListQuery');
     const statuses = R.listFilter(query.statuses, 'statuses');
     const types = R.listFilter(query.types, 'types');
-    const list = await this.#read((n) => n.listReactions(partition, statuses, types, query.limit));
+    const list = await this.#read(partition, (n) => n.listReactions(partition, statuses, types, query.limit));
     return list.map(R.reactionOut);
   }
 
@@ -635,7 +664,7 @@ class NativeStorage {
     if (!query || typeof query !== 'object') throw invalidArgument('pruneReactions: query must be a ReactionPruneQuery');
     if (typeof partition !== 'string') throw invalidArgument('pruneReactions: partition must be a string');
     if (query.limit <= 0) return { completed: 0, deadLetter: 0 };
-    return this.#write((n, id) =>
+    return this.#write(partition, (n, id) =>
       n.pruneReactions(id, partition, query.completedBeforeMs, query.deadLetterBeforeMs, query.limit),
     );
   }
@@ -643,32 +672,32 @@ class NativeStorage {
   // ---- admin and blob reads (storage-layout §17) -----------------------------------
 
   async listClientRecords(partition) {
-    return (await this.#read((n) => n.listClientRecords(partition))).map(V.clientOut);
+    return (await this.#read(partition, (n) => n.listClientRecords(partition))).map(V.clientOut);
   }
 
   async listCommitMetadata(partition, query) {
     if (!query || typeof query !== 'object') throw invalidArgument('listCommitMetadata: query must be a CommitMetadataQuery');
     const table = query.table ? query.table : undefined;
-    return this.#read((n) => n.listCommitMetadata(partition, query.afterSeq, query.limit, table));
+    return this.#read(partition, (n) => n.listCommitMetadata(partition, query.afterSeq, query.limit, table));
   }
 
   async scopeActivity(partition, query) {
     if (!query || typeof query !== 'object') throw invalidArgument('scopeActivity: query must be a ScopeActivityQuery');
-    return this.#read((n) => n.scopeActivity(partition, query.variable, query.value, query.limit));
+    return this.#read(partition, (n) => n.scopeActivity(partition, query.variable, query.value, query.limit));
   }
 
   async getRowScopes(partition, table, rowId) {
-    const r = await this.#read((n) => n.getRowScopes(partition, table, rowId));
+    const r = await this.#read(partition, (n) => n.getRowScopes(partition, table, rowId));
     return r === null || r === undefined ? undefined : { serverVersion: r.serverVersion, scopes: JSON.parse(r.scopes) };
   }
 
   async listRowsReferencingBlob(partition, blobId) {
-    const list = await this.#read((n) => n.listRowsReferencingBlob(partition, blobId));
+    const list = await this.#read(partition, (n) => n.listRowsReferencingBlob(partition, blobId));
     return list.map((r) => ({ table: r.table, rowId: r.rowId, scopes: JSON.parse(r.scopes) }));
   }
 
   async listReferencedBlobIds(partition) {
-    return this.#read((n) => n.listReferencedBlobIds(partition));
+    return this.#read(partition, (n) => n.listReferencedBlobIds(partition));
   }
 
   // ---- operations (docs/operations.md) ------------------------------------------
@@ -696,6 +725,9 @@ class NativeStorage {
     if (q.exclusive) {
       out.lockWaits = { count: q.waits.count + e.lockWaits, totalMs: q.waits.totalMs + e.lockWaitMs };
       out.groupCommit = { ...q.commits };
+    } else {
+      // The partition row locks transactions took (src/postgres/prefetch.rs).
+      out.lockWaits = { count: e.lockWaits, totalMs: e.lockWaitMs };
     }
     if (e.poolSize !== undefined && e.poolSize !== null) {
       out.pool = { size: e.poolSize, idle: e.poolIdle, waiting: e.poolWaiting, acquires: e.poolWaits, acquireMs: e.poolWaitMs };
@@ -710,10 +742,12 @@ class NativeStorage {
    * SQLite: an online copy of the database into a new file at `path`,
    * holding every commit acknowledged before the call; writes go on
    * meanwhile. PostgreSQL refuses (use pg_dump; docs/operations.md).
+   * Not queued behind writes: it copies what is committed, and a write
+   * still in line (behind an open transaction, say) is not acknowledged.
    */
   async backup(path) {
     if (typeof path !== 'string' || path.length === 0) throw invalidArgument('backup: path must be a non-empty string');
-    await this.#read((n) => n.backup(path));
+    await this.#settle(() => this.#engine.native.backup(path));
   }
 
   /**
@@ -738,15 +772,45 @@ class NativeStorage {
     const deadline = new Promise((resolve) => {
       timer = setTimeout(resolve, this.#drainMs);
     });
-    await Promise.race([Promise.all([drained, this.#engine.queue.writesDone]), deadline]);
+    const queue = this.#engine.queue;
+    await Promise.race([Promise.all([drained, queue.writesDone]), deadline]);
     clearTimeout(timer);
     clearInterval(this.#watch);
     this.#gate.killed = true;
-    this.#engine.queue.killed = true;
-    // Open or collected with its finalizer not run yet: rolled back here.
-    await Promise.all([...this.#open].map((h) => abortHandle(h, 'ERR_SYNCULAR_CLOSED')));
+    queue.killed = true;
+    // Open or collected with its finalizer not run yet: rolled back below.
+    // From here their calls answer ERR_SYNCULAR_CLOSED, running ones too;
+    // a commit already asked for finishes (SQLite: a group's held commit
+    // becomes durable once the leases after it end).
+    const open = [...this.#open];
+    for (const h of open) if (!h.committing) h.aborted ??= 'ERR_SYNCULAR_CLOSED';
+    // Other work still running gets CUT_GRACE_MS, then the engine closes
+    // under it (PostgreSQL cancels its statements, SQLite interrupts a
+    // running query) before any transaction is rolled back, so a write
+    // waiting on a transaction's lock is refused, not let through by the
+    // rollback.
+    const running = open.filter((h) => h.busy !== undefined && !h.committing).map((h) => h.busy);
+    if (!queue.exclusive && queue.writes > 0) running.push(queue.writesDone);
+    if (running.length > 0) {
+      let graceTimer;
+      const ended = await Promise.race([
+        Promise.all(running).then(() => true),
+        new Promise((resolve) => {
+          graceTimer = setTimeout(resolve, CUT_GRACE_MS, false);
+        }),
+      ]);
+      clearTimeout(graceTimer);
+      if (!ended) await this.#engine.close();
+    }
+    await Promise.all(open.map((h) => abortHandle(h, 'ERR_SYNCULAR_CLOSED')));
     await Promise.allSettled([...this.#begins]);
+    // Writes still queued are refused now (the queue is killed); they
+    // settle before close() resolves.
+    await queue.writesDone;
     await this.#engine.close();
+    // Those refusals reach the callers' promises through a few more promise
+    // turns; one macrotask lets them all run, so close() resolves after.
+    await new Promise(setImmediate);
   }
 }
 

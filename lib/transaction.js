@@ -21,8 +21,10 @@ const R = require('./reactions');
 // to it: V8 keeps a WeakRef's target alive until the current job ends, and
 // a host's loop of settled calls is one job, so every transaction of the
 // loop stayed alive and GC took a third of a push under Node.)
+// `busy`: settles once the calls of the transaction still running have
+// (undefined when none is); `committing`: its commit was asked for.
 function openHandle(storage, native, lease) {
-  return { storage, native, lease, started: performance.now(), last: 'begin', warned: false, ended: false, aborted: undefined };
+  return { storage, native, lease, started: performance.now(), last: 'begin', warned: false, ended: false, aborted: undefined, busy: undefined, committing: false };
 }
 
 /** The transaction is over: its lease goes back and the storage forgets it. */
@@ -37,12 +39,18 @@ function endHandle(h) {
 /**
  * The storage rolls the transaction back: close()'s drain is over
  * (`ERR_SYNCULAR_CLOSED`), or it outlived `transactionTimeoutMs`
- * (`ERR_SYNCULAR_TX_TIMEOUT`). Its later calls reject with that code;
- * rollback() resolves (it has happened).
+ * (`ERR_SYNCULAR_TX_TIMEOUT`). Its later calls, and calls still running
+ * (whatever they answer), reject with that code; rollback() resolves (it
+ * has happened). The rollback waits for the calls still running: issued
+ * under them it would wait for them anyway, on the JS thread (SQLite's
+ * writer) or behind them (PostgreSQL's connection). close() cuts calls
+ * that run on past its drain (storage.js).
  */
 async function abortHandle(h, code) {
   if (h.ended) return;
-  h.aborted = code;
+  h.aborted ??= code;
+  while (h.busy !== undefined) await h.busy;
+  if (h.ended) return;
   try {
     await h.native.unlock(h.lease.id, false);
   } catch {
@@ -146,7 +154,7 @@ class NativeTransaction {
    * Runs `fn(native, id)` after this transaction's earlier calls and
    * settles with `out(result)` (or the result); errors translated and coded.
    */
-  #call(fn, out) {
+  #call(fn, out, durable) {
     // The member's counter (see guard.settled); undefined in internal calls.
     const counter = takeCurrent();
     if (this.#handle.aborted !== undefined) return this.#refuse(counter, this.#abortError());
@@ -160,7 +168,7 @@ class NativeTransaction {
       } catch (err) {
         return this.#refuse(counter, this.#fail(err));
       }
-      if (v instanceof Promise) return this.#later(v, out, counter);
+      if (v instanceof Promise) return this.#later(v, out, counter, durable);
       if (out === undefined) return Promise.resolve(v);
       try {
         return Promise.resolve(out(v));
@@ -168,10 +176,13 @@ class NativeTransaction {
         return this.#refuse(counter, code(err));
       }
     }
+    const h = this.#handle;
     return this.#later(
-      this.#tail.then(() => fn(this.#native, this.#id)),
+      // Rolled back by the storage meanwhile: it does not run (#fail answers the abort).
+      this.#tail.then(() => (h.aborted === undefined ? fn(this.#native, this.#id) : Promise.reject(undefined))),
       out,
       counter,
+      durable,
     );
   }
 
@@ -180,17 +191,34 @@ class NativeTransaction {
     return Promise.reject(err);
   }
 
-  /** A call answering later: the next calls wait until it settles. */
-  #later(run, out, counter) {
+  /**
+   * A call answering later: the next calls wait until it settles. An
+   * answer that comes after the storage rolled the transaction back is
+   * refused with the abort's code (the work was rolled back), unless the
+   * call is `durable` (a commit that completed: it is acknowledged).
+   */
+  #later(run, out, counter, durable) {
+    const h = this.#handle;
     this.#pending++;
     const settled = run.then(noop, noop);
     this.#tail = settled;
+    h.busy = settled;
     settled.then(() => {
       this.#pending--;
+      if (h.busy === settled) h.busy = undefined;
     });
-    if (out === undefined) return run.catch((err) => this.#refuse(counter, this.#fail(err)));
+    if (out === undefined) {
+      return run.then(
+        (v) => (h.aborted === undefined || durable ? v : this.#refuse(counter, this.#abortError())),
+        (err) => this.#refuse(counter, this.#fail(err)),
+      );
+    }
+    const answered = (v) => {
+      if (h.aborted !== undefined && !durable) throw this.#abortError();
+      return out(v);
+    };
     return run
-      .then(out, (err) => {
+      .then(answered, (err) => {
         throw this.#fail(err);
       })
       .catch((err) => this.#refuse(counter, code(err)));
@@ -266,8 +294,9 @@ class NativeTransaction {
     const json = V.serializePushResult(result);
     // The savepoint rollback undoes this transaction's row writes.
     this.#cache.clear();
+    this.#handle.committing = true;
     return this.#ending(
-      this.#call((n, id) => n.txCommitRejectedPushResult(id, clientId, clientCommitId, json), noop),
+      this.#call((n, id) => n.txCommitRejectedPushResult(id, clientId, clientCommitId, json), noop, true),
     );
   }
 
@@ -357,7 +386,8 @@ class NativeTransaction {
 
   /** Settles once the commit is durable (with group commit: its group's). */
   commit() {
-    return this.#ending(this.#call(() => this.#commit(), noop));
+    this.#handle.committing = true;
+    return this.#ending(this.#call(() => this.#commit(), noop, true));
   }
 
   /**

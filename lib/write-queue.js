@@ -26,13 +26,28 @@
 //
 // An engine with many writers (PostgreSQL) runs transactions side by side
 // (the database's row locks serialize pushes); its storage-level writes
-// still take effect in submission order, one after another, with lease 0.
+// take effect in submission order per partition, with lease 0: a write
+// waits for the earlier writes of its partition and the earlier
+// unpartitioned ones (ensureSchema), and an unpartitioned write for every
+// earlier write. A write blocked on one partition's row lock (by a
+// transaction left open there) holds up no other partition.
 //
-// Either way a read submitted after a storage-level write waits for it.
+// Either way a read of a partition submitted after a storage-level write of
+// that partition (or an unpartitioned one) waits for it, and an
+// unpartitioned read waits for every write submitted before it. Pending
+// writes are counted per partition, so a read of another partition, or any
+// read while nothing is pending, runs at once: a transaction left open, with
+// the host's writes queued behind it, stalls no read of other partitions.
 
 const { attachRollbackError } = require('./errors');
 
 const noop = () => {};
+
+function closedError() {
+  const err = new Error('storage is closed');
+  err.code = 'ERR_SYNCULAR_CLOSED';
+  return err;
+}
 
 /** The lease of a write the engine runs in a transaction of its own. */
 const OWN_TRANSACTION = 0;
@@ -42,6 +57,9 @@ const wouldBlock = (err) => typeof err?.message === 'string' && err.message.incl
 
 const TX = 'tx';
 const WRITE = 'write';
+/** The `pending` key of unpartitioned writes (ensureSchema). */
+const EVERY = Symbol('every partition');
+const RESOLVED = Promise.resolve();
 
 class WriteQueue {
   constructor(native, groupCommit) {
@@ -51,7 +69,10 @@ class WriteQueue {
     /** Leases queued or held, oldest (the holder) first. */
     this.line = [];
     this.writes = 0; // storage-level writes queued or running
-    this.writesDone = Promise.resolve();
+    /** Settles once every storage-level write submitted so far has. */
+    this.writesDone = RESOLVED;
+    /** Per partition (EVERY: unpartitioned) with writes pending: `{ count, done }`, `done` settling once they all have. */
+    this.pending = new Map();
     this.grouping = this.exclusive && groupCommit !== false;
     this.maxSize = groupCommit?.maxSize ?? 64;
     this.maxWaitMs = groupCommit?.maxWaitMs ?? 5;
@@ -284,24 +305,52 @@ class WriteQueue {
     }
   }
 
-  /** Runs `fn(leaseId)` as one storage-level write, committing on success. */
-  run(fn) {
-    if (!this.exclusive) return this.#track(this.writesDone.then(() => fn(0)));
+  /**
+   * Runs `fn(leaseId)` as one storage-level write of `partition`
+   * (undefined: of every partition), committing on success.
+   */
+  run(fn, partition) {
+    if (!this.exclusive) {
+      // Still waiting for earlier writes when close()'s drain ended: refused, never run.
+      const start = () => (this.killed ? Promise.reject(closedError()) : fn(0));
+      return this.#track((this.after(partition) ?? RESOLVED).then(start), partition);
+    }
     if (this.line.length === 0) {
       if (!this.killed) {
-        const out = this.#own(fn);
+        const out = this.#own(fn, partition);
         if (out !== BLOCKED) return out;
       }
       const id = this.native.begin(null);
       if (!(id instanceof Promise)) {
         // Granted at once: the write runs now, before the caller resumes.
         const out = this.#finish(this.#lease(this.#enter(WRITE), id), fn);
-        return out instanceof Promise ? this.#track(out) : out;
+        return out instanceof Promise ? this.#track(out, partition) : out;
       }
       // Another process holds the database's write lock: wait off-thread.
-      return this.#track(this.#queued(null, id, WRITE).then((lease) => this.#finish(lease, fn)));
+      return this.#track(
+        this.#queued(null, id, WRITE).then((lease) => this.#finish(lease, fn)),
+        partition,
+      );
     }
-    return this.#track(this.#queued(null, undefined, WRITE).then((lease) => this.#finish(lease, fn)));
+    return this.#track(
+      this.#queued(null, undefined, WRITE).then((lease) => this.#finish(lease, fn)),
+      partition,
+    );
+  }
+
+  /**
+   * What a call of `partition` (undefined: of every partition) must come
+   * after: a promise settling once the storage-level writes it must see
+   * have, or undefined when none is pending.
+   */
+  after(partition) {
+    if (this.writes === 0) return undefined;
+    if (partition === undefined) return this.writesDone;
+    const own = this.pending.get(partition);
+    const every = this.pending.get(EVERY);
+    if (every === undefined) return own?.done;
+    if (own === undefined) return every.done;
+    return Promise.all([own.done, every.done]);
   }
 
   /**
@@ -311,7 +360,7 @@ class WriteQueue {
    * holds the database's write lock: nothing ran, and the write takes a
    * lease instead, waiting off the calling thread.
    */
-  #own(fn) {
+  #own(fn, partition) {
     let out;
     try {
       out = fn(OWN_TRANSACTION);
@@ -321,18 +370,33 @@ class WriteQueue {
     }
     // SQLite answers these writes at once; were one to answer later, reads
     // after it still wait for it.
-    if (out instanceof Promise) return this.#track(out.then((v) => (this.#durable(1), v)));
+    if (out instanceof Promise) return this.#track(out.then((v) => (this.#durable(1), v)), partition);
     this.#durable(1);
     return out;
   }
 
-  #track(done) {
+  /**
+   * Counts `done`, a storage-level write of `partition`, as pending until it
+   * settles. The last write of a partition settles after the earlier ones
+   * of that partition (one write lease serializes them all; with many
+   * writers each waits for the earlier ones of its partition), so its
+   * settling stands for them all.
+   */
+  #track(done, partition) {
     const settled = done.then(noop, noop);
     this.writes++;
-    // Exclusive leases already serialize the writes; the others chain here.
-    this.writesDone = this.exclusive ? settled : Promise.all([this.writesDone, settled]).then(noop);
+    this.writesDone = this.exclusive || this.writes === 1 ? settled : Promise.all([this.writesDone, settled]).then(noop);
+    const key = partition ?? EVERY;
+    let entry = this.pending.get(key);
+    if (entry === undefined) {
+      entry = { count: 0, done: settled };
+      this.pending.set(key, entry);
+    }
+    entry.count++;
+    entry.done = settled;
     settled.then(() => {
       this.writes--;
+      if (--entry.count === 0) this.pending.delete(key);
     });
     return done;
   }
@@ -352,8 +416,7 @@ class WriteQueue {
       }
     };
     if (this.killed) {
-      const err = new Error('storage is closed');
-      err.code = 'ERR_SYNCULAR_CLOSED';
+      const err = closedError();
       rollback(err);
       throw err;
     }
@@ -386,13 +449,13 @@ class WriteQueue {
     this.#flush();
     const group = this.#takeGroup();
     if (group !== null) {
-      const err = new Error('storage closed before the commit group was durable');
-      err.code = 'ERR_SYNCULAR_CLOSED';
+      const err = closedError();
+      err.message = 'storage closed before the commit group was durable';
       this.#settleGroup(group, err);
     }
   }
 
-  /** Reads wait for storage-level writes submitted before them. */
+  /** Storage-level writes are queued or running (of any partition). */
   get writesPending() {
     return this.writes > 0;
   }

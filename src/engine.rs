@@ -321,6 +321,8 @@ pub trait Engine: Send + Sync + 'static {
 #[derive(Debug, Default, Clone)]
 pub struct EngineStats {
     /// SQLite: waits for the write lock held by another process.
+    /// PostgreSQL: transactions' partition row locks taken, and the time
+    /// taking them took.
     pub lock_waits: u64,
     pub lock_wait_micros: u64,
     /// PostgreSQL: calls that found none of the storage's idle

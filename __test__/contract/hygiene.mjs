@@ -68,5 +68,41 @@ export function define(engine) {
         await storage.close();
       }
     });
+
+    test('a read waits only for the writes of its own partition: writes queued behind an open transaction stall no other partition', async () => {
+      const storage = engine.create();
+      try {
+        await storage.ensureSchema(fixtureSchema());
+        const tx = await storage.begin('p1');
+        await tx.lockPartitionForPush();
+        // As the host fires them, without await. The write on p1 waits for
+        // the transaction (SQLite: the one write lease; PostgreSQL: p1's
+        // row lock); the touch of p2 is queued after it.
+        const horizon = storage.setHorizonSeq('p1', 7);
+        const touched = storage.touchPartition('p2', 5, 'epoch-p2');
+        const landed = Promise.all([horizon, touched]);
+        landed.catch(() => {}); // awaited below; a failed assertion must not hide behind it
+        const answered = await Promise.race([storage.getMaxCommitSeq('p3').then(() => true), delay(1000).then(() => false)]);
+        assert.equal(answered, true, 'a read of p3 waited for writes of p1 and p2 queued behind the open transaction');
+        const scan = await Promise.race([storage.scanRows('p3', { table: 'tasks', scopeFilter: { project_id: ['p1'] }, afterRowId: null, limit: 10 }).then(() => true), delay(1000).then(() => false)]);
+        assert.equal(scan, true, 'a scan of p3 waited');
+        if (engine.dialect === 'postgres') {
+          // Many writers: the touch of p2 does not queue behind the blocked write on p1.
+          const epoch = await Promise.race([storage.getPartitionLogEpoch('p2'), delay(1000).then(() => 'stalled')]);
+          assert.equal(epoch, 'epoch-p2', 'the touch of p2 waited for the write blocked on p1');
+        }
+        // Read-your-writes: reads submitted after a write see it once it lands.
+        const epochRead = storage.getPartitionLogEpoch('p2');
+        const horizonRead = storage.getHorizonSeq('p1');
+        const registryRead = storage.listPartitions();
+        await tx.rollback();
+        assert.equal(await epochRead, 'epoch-p2');
+        assert.equal(await horizonRead, 7);
+        assert.ok((await registryRead).includes('p2'), 'an unpartitioned read sees every write submitted before it');
+        await landed;
+      } finally {
+        await storage.close();
+      }
+    });
   });
 }

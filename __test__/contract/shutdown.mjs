@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { fixtureSchema } from '../support/schema.mjs';
-import { taskRow, upsertChange } from '../support/harness.mjs';
+import { stillPending, taskRow, upsertChange } from '../support/harness.mjs';
 
 const CLOSED = (err) => err?.code === 'ERR_SYNCULAR_CLOSED';
 const delay = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -89,12 +89,16 @@ export function define(engine) {
       const storage = shared.open();
       await storage.ensureSchema(fixtureSchema());
       // Fired without await, as the host fires touchPartition.
-      const touched = storage.touchPartition('p1', 123, 'epoch-x');
+      const order = [];
+      const touched = storage.touchPartition('p1', 123, 'epoch-x').then(() => order.push('touched'));
       const tx = await openPush(storage, 'p1', 'r1');
-      const committed = tx.commit();
-      await storage.close();
+      const committed = tx.commit().then(() => order.push('committed'));
+      await storage.close().then(() => order.push('closed'));
       await touched;
       await committed;
+      // Acknowledged before close() resolved, never after.
+      assert.deepEqual(order.slice().sort(), ['closed', 'committed', 'touched']);
+      assert.equal(order.at(-1), 'closed', order.join(', '));
       const again = shared.open();
       try {
         await again.ensureSchema(fixtureSchema());
@@ -106,28 +110,102 @@ export function define(engine) {
       }
     });
 
-    test('a begin asked for before close() is either handed out within the drain or refused, never after close() resolves', async () => {
+    test('a begin still queued when the drain ends is refused with ERR_SYNCULAR_CLOSED before close() resolves', async () => {
+      // One connection on PostgreSQL, so the second begin waits as it does
+      // behind SQLite's one write lease.
+      const storage = engine.create({ closeDrainMs: 50, ...(engine.dialect === 'postgres' ? { maxConnections: 1 } : {}) });
+      await storage.ensureSchema(fixtureSchema());
+      const first = await openPush(storage, 'p1', 'r1');
+      const order = [];
+      const second = storage.begin('p2');
+      const outcome = second.then(
+        (tx) => (order.push('granted'), { tx }),
+        (err) => (order.push('refused'), { err }),
+      );
+      assert.ok(await stillPending(second, 100), 'the second begin waits for the first transaction');
+      await storage.close().then(() => order.push('closed'));
+      const { tx, err } = await outcome;
+      if (tx !== undefined) await tx.rollback();
+      assert.deepEqual(order, ['refused', 'closed']);
+      assert.ok(CLOSED(err), `refused with ${err?.code}: ${err?.message}`);
+      await assert.rejects(first.commit(), CLOSED);
+    });
+
+    test('a call of a transaction still running when the drain ends is cut: it rejects with ERR_SYNCULAR_CLOSED before close() resolves', async () => {
+      // A registered query that runs for seconds (its own limit: 20 s).
+      const sql =
+        engine.dialect === 'postgres'
+          ? 'SELECT count(*) AS c FROM generate_series(1, 400000000) AS s(n)'
+          : 'WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 2000000000) SELECT count(*) AS c FROM s';
+      const storage = engine.create({ closeDrainMs: 50, queryTimeoutMs: 20_000 });
+      await storage.ensureSchema(fixtureSchema());
+      const tx = await storage.begin('p1');
+      await tx.lockPartitionForPush();
+      const order = [];
+      const running = tx.queryAuthoritative({ sql, params: [], tables: [] }).then(
+        () => order.push('answered'),
+        (err) => (order.push('refused'), err),
+      );
+      await delay(200);
+      const started = Date.now();
+      await storage.close().then(() => order.push('closed'));
+      const took = Date.now() - started;
+      const err = await running;
+      assert.deepEqual(order, ['refused', 'closed']);
+      assert.ok(CLOSED(err), `refused with ${err?.code}: ${err?.message}`);
+      assert.ok(took < 5000, `close() took ${took} ms: the running call was not cut`);
+    });
+
+    test('a call of a transaction waiting on another transaction\'s lock when the drain ends rejects with ERR_SYNCULAR_CLOSED before close() resolves', { skip: engine.dialect !== 'postgres' && 'one writer: a second transaction cannot be open to wait on the first' }, async () => {
       const storage = engine.create({ closeDrainMs: 50 });
       await storage.ensureSchema(fixtureSchema());
       const first = await openPush(storage, 'p1', 'r1');
-      // Behind `first` on a single-writer engine; on others it may be granted at once.
-      const second = storage.begin('p1');
-      let settledAt;
-      second.then(
-        () => (settledAt = 'granted'),
-        () => (settledAt = 'refused'),
+      const second = await storage.begin('p1');
+      const order = [];
+      const waiting = second.lockPartitionForPush();
+      const outcome = waiting.then(
+        () => order.push('locked'),
+        (err) => (order.push('refused'), err),
       );
-      let closedAt;
-      await storage.close().then(() => {
-        closedAt = settledAt;
-      });
-      assert.ok(closedAt !== undefined, 'the begin settled before close() resolved');
-      const tx = await second.catch((err) => {
-        assert.ok(CLOSED(err), `refused with ${err?.code}`);
-        return undefined;
-      });
-      if (tx !== undefined) await assert.rejects(tx.getRow('tasks', 'r1'), CLOSED);
+      assert.ok(await stillPending(waiting, 100), 'the second lock waits for the first transaction');
+      await storage.close().then(() => order.push('closed'));
+      const err = await outcome;
+      assert.deepEqual(order, ['refused', 'closed']);
+      assert.ok(CLOSED(err), `refused with ${err?.code}: ${err?.message}`);
       await assert.rejects(first.commit(), CLOSED);
+      await assert.rejects(second.getRow('tasks', 'r1'), CLOSED);
+    });
+
+    test('a storage-level write still queued when the drain ends is refused with ERR_SYNCULAR_CLOSED before close() resolves; it never lands', async () => {
+      const shared = engine.shared?.();
+      const storage = shared ? shared.open({ closeDrainMs: 50 }) : engine.create({ closeDrainMs: 50 });
+      await storage.ensureSchema(fixtureSchema());
+      await storage.setHorizonSeq('p1', 1);
+      const tx = await openPush(storage, 'p1', 'r1');
+      // Waits for the open transaction (SQLite: its write lease;
+      // PostgreSQL: p1's row lock). Fired without await, as a host does.
+      const order = [];
+      const write = storage.setHorizonSeq('p1', 7);
+      const outcome = write.then(
+        () => order.push('landed'),
+        (err) => (order.push('refused'), err),
+      );
+      assert.ok(await stillPending(write, 100), 'the write waits for the open transaction');
+      await storage.close().then(() => order.push('closed'));
+      const err = await outcome;
+      assert.deepEqual(order, ['refused', 'closed']);
+      assert.ok(CLOSED(err), `refused with ${err?.code}: ${err?.message}`);
+      await assert.rejects(tx.commit(), CLOSED);
+      if (shared) {
+        const again = shared.open();
+        try {
+          await again.ensureSchema(fixtureSchema());
+          assert.equal(await again.getHorizonSeq('p1'), 1, 'the refused write left nothing');
+          assert.equal(await again.getRow('p1', 'tasks', 'r1'), undefined);
+        } finally {
+          await again.close();
+        }
+      }
     });
   });
 }

@@ -78,6 +78,9 @@ pub struct PgEngine {
     idle: Mutex<Idle>,
     /// Calls that took a connection from sqlx's pool.
     pool_waits: telemetry::Waits,
+    /// Transactions' partition row locks (`lockPartitionForPush`): how many
+    /// and how long taking them took, a round trip included.
+    pub(crate) lock_waits: telemetry::Waits,
 }
 
 /// Runs `$body` with `$c: &mut PgConnection` on a pool connection
@@ -293,6 +296,7 @@ impl PgEngine {
             query: query::State::default(),
             idle: Mutex::new(Idle::default()),
             pool_waits: Default::default(),
+            lock_waits: Default::default(),
         }
     }
 
@@ -383,7 +387,10 @@ impl PgEngine {
     /// The pool's gauges and the wait counters; touches no connection.
     pub fn stats(&self) -> crate::engine::EngineStats {
         let (pool_waits, pool_wait_micros) = self.pool_waits.read();
+        let (lock_waits, lock_wait_micros) = self.lock_waits.read();
         let mut out = crate::engine::EngineStats {
+            lock_waits,
+            lock_wait_micros,
             pool_waits,
             pool_wait_micros,
             pool_size: Some(0),

@@ -126,9 +126,17 @@ impl TxState {
         Ok(())
     }
 
+    /// The partition lock, counted in `stats()` (`lockWaits`).
+    async fn lock_partition(&mut self, engine: &PgEngine) -> Result<()> {
+        let started = std::time::Instant::now();
+        let out = self.take_partition_lock(engine).await;
+        engine.lock_waits.record(started.elapsed());
+        out
+    }
+
     /// `BEGIN` (when not yet sent), the counter row lock and the savepoint
     /// in one round trip; only a missing counter row costs more.
-    async fn lock_partition(&mut self, engine: &PgEngine) -> Result<()> {
+    async fn take_partition_lock(&mut self, engine: &PgEngine) -> Result<()> {
         let partition = self.partition.clone();
         let first = !self.begun;
         let begin = if first { "BEGIN; " } else { "" };
