@@ -1,4 +1,4 @@
-// Native diagnostics (README "Logging"): SYNCULAR_NATIVE_LOG to stderr, the
+// Native diagnostics (docs/logging.md): SYNCULAR_NATIVE_LOG to stderr, the
 // `logger` option, and silence when neither is set. Each case runs a child
 // process, since the native log state is process-wide.
 import { test } from 'node:test';

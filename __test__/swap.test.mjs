@@ -1,10 +1,11 @@
-// The swap on real data (README "Migration"): a database written by the
-// in-tree storage through upstream's real handler opens in this package at
-// the same schema version, its pulls are byte-identical to the in-tree
-// storage's, and after this package has written to it the in-tree storage
-// serves it again, identically. Each engine the host runs: a SQLite file,
-// PostgreSQL through Bun.SQL (the executor upstream's README shows) and
-// through node-postgres. Needs an upstream tree (support/upstream.mjs).
+// The swap on real data (README "Swapping in and back"; docs/testing.md):
+// a database written by the in-tree storage through upstream's real handler
+// opens in this package at the same schema version, its pulls are
+// byte-identical to the in-tree storage's, and after this package has
+// written to it the in-tree storage serves it again, identically. Each
+// engine the host runs: a SQLite file, PostgreSQL through Bun.SQL (the
+// executor upstream's README shows) and through node-postgres. Needs an
+// upstream tree (support/upstream.mjs).
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -13,9 +13,12 @@
 # it would count for more than it costs. SQLite work of these workloads
 # runs on the JS thread. Under Node, V8 runs --single-threaded (its
 # compiler and GC on the JS thread, so when compiled code arrives does not
-# depend on thread scheduling); per-unit counts then repeat within about
-# 0.6%, whatever else the machine is doing. RUNTIME picks the runtime
-# (default: node on PATH); bun has no such flag, and its counts move more.
+# depend on thread scheduling), with a fixed --hash-seed (a random seed
+# costs each process a prime search of its own, 5 to 19M instructions
+# under Node 24, which two sizes do not cancel); per-unit counts of two
+# runs then repeat within 0.1% (request, window) to 0.7% (push1),
+# whatever else the machine is doing. RUNTIME picks the runtime (default:
+# node on PATH); bun ignores both flags, and its counts move more.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 other=$(cd "${1:?usage: bench/instructions.sh OTHER_DIR [WORKLOAD:SMALL,LARGE ...]}" && pwd)
@@ -24,7 +27,7 @@ specs=("$@")
 [ ${#specs[@]} -gt 0 ] || specs=(push1:200,1200 push10:100,500 conc16:160,960 window:100,600 touch:500,3500)
 runtime=${RUNTIME:-$(command -v node)}
 flags=()
-"$runtime" --single-threaded -e 0 >/dev/null 2>&1 && flags=(--single-threaded)
+"$runtime" --single-threaded --hash-seed=1 -e 0 >/dev/null 2>&1 && flags=(--single-threaded --hash-seed=1)
 command -v valgrind >/dev/null || { echo "bench/instructions.sh: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -61,7 +61,7 @@ function parseArgs(argv) {
   }
   if (out.modules.length === 0) {
     out.modules.push(join(here, 'modules', 'native-sqlite.mjs'));
-    // The PostgreSQL column when a server is configured (see README).
+    // The PostgreSQL column when a server is configured (bench/README.md, docs/testing.md).
     if (process.env.SYNCULAR_TEST_PG_URL) out.modules.push(join(here, 'modules', 'native-postgres.mjs'));
   }
   if (!Number.isInteger(out.runs) || out.runs < 1) throw new Error('--runs must be a positive integer');

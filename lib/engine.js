@@ -8,7 +8,7 @@ const native = require('./native');
 const { invalidArgument } = require('./errors');
 const { WriteQueue } = require('./write-queue');
 
-// A memory database lives in a private temporary directory (see README).
+// A memory database lives in a private temporary directory (docs/behaviour.md).
 // The addon removes it at close, on collection and at env teardown, but
 // process.exit() skips env teardown: remove this thread's directories on
 // 'exit' as well.

@@ -1,6 +1,6 @@
 'use strict';
 // The `logger` option: native diagnostics (storage calls, slow statements,
-// lock and pool waits, busy retries; see README "Logging") handed to a JS
+// lock and pool waits, busy retries; see docs/logging.md) handed to a JS
 // logger instead of stderr.
 //
 // The native side keeps ONE sink per process (every storage, every worker

@@ -34,7 +34,7 @@ function load() {
         ? `A published install takes the binary from the optional dependency ${packageName}: ` +
           'reinstall without --omit=optional / --no-optional. '
         : `No prebuilt package exists for ${id} (prebuilt: ${Object.keys(TARGETS).join(', ')}); build from source. `) +
-      'In a clone, `npm install` (or `npm run build`) compiles the addon into native/ (needs cargo and libclang; README, "Source build").',
+      'In a clone, `npm install` (or `npm run build`) compiles the addon into native/ (needs cargo, a C compiler and libclang; README, "Platforms").',
   );
   hint.code = 'ERR_SYNCULAR_ADDON_MISSING';
   hint.cause = tried[tried.length - 1].err;

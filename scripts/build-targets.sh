@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cross-builds the release addon, on Linux x64, for every target this
 # machine can build, each into its npm/<id>/ package, and checks each
-# binary (README, "Platforms"):
+# binary (docs/platforms.md):
 #
 #   scripts/build-targets.sh [ID ...]      default: all of them
 #

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the JS suite against the cross-built binaries of
 # scripts/build-targets.sh, each on an emulated or foreign-libc Node of its
-# platform (README, "Platforms"):
+# platform (docs/platforms.md):
 #
 #   scripts/test-targets.sh [ID ...] [-- TEST_PATH ...]
 #

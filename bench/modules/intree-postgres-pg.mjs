@@ -1,7 +1,7 @@
 // Upstream's in-tree PostgresServerStorage over node-postgres (the `pg`
 // package, a devDependency of this repository), one fresh schema per
 // storage on the server at SYNCULAR_TEST_PG_URL (default: the local server
-// .ci/run and the README use). Needs `--server` naming a @syncular/server
+// of .ci/run and docs/testing.md). Needs `--server` naming a @syncular/server
 // entry exporting PostgresServerStorage; under bun it still uses `pg`.
 //
 // The PgExecutor adapter below is this package's own: `query(text, params)`

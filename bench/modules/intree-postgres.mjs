@@ -1,7 +1,7 @@
 // Upstream's in-tree PostgresServerStorage on Bun's built-in PostgreSQL
 // driver (Bun.SQL), one fresh schema per storage on the server at
-// SYNCULAR_TEST_PG_URL (default: the local server .ci/run and the README
-// use). Bun only; needs `--server` naming a @syncular/server entry, e.g. an
+// SYNCULAR_TEST_PG_URL (default: the local server of .ci/run and
+// docs/testing.md). Bun only; needs `--server` naming a @syncular/server entry, e.g. an
 // extracted upstream tree's packages/server/src/index-bun.ts.
 //
 // The PgExecutor adapter below is this package's own: `query(text, params)`

@@ -1,5 +1,5 @@
 // This package on PostgreSQL: one fresh schema per storage on the server at
-// SYNCULAR_TEST_PG_URL (default: the local server .ci/run and the README use).
+// SYNCULAR_TEST_PG_URL (default: the local server of .ci/run and docs/testing.md).
 import { createRequire } from 'node:module';
 
 const { NativeStorage } = createRequire(import.meta.url)('../../index.js');

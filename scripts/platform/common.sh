@@ -51,7 +51,7 @@ rust_target() {
 
 # Where the built binary of an ID lives: its npm/<id>/ package, named as the
 # package's "main" says. win32-x64-gnu has no package of its own (the
-# release ships win32-x64-msvc, built on Windows; README "Platforms"): its
+# release ships win32-x64-msvc, built on Windows; docs/platforms.md): its
 # binary stays in target/platforms/.
 binary_of() {
   if [ "$1" = win32-x64-gnu ]; then

@@ -19,7 +19,7 @@
 // millions of rows or of large rows, LIKE/GLOB and substring search over
 // values of a megabyte built in the query, rows of hundreds of calls over
 // such values, and containment or overlap of large arrays and jsonb.
-// STRESS_ATTACK_RESIDUAL=1 adds the shapes the README names as residual.
+// STRESS_ATTACK_RESIDUAL=1 adds the shapes docs/bounds.md names as residual.
 import { OWN, VICTIM, planFor, viewName } from '../../__test__/support/isolation.mjs';
 import { ACCOUNT_COLUMNS, TASK_COLUMNS } from '../../__test__/support/schema.mjs';
 
