@@ -147,12 +147,17 @@ for (let i = cfg.start; i < cfg.end; i += 1) {
       await tx.lockPartitionForPush();
       took = await timed(() => tx.queryAuthoritative(body), deadline);
       outcome = took.outcome;
+      // A statement given up inside one uninterruptible call ends its
+      // transaction (PostgreSQL, docs/bounds.md): its calls then say so.
+      const givenUp = outcome.kind === 'refused' && outcome.code === 'ERR_SYNCULAR_QUERY_TIMEOUT' && /transaction was rolled back/.test(outcome.message ?? '');
       if (outcome.kind !== 'hang') {
-        // The push goes on after the query, refused or not, and commits what it staged.
+        // Otherwise the push goes on after the query, refused or not, and commits what it staged.
         const own = await attempt(() => tx.getRow('tasks', 'own-1'), deadline);
         const committed = own.kind === 'hang' ? own : await attempt(() => tx.commit(), deadline);
-        if (own.kind !== 'answered' || own.value?.rowId !== 'own-1' || committed.kind !== 'answered') {
-          line.txBroken = `${own.kind} ${own.code ?? ''} / commit ${committed.kind} ${committed.code ?? ''}`;
+        const finished = (o) => o.kind === 'refused' && o.code === 'ERR_SYNCULAR_TX_FINISHED';
+        const usable = own.kind === 'answered' && own.value?.rowId === 'own-1' && committed.kind === 'answered';
+        if (givenUp ? !finished(own) || !finished(committed) : !usable) {
+          line.txBroken = `${givenUp ? 'given up: ' : ''}${own.kind} ${own.code ?? ''} / commit ${committed.kind} ${committed.code ?? ''}`;
         }
         if (own.kind === 'hang' || committed.kind === 'hang') outcome = { kind: 'hang' };
       }
