@@ -38,6 +38,34 @@ function promReference(text) {
   return { families: JSON.parse(r.stdout) };
 }
 
+
+/**
+ * Four pushers of one-row commits on partitions p0 and p1, each calling
+ * `between()` after every commit: `acked` lists { partition, seq, id } in
+ * acknowledgement order; `stop()` ends them.
+ */
+function fourPushers(storage, between = async () => {}) {
+  const acked = [];
+  let stopped = false;
+  const pusher = async (n) => {
+    const partition = `p${n % 2}`;
+    for (let i = 0; !stopped; i++) {
+      const id = `w${n}-${i}`;
+      const seq = await writeCommit(storage, partition, [{ table: 'tasks', row: taskRow(id) }]);
+      acked.push({ partition, seq, id });
+      await between();
+    }
+  };
+  const pushers = [0, 1, 2, 3].map(pusher);
+  return {
+    acked,
+    stop: () => {
+      stopped = true;
+      return Promise.all(pushers);
+    },
+  };
+}
+
 test('versions(): the package, the addon build and the bundled SQLite', () => {
   const v = pkg.versions();
   assert.equal(v.package, require('../package.json').version);
@@ -272,19 +300,8 @@ for (const engine of engines.filter((e) => e.dialect === 'sqlite')) {
       for (let r = 0; r < PRELOAD_ROWS; r++) rows.push({ table: 'tasks', row: taskRow(`b${c}-${r}`, { title }) });
       await writeCommit(storage, 'bulk', rows);
     }
-    const acked = []; // { partition, seq, id } in acknowledgement order
-    let stop = false;
-    const pusher = async (n) => {
-      const partition = `p${n % 2}`;
-      for (let i = 0; !stop; i++) {
-        const id = `w${n}-${i}`;
-        const seq = await writeCommit(storage, partition, [{ table: 'tasks', row: taskRow(id) }]);
-        acked.push({ partition, seq, id });
-        // SQLite answers these calls at once: let timers and the backup's answer in.
-        await new Promise(setImmediate);
-      }
-    };
-    const pushers = [0, 1, 2, 3].map(pusher);
+    // SQLite answers these calls at once: each pusher lets timers and the backup's answer in.
+    const { acked, stop } = fourPushers(storage, () => new Promise(setImmediate));
     while (acked.length < 40) await delay(5);
     const path = join(dir, 'backup.db');
     const atCall = acked.length;
@@ -293,8 +310,7 @@ for (const engine of engines.filter((e) => e.dialect === 'sqlite')) {
     const took = performance.now() - started;
     const atAnswer = acked.length;
     while (acked.length < atAnswer + 20) await delay(5);
-    stop = true;
-    await Promise.all(pushers);
+    await stop();
     await storage.close();
     t.diagnostic(`backup of ${PRELOAD_COMMITS * PRELOAD_ROWS} rows: ${took.toFixed(0)} ms, ${atAnswer - atCall} commits acknowledged meanwhile`);
     assert.ok(atAnswer > atCall, `no commit was acknowledged while the backup ran (${took.toFixed(0)} ms): it held the pushers up`);
@@ -415,17 +431,7 @@ for (const engine of engines.filter((e) => e.dialect === 'postgres')) {
       await storage.touchPartition(p, Date.now(), `epoch-${p}`);
       await storage.putClientRecord(p, { clientId: `c-${p}`, actorId: 'a', cursor: 0, updatedAtMs: 1, subscriptions: [] });
     }
-    const acked = [];
-    let stop = false;
-    const pusher = async (n) => {
-      const partition = `p${n % 2}`;
-      for (let i = 0; !stop; i++) {
-        const id = `w${n}-${i}`;
-        const seq = await writeCommit(storage, partition, [{ table: 'tasks', row: taskRow(id) }]);
-        acked.push({ partition, seq, id });
-      }
-    };
-    const pushers = [0, 1, 2, 3].map(pusher);
+    const { acked, stop } = fourPushers(storage);
     while (acked.length < 40) await delay(5);
     const dump = join(dir, 'sync.dump');
     const atStart = acked.length;
@@ -433,8 +439,7 @@ for (const engine of engines.filter((e) => e.dialect === 'postgres')) {
     const atEnd = acked.length;
     // Commits after the dump, which the restore throws away.
     while (acked.length < atEnd + 20) await delay(5);
-    stop = true;
-    await Promise.all(pushers);
+    await stop();
     await storage.close();
     t.diagnostic(`${atEnd - atStart} commits acknowledged while pg_dump ran; ${acked.length} in all`);
 
