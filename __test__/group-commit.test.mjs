@@ -265,4 +265,19 @@ describe('WAL checkpoints off the JS thread (sqlite file)', () => {
       await storage.close();
     }
   });
+
+  test('checkpoints follow the WAL\'s growth in pages, not the number of commits', async () => {
+    const { storage } = await open({ synchronous: 'normal' });
+    try {
+      // 3,000 commits of one page each (the registry row): 3,000 pages of
+      // WAL, so a request per 1,000 pages asks the thread 3 times, each
+      // for at most 3 passes. A request per 64 commits asked 46 times.
+      for (let k = 0; k < 3000; k++) await storage.touchPartition('p', 1_000_000 + k, 'epoch');
+      const { wal: w } = await storage.stats();
+      assert.ok(w.checkpoints >= 1 && w.checkpoints <= 9, `checkpoints ${w.checkpoints}`);
+      assert.equal((await storage.listPartitionRegistry()).find((e) => e.partition === 'p')?.lastAuthenticatedAtMs, 1_002_999);
+    } finally {
+      await storage.close();
+    }
+  });
 });

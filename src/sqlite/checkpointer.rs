@@ -2,32 +2,38 @@
 //!
 //! With SQLite's automatic checkpoint, the COMMIT that crosses 1000 WAL
 //! pages copies the log back into the database and syncs it, on the thread
-//! that committed: the host's JS thread for a push. Here the writer's
-//! automatic checkpoint is raised to a backstop and a thread of the
-//! storage's own runs PASSIVE checkpoints (never waiting for readers or
-//! the writer) on its own connection every [`EVERY`] commits. Durability
-//! is unchanged: a commit is durable once in the WAL, at the configured
-//! `synchronous` level; a checkpoint only moves it.
+//! that committed: the host's JS thread for a push. Here a WAL hook on the
+//! writer (`sqlite3_wal_hook`, which SQLite calls after every commit with
+//! the WAL's length in pages) asks a thread of the storage's own for a
+//! PASSIVE checkpoint (never waiting for readers or the writer, on its own
+//! connection) each time the WAL has grown by [`STEP_PAGES`]. Counting
+//! pages, not commits, keeps small commits cheap: a `touchPartition`
+//! writes one page, a push a dozen or more, and a checkpoint (a wake-up
+//! and two syncs) per fixed number of commits cost the small ones most.
+//! Durability is unchanged: a commit is durable once in the WAL, at the
+//! configured `synchronous` level; a checkpoint only moves it.
 
 use super::conn::map_err;
 use crate::error::Result;
-use rusqlite::{Connection, OpenFlags};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use rusqlite::{ffi, Connection, OpenFlags};
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-/// Commits between checkpoint requests: about SQLite's default of 1000
-/// pages for pushes that write a few pages each.
-pub const EVERY: u32 = 64;
+/// WAL growth, in pages, between checkpoint requests: SQLite's own
+/// automatic checkpoint interval.
+pub const STEP_PAGES: i32 = 1000;
 
-/// The writer's own automatic checkpoint, in pages. A PASSIVE checkpoint
-/// beside a busy writer rarely catches up with the newest frames, and SQLite
+/// The writer's own checkpoint, in pages (what SQLite's automatic
+/// checkpoint would do, at a larger size). A PASSIVE checkpoint beside a
+/// busy writer rarely catches up with the newest frames, and SQLite
 /// restarts the WAL from its start only after one that did; the writer's
 /// own checkpoint, run while it holds the write lock, always does. The
 /// thread has copied almost everything by then, so that one is short. 4000
 /// pages (16 MB of 4 KiB pages) also keeps the WAL index to one hash
 /// segment, so page lookups of reads do not grow with it.
-pub const BACKSTOP_PAGES: u32 = 4000;
+pub const BACKSTOP_PAGES: i32 = 4000;
 
 /// What the thread's passes did, for `stats()`.
 #[derive(Debug, Default)]
@@ -43,28 +49,77 @@ impl Progress {
     }
 }
 
+/// What the WAL hook reads: the way to wake the thread, and the WAL's
+/// length when it last did.
+struct Hook {
+    wake: Mutex<Option<SyncSender<()>>>,
+    asked_at: AtomicI32,
+}
+
+/// SQLite's WAL hook on the writer: called after each commit, on the
+/// committing thread, with the writer's connection mutex held.
+unsafe extern "C" fn on_commit(
+    data: *mut c_void, db: *mut ffi::sqlite3, name: *const c_char, pages: c_int,
+) -> c_int {
+    // SAFETY: `data` is the `Hook` registered with this callback; it is
+    // freed only after the hook is unregistered (`Checkpointer::stop`), or
+    // never (`Drop`).
+    let hook = unsafe { &*data.cast::<Hook>() };
+    if pages >= BACKSTOP_PAGES {
+        // As SQLite's own automatic checkpoint does from this hook.
+        // SAFETY: `db` and `name` are what SQLite passed to its hook.
+        unsafe { ffi::sqlite3_wal_checkpoint(db, name) };
+        return ffi::SQLITE_OK;
+    }
+    let asked = hook.asked_at.load(Relaxed);
+    // A shorter WAL than at the last request: it restarted from its start.
+    let asked = if pages < asked { 0 } else { asked };
+    if pages >= asked + STEP_PAGES {
+        hook.asked_at.store(pages, Relaxed);
+        if let Some(wake) = hook.wake.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            // A request already pending covers this one.
+            match wake.try_send(()) {
+                Ok(()) | Err(TrySendError::Full(())) | Err(TrySendError::Disconnected(())) => {}
+            }
+        }
+    } else if asked != hook.asked_at.load(Relaxed) {
+        hook.asked_at.store(asked, Relaxed);
+    }
+    ffi::SQLITE_OK
+}
+
 pub struct Checkpointer {
-    wake: Option<SyncSender<()>>,
+    /// Registered on the writer while `registered` holds.
+    hook: Option<Box<Hook>>,
+    registered: bool,
     thread: Option<std::thread::JoinHandle<()>>,
-    commits: u32,
 }
 
 /// Stopping waits for the thread: its connection must be closed before the
 /// storage's `close()` returns, or the database would still be open (and,
 /// as the last connection, locked while it checkpoints on close) after it.
+/// A checkpointer dropped while its hook is still registered (not through
+/// [`Checkpointer::stop`]) leaves the hook's few bytes allocated, so the
+/// writer never calls into freed memory.
 impl Drop for Checkpointer {
     fn drop(&mut self) {
-        self.wake.take();
+        if let Some(hook) = &self.hook {
+            hook.wake.lock().unwrap_or_else(|p| p.into_inner()).take();
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        if self.registered {
+            std::mem::forget(self.hook.take());
         }
     }
 }
 
 impl Checkpointer {
-    /// Starts the thread for the database file at `path`. It exits when
-    /// the checkpointer is dropped (with the writer).
-    pub fn start(path: &str, progress: Arc<Progress>) -> Result<Checkpointer> {
+    /// Starts the thread for the database file at `path`, and hooks it to
+    /// `writer`'s commits. It exits when the checkpointer is stopped or
+    /// dropped.
+    pub fn start(path: &str, progress: Arc<Progress>, writer: &Connection) -> Result<Checkpointer> {
         let (wake, asked) = sync_channel::<()>(1);
         let path = path.to_owned();
         let thread = std::thread::Builder::new()
@@ -99,24 +154,32 @@ impl Checkpointer {
                 }
             })
             .map_err(|e| crate::error::Error::plain("ERR_SYNCULAR_OPEN", e.to_string()))?;
+        let hook = Box::new(Hook {
+            wake: Mutex::new(Some(wake)),
+            asked_at: AtomicI32::new(0),
+        });
+        // SAFETY: the handle is the writer's open connection; the hook data
+        // outlives the registration (see `Drop` and `stop`).
+        unsafe {
+            ffi::sqlite3_wal_hook(
+                writer.handle(),
+                Some(on_commit),
+                std::ptr::from_ref::<Hook>(&hook).cast_mut().cast(),
+            )
+        };
         Ok(Checkpointer {
-            wake: Some(wake),
+            hook: Some(hook),
+            registered: true,
             thread: Some(thread),
-            commits: 0,
         })
     }
 
-    /// Counts a physical commit; every [`EVERY`]th asks for a checkpoint
-    /// without waiting (a request already pending covers this one).
-    pub fn committed(&mut self) {
-        self.commits = self.commits.wrapping_add(1);
-        if self.commits % EVERY == 0 {
-            if let Some(wake) = &self.wake {
-                match wake.try_send(()) {
-                    Ok(()) | Err(TrySendError::Full(())) | Err(TrySendError::Disconnected(())) => {}
-                }
-            }
-        }
+    /// Unhooks from `writer` (the connection given to `start`) and stops
+    /// the thread.
+    pub fn stop(mut self, writer: &Connection) {
+        // SAFETY: the writer's open connection; removing its WAL hook.
+        unsafe { ffi::sqlite3_wal_hook(writer.handle(), None, std::ptr::null_mut()) };
+        self.registered = false;
     }
 }
 

@@ -117,6 +117,9 @@ impl Drop for Db {
             let _ = conn::exec(&w.conn, "ROLLBACK");
             shared::replay_fresh(w);
         }
+        if let Some(c) = w.checkpointer.take() {
+            c.stop(&w.conn);
+        }
     }
 }
 
@@ -268,11 +271,12 @@ impl SqliteEngine {
         let (checkpointer, foreign) = match (&cfg.location, &progress) {
             (Location::File(path), Some(progress)) => {
                 open.opened(path);
-                writer
-                    .pragma_update(None, "wal_autocheckpoint", checkpointer::BACKSTOP_PAGES)
-                    .map_err(map_err)?;
                 (
-                    Some(checkpointer::Checkpointer::start(path, progress.clone())?),
+                    Some(checkpointer::Checkpointer::start(
+                        path,
+                        progress.clone(),
+                        &writer,
+                    )?),
                     Some(foreign::Watch::start(path)),
                 )
             }
@@ -315,7 +319,9 @@ impl SqliteEngine {
             w.held = 0;
             shared::replay_fresh(&mut w);
             // Its connection closes now, before the writer's (see checkpointer).
-            w.checkpointer.take();
+            if let Some(c) = w.checkpointer.take() {
+                c.stop(&w.conn);
+            }
             lock(&db.readers).clear();
         }
     }
@@ -571,9 +577,6 @@ impl SqliteEngine {
             return Err(e);
         }
         w.staged.clear();
-        if let Some(c) = w.checkpointer.as_mut() {
-            c.committed();
-        }
         Ok(())
     }
 
@@ -684,12 +687,7 @@ impl SqliteEngine {
         });
         match (own, out) {
             (Own::Transaction, Ok(v)) => Self::commit_physical(w).map(|()| v),
-            (Own::Statement, Ok(v)) => {
-                if let Some(c) = w.checkpointer.as_mut() {
-                    c.committed();
-                }
-                Ok(v)
-            }
+            (Own::Statement, Ok(v)) => Ok(v),
             // The statement could not take the write lock: nothing ran.
             (Own::Statement, Err(e)) if e.is_busy() => Err(would_block()),
             (Own::Statement, Err(e)) => Err(e),

@@ -286,7 +286,7 @@ pub(super) fn statement(
             sql: sql.to_owned(),
             params,
         };
-        wrote(&mut w.staged, &mut w.checkpointer, joined, staged);
+        wrote(&mut w.staged, joined, staged);
     }
     Ok(out)
 }
@@ -320,19 +320,15 @@ pub(super) fn exec(w: &mut Writer, sql: &str) -> Result<()> {
                 sql: text,
                 params: Vec::new(),
             };
-            wrote(&mut w.staged, &mut w.checkpointer, joined, staged);
+            wrote(&mut w.staged, joined, staged);
         }
     }
 }
 
-fn wrote(
-    staged: &mut Vec<Staged>, checkpointer: &mut Option<super::checkpointer::Checkpointer>,
-    joined: bool, entry: impl FnOnce() -> Staged,
-) {
+/// A write joined to an open transaction is kept until that commits.
+fn wrote(staged: &mut Vec<Staged>, joined: bool, entry: impl FnOnce() -> Staged) {
     if joined {
         staged.push(entry());
-    } else if let Some(c) = checkpointer.as_mut() {
-        c.committed();
     }
 }
 
@@ -402,9 +398,6 @@ pub(super) fn replay_fresh(w: &mut Writer) {
         return;
     }
     drop(wait);
-    if let Some(c) = w.checkpointer.as_mut() {
-        c.committed();
-    }
 }
 
 impl super::SqliteEngine {
