@@ -750,22 +750,41 @@ impl SqliteEngine {
 
     /// Runs `f` in one read transaction, so several statements share one
     /// snapshot.
+    /// On the calling thread an idle writer answers, as for [`read`](Self::read):
+    /// a reader's page cache is thrown away by every commit since its last
+    /// read, so a window or a page read right after a request's writes
+    /// would read every page again.
     #[track_caller]
     pub fn read_snapshot<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let slow = Slow::start(telemetry::SQLITE, "read", Site::caller());
+        if !crate::engine::off_thread() {
+            let db = self.db()?;
+            if let Ok(w) = db.writer.try_lock() {
+                if w.lease.is_none() && w.held == 0 && w.conn.is_autocommit() {
+                    let out = snapshot(&w.conn, f);
+                    drop(slow);
+                    return out;
+                }
+            };
+        }
         self.read_snapshot_timed(slow, f)
     }
 
     pub(super) fn read_snapshot_timed<T>(
         &self, slow: Slow<'_>, f: impl FnOnce(&Connection) -> Result<T>,
     ) -> Result<T> {
-        self.read_timed(slow, |c| {
-            conn::exec(c, "BEGIN").map_err(map_err)?;
-            let out = f(c);
-            let _ = conn::exec(c, "COMMIT");
-            out
-        })
+        self.read_timed(slow, |c| snapshot(c, f))
     }
+}
+
+/// `f` in one read transaction on `c`, which is back in autocommit after.
+fn snapshot<T>(c: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    conn::exec(c, "BEGIN").map_err(map_err)?;
+    let out = f(c);
+    if conn::exec(c, "COMMIT").is_err() && !c.is_autocommit() {
+        let _ = conn::exec(c, "ROLLBACK");
+    }
+    out
 }
 
 impl<'a> Held<'a> {
