@@ -8,7 +8,9 @@
 // 300 commits), touch (N rounds of touchPartition + getMaxCommitSeq) or
 // request (N rounds of the point calls a pull request makes around its
 // reads: getClientRecord twice, getMaxCommitSeq, getHorizonSeq,
-// putClientRecord, touchPartition),
+// putClientRecord, touchPartition) or pull (N rounds of what a window
+// pull makes: getClientRecord, a 100-change window read, putClientRecord
+// and touchPartition, so each read follows two commits),
 // on a SQLite file at synchronous=NORMAL.
 import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -47,6 +49,19 @@ try {
       await storage.getClientRecord('p', 'c');
       await storage.putClientRecord('p', { ...client, updatedAtMs: i });
       await storage.touchPartition('p', i, 'epoch');
+    }
+  } else if (workload === 'pull') {
+    await W.populate(storage, 0, 300);
+    const max = await storage.getMaxCommitSeq('window');
+    const client = { clientId: 'c', actorId: 'a', wireVersion: 1, cursor: 0, subscriptions: [], updatedAtMs: 0 };
+    await storage.putClientRecord('window', client);
+    for (let i = 0; i < N; i++) {
+      await storage.getClientRecord('window', 'c');
+      const afterSeq = (i * 97) % Math.max(1, max - 100);
+      const commits = await storage.readCommitWindow('window', { table: 'tasks', scopeFilter: { project_id: ['p1'] }, afterSeq, throughSeq: max, limitChanges: 100 });
+      if (commits.length === 0) throw new Error('pull: an empty window');
+      await storage.putClientRecord('window', { ...client, cursor: afterSeq, updatedAtMs: i });
+      await storage.touchPartition('window', i, 'epoch');
     }
   } else throw new Error(`unknown workload ${workload}`);
 } finally {
