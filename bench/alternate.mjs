@@ -1,0 +1,65 @@
+// One host figure for several storages in one process, in alternating
+// rounds: on a machine whose speed drifts (a VM's steal time), rounds of
+// each storage side by side compare better than runs minutes apart.
+//
+//   bun bench/alternate.mjs --server <tree>/packages/server/src/index-bun.ts \
+//     [--figure window|push1|push10] [--rounds N] --module A.mjs --module B.mjs ...
+//
+// Each module exports createStorage(context) and label, as for run.mjs.
+// Prints each storage's median and every round, then the first storage's
+// median over each other's.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { loadCore, createHost, fill, windowPulls, pushSequential } from './lib/server.mjs';
+
+const args = process.argv.slice(2);
+const modules = [];
+let serverPath;
+let figure = 'window';
+let rounds = 12;
+for (let i = 0; i < args.length; i++) {
+  const value = () => {
+    if (i + 1 >= args.length) throw new Error(`${args[i]} needs a value`);
+    return args[++i];
+  };
+  if (args[i] === '--module') modules.push(resolve(value()));
+  else if (args[i] === '--server') serverPath = resolve(value());
+  else if (args[i] === '--figure') figure = value();
+  else if (args[i] === '--rounds') rounds = Number(value());
+  else throw new Error(`unknown option ${args[i]}`);
+}
+if (!serverPath || modules.length === 0) throw new Error('usage: alternate.mjs --server PATH [--figure window|push1|push10] [--rounds N] --module PATH...');
+if (!['window', 'push1', 'push10'].includes(figure)) throw new Error(`--figure: window, push1 or push10, not ${figure}`);
+if (!Number.isSafeInteger(rounds) || rounds < 1) throw new Error('--rounds must be a positive integer');
+
+const server = await import(pathToFileURL(serverPath).href);
+const core = await loadCore(serverPath);
+const dir = mkdtempSync(join(tmpdir(), 'syncular-alternate-'));
+const runs = [];
+try {
+  for (const [k, path] of modules.entries()) {
+    const mod = await import(pathToFileURL(path).href);
+    const storage = await mod.createStorage({ path: join(dir, `db${k}.sqlite`), server });
+    const host = await createHost(server, core, storage, 'window');
+    if (figure === 'window') await fill(host, 'w', 3000, 1);
+    runs.push({ label: mod.label ?? path, host, storage, values: [] });
+  }
+  for (let r = 0; r < rounds; r++) {
+    for (const run of runs) {
+      const v =
+        figure === 'window'
+          ? (await windowPulls(run.host, 300)).pullsPerSec
+          : (await pushSequential(run.host, figure === 'push1' ? 1 : 10, 500)).commitsPerSec;
+      run.values.push(v);
+    }
+  }
+} finally {
+  for (const run of runs) await run.storage.close?.();
+  rmSync(dir, { recursive: true, force: true });
+}
+const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
+const unit = figure === 'window' ? 'pulls/s' : 'commits/s';
+for (const run of runs) console.log(`${run.label}: median ${median(run.values).toFixed(0)} ${unit}; rounds ${run.values.map((v) => v.toFixed(0)).join(' ')}`);
+for (const run of runs.slice(1)) console.log(`${runs[0].label} vs ${run.label}: ${(median(runs[0].values) / median(run.values)).toFixed(2)}×`);
