@@ -1,9 +1,10 @@
-// One host figure for several storages in one process, in alternating
+// One host figure (a 100-commit window pull, a push of 1 or 10 ops, or a
+// bootstrap of 20,000 rows in 1,000-row pages) for several storages in one process, in alternating
 // rounds: on a machine whose speed drifts (a VM's steal time), rounds of
 // each storage side by side compare better than runs minutes apart.
 //
 //   bun bench/alternate.mjs --server <tree>/packages/server/src/index-bun.ts \
-//     [--figure window|push1|push10] [--rounds N] --module A.mjs --module B.mjs ...
+//     [--figure window|push1|push10|bootstrap] [--rounds N] --module A.mjs --module B.mjs ...
 //
 // Each module exports createStorage(context) and label, as for run.mjs.
 // Prints each storage's median and every round, then the first storage's
@@ -12,7 +13,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { loadCore, createHost, fill, windowPulls, pushSequential } from './lib/server.mjs';
+import { loadCore, createHost, fill, windowPulls, pushSequential, bootstrap } from './lib/server.mjs';
 
 const args = process.argv.slice(2);
 const modules = [];
@@ -30,8 +31,8 @@ for (let i = 0; i < args.length; i++) {
   else if (args[i] === '--rounds') rounds = Number(value());
   else throw new Error(`unknown option ${args[i]}`);
 }
-if (!serverPath || modules.length === 0) throw new Error('usage: alternate.mjs --server PATH [--figure window|push1|push10] [--rounds N] --module PATH...');
-if (!['window', 'push1', 'push10'].includes(figure)) throw new Error(`--figure: window, push1 or push10, not ${figure}`);
+if (!serverPath || modules.length === 0) throw new Error('usage: alternate.mjs --server PATH [--figure window|push1|push10|bootstrap] [--rounds N] --module PATH...');
+if (!['window', 'push1', 'push10', 'bootstrap'].includes(figure)) throw new Error(`--figure: window, push1, push10 or bootstrap, not ${figure}`);
 if (!Number.isSafeInteger(rounds) || rounds < 1) throw new Error('--rounds must be a positive integer');
 
 const server = await import(pathToFileURL(serverPath).href);
@@ -44,6 +45,7 @@ try {
     const storage = await mod.createStorage({ path: join(dir, `db${k}.sqlite`), server });
     const host = await createHost(server, core, storage, 'window');
     if (figure === 'window') await fill(host, 'w', 3000, 1);
+    if (figure === 'bootstrap') await fill(host, 'b', 200, 100);
     runs.push({ label: mod.label ?? path, host, storage, values: [] });
   }
   for (let r = 0; r < rounds; r++) {
@@ -51,7 +53,9 @@ try {
       const v =
         figure === 'window'
           ? (await windowPulls(run.host, 300)).pullsPerSec
-          : (await pushSequential(run.host, figure === 'push1' ? 1 : 10, 500)).commitsPerSec;
+          : figure === 'bootstrap'
+            ? (await bootstrap(run.host, `boot-${r}`, 20_000)).rowsPerSec
+            : (await pushSequential(run.host, figure === 'push1' ? 1 : 10, 500)).commitsPerSec;
       run.values.push(v);
     }
   }
@@ -60,6 +64,6 @@ try {
   rmSync(dir, { recursive: true, force: true });
 }
 const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
-const unit = figure === 'window' ? 'pulls/s' : 'commits/s';
+const unit = { window: 'pulls/s', bootstrap: 'rows/s' }[figure] ?? 'commits/s';
 for (const run of runs) console.log(`${run.label}: median ${median(run.values).toFixed(0)} ${unit}; rounds ${run.values.map((v) => v.toFixed(0)).join(' ')}`);
 for (const run of runs.slice(1)) console.log(`${runs[0].label} vs ${run.label}: ${(median(runs[0].values) / median(run.values)).toFixed(2)}×`);
