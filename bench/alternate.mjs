@@ -55,7 +55,8 @@ try {
           ? (await windowPulls(run.host, 300)).pullsPerSec
           : figure === 'bootstrap'
             ? (await bootstrap(run.host, `boot-${r}`, 20_000)).rowsPerSec
-            : (await pushSequential(run.host, figure === 'push1' ? 1 : 10, 500)).commitsPerSec;
+            : // A partition of its own each round: the pushes' commit ids repeat.
+              (await pushSequential(await createHost(server, core, run.storage, `push-${r}`), figure === 'push1' ? 1 : 10, 500)).commitsPerSec;
       run.values.push(v);
     }
   }
