@@ -71,9 +71,8 @@ unsafe extern "C" fn on_commit(
         unsafe { ffi::sqlite3_wal_checkpoint(db, name) };
         return ffi::SQLITE_OK;
     }
-    let asked = hook.asked_at.load(Relaxed);
-    // A shorter WAL than at the last request: it restarted from its start.
-    let asked = if pages < asked { 0 } else { asked };
+    // A shorter WAL than at the last request restarted from its start.
+    let asked = hook.asked_at.load(Relaxed).min(pages);
     if pages >= asked + STEP_PAGES {
         hook.asked_at.store(pages, Relaxed);
         if let Some(wake) = hook.wake.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
@@ -82,7 +81,7 @@ unsafe extern "C" fn on_commit(
                 Ok(()) | Err(TrySendError::Full(())) | Err(TrySendError::Disconnected(())) => {}
             }
         }
-    } else if asked != hook.asked_at.load(Relaxed) {
+    } else {
         hook.asked_at.store(asked, Relaxed);
     }
     ffi::SQLITE_OK

@@ -705,12 +705,18 @@ impl SqliteEngine {
     #[track_caller]
     pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let _slow = Slow::start(telemetry::SQLITE, "read", Site::caller());
+        self.read_on_idle_writer_or_pooled(f)
+    }
+
+    /// On the calling thread, an idle writer answers: it wrote last, so its
+    /// page cache is warm, where a reader's is thrown away by every commit
+    /// since its last read. Never off-thread (a JS-thread write would wait
+    /// for it), never while any transaction is open on it (its state is not
+    /// the committed state). Otherwise a pooled reader answers.
+    fn read_on_idle_writer_or_pooled<T>(
+        &self, f: impl FnOnce(&Connection) -> Result<T>,
+    ) -> Result<T> {
         let db = self.db()?;
-        // On the calling thread, an idle writer answers: it wrote last, so
-        // its page cache is warm, where a reader's is thrown away by every
-        // commit since its last read. Never off-thread (a JS-thread write
-        // would wait for it), never while any transaction is open on it (its
-        // state is not the committed state).
         if !crate::engine::off_thread() {
             if let Ok(w) = db.writer.try_lock() {
                 if w.lease.is_none() && w.held == 0 && w.conn.is_autocommit() {
@@ -749,25 +755,13 @@ impl SqliteEngine {
     }
 
     /// Runs `f` in one read transaction, so several statements share one
-    /// snapshot.
-    /// On the calling thread an idle writer answers, as for [`read`](Self::read):
-    /// a reader's page cache is thrown away by every commit since its last
-    /// read, so a window or a page read right after a request's writes
-    /// would read every page again.
+    /// snapshot, on the connection [`read`](Self::read) would use: a
+    /// window or a page read right after a request's writes then finds the
+    /// writer's cache warm.
     #[track_caller]
     pub fn read_snapshot<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        let slow = Slow::start(telemetry::SQLITE, "read", Site::caller());
-        if !crate::engine::off_thread() {
-            let db = self.db()?;
-            if let Ok(w) = db.writer.try_lock() {
-                if w.lease.is_none() && w.held == 0 && w.conn.is_autocommit() {
-                    let out = snapshot(&w.conn, f);
-                    drop(slow);
-                    return out;
-                }
-            };
-        }
-        self.read_snapshot_timed(slow, f)
+        let _slow = Slow::start(telemetry::SQLITE, "read", Site::caller());
+        self.read_on_idle_writer_or_pooled(|c| snapshot(c, f))
     }
 
     pub(super) fn read_snapshot_timed<T>(
