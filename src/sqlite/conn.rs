@@ -171,7 +171,7 @@ unsafe extern "C" fn busy_wait(
     1
 }
 
-fn configure(conn: &Connection) -> Result<()> {
+fn configure(conn: &mut Connection) -> Result<()> {
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     // Plans that do not depend on bound values. Without this, SQLite 3.50
     // marks a statement whose `LIMIT ?` it planned with as expired on every
@@ -193,7 +193,7 @@ pub fn open_writer(cfg: &Config) -> Result<Connection> {
 }
 
 fn open_writer_at(cfg: &Config) -> Result<Connection> {
-    let conn = match &cfg.location {
+    let mut conn = match &cfg.location {
         Location::Memory => Connection::open_in_memory(),
         Location::File(path) => Connection::open(path),
     }
@@ -206,7 +206,7 @@ fn open_writer_at(cfg: &Config) -> Result<Connection> {
             message: "the database opened read-only".into(),
         });
     }
-    configure(&conn)?;
+    configure(&mut conn)?;
     if let Location::File(_) = cfg.location {
         set_busy_timeout(&conn, cfg.busy_timeout)?;
         // WAL lets readers run beside the writer; the mode persists in the
@@ -238,14 +238,14 @@ pub fn open_reader(cfg: &Config) -> Result<Connection> {
 }
 
 fn open_reader_at(cfg: &Config, path: &str) -> Result<Connection> {
-    let conn = Connection::open_with_flags(
+    let mut conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
             | OpenFlags::SQLITE_OPEN_URI,
     )
     .map_err(map_err)?;
-    configure(&conn)?;
+    configure(&mut conn)?;
     set_busy_timeout(&conn, cfg.busy_timeout)?;
     Ok(conn)
 }
@@ -314,7 +314,7 @@ pub fn rollback_after(conn: &Connection, e: Error) -> Error {
 /// the registered-query authorizer ([`super::isolation::register`]) does.
 /// Setting an authorizer expires the prepared statements, so the cached
 /// COMMIT/ROLLBACK are prepared again and meet it.
-pub fn arm_faults(conn: &Connection, commit: bool, rollback: bool) {
+pub fn arm_faults(conn: &mut Connection, commit: bool, rollback: bool) -> Result<()> {
     use rusqlite::hooks::{AuthAction, AuthContext, Authorization, TransactionOperation};
     let mut commit = commit;
     let mut rollback = rollback;
@@ -332,7 +332,8 @@ pub fn arm_faults(conn: &Connection, commit: bool, rollback: bool) {
             Authorization::Deny
         }
         _ => super::isolation::bound_verdict(&ctx),
-    }));
+    }))
+    .map_err(map_err)
 }
 
 pub fn has_column(conn: &Connection, table: &str, column: &str) -> Result<bool> {

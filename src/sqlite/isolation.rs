@@ -290,11 +290,12 @@ const TABLE_FUNCTIONS: &[&str] = &["json_each", "json_tree"];
 /// and recompiled after a schema change, only while it is bound (inside
 /// `sqlite3_prepare` or `sqlite3_step` under [`bound`]), so its checks
 /// always run under its own rules.
-pub fn register(conn: &Connection) -> Result<()> {
+pub fn register(conn: &mut Connection) -> Result<()> {
     // SAFETY: sets SQLite's own process-wide heap limit (this library's
     // SQLite is linked into this addon only); idempotent.
     unsafe { rusqlite::ffi::sqlite3_hard_heap_limit64(HEAP_LIMIT) };
-    conn.authorizer(Some(|ctx: AuthContext<'_>| bound_verdict(&ctx)));
+    conn.authorizer(Some(|ctx: AuthContext<'_>| bound_verdict(&ctx)))
+        .map_err(map_err)?;
     conn.create_scalar_function(
         PARTITION_FN,
         0,
@@ -351,6 +352,8 @@ fn ensure_views(conn: &Connection, tables: &[(&Table, String)]) -> Result<()> {
 /// on drop, whatever happened.
 pub struct Bounded<'c> {
     conn: &'c Connection,
+    /// The progress handler's state (see [`progress_check`]).
+    _progress: Box<Progress>,
     /// The connection's own limits, restored on drop.
     saved: (i32, i32, i32),
     /// The largest value the run may make or read.
@@ -405,49 +408,87 @@ pub fn bound<'c>(
         memory: memory as i64,
     };
     let meter = super::meter::start(limits, deadline, budget.map(|_| started + stall), closed);
-    let closed = closed.clone();
     // Every PROGRESS_OPS VM steps (PROGRESS_OPS_NOW on the calling thread,
     // whose stall budget is tighter): a clock read per call costs little
     // next to them. `budget` is in thousands of steps.
     let ops = if now { PROGRESS_OPS_NOW } else { PROGRESS_OPS };
     let per_call = 1000 / ops as u32;
-    let mut left = budget.map(|b| b.saturating_mul(per_call));
-    // SQLite's heap is read every MEMORY_EVERY checks (its counter takes
-    // a lock): the heap grows by at most the work of that many checks in
-    // between (`super::shape::WORK_BYTES` each), far under WORKING_MEMORY.
-    let mut calls = 0u32;
-    conn.progress_handler(
-        ops,
-        Some(move || {
-            let at = Instant::now();
-            if closed.load(Ordering::Relaxed) || at >= deadline {
-                return true;
-            }
-            calls = calls.wrapping_add(1);
-            if calls % MEMORY_EVERY == 0 && super::meter::over_memory() {
-                return true;
-            }
-            match left.as_mut() {
-                Some(n) if *n == 0 || at - started >= stall => {
-                    // Runs on the thread stepping the query, which bound it.
-                    over_budget();
-                    true
-                }
-                Some(n) => {
-                    *n -= 1;
-                    false
-                }
-                None => false,
-            }
-        }),
-    );
+    let mut progress = Box::new(Progress {
+        closed: closed.clone(),
+        started,
+        deadline,
+        stall,
+        left: budget.map(|b| b.saturating_mul(per_call)),
+        calls: 0,
+    });
+    // SAFETY: the handle is this open connection's. The handler's data is
+    // the boxed `Progress`, which `Bounded` owns and keeps at one address;
+    // `Bounded`'s drop removes the handler before the box is freed, and
+    // the connection is borrowed for as long as `Bounded` lives, so no
+    // statement of it steps after that.
+    unsafe {
+        rusqlite::ffi::sqlite3_progress_handler(
+            conn.handle(),
+            ops,
+            Some(progress_check),
+            (&mut *progress as *mut Progress).cast(),
+        );
+    }
     Ok(Bounded {
         conn,
+        _progress: progress,
         saved,
         value: std::cell::Cell::new(MAX_VALUE),
         now,
         _meter: meter,
     })
+}
+
+/// What the progress handler of one bounded run checks.
+struct Progress {
+    closed: Arc<AtomicBool>,
+    started: Instant,
+    deadline: Instant,
+    /// The calling-thread budget of time ([`now_stall`]).
+    stall: Duration,
+    /// Progress checks left in a calling-thread run's step budget; `None`
+    /// off-thread.
+    left: Option<u32>,
+    calls: u32,
+}
+
+/// SQLite's progress handler for a bounded run: non-zero stops the
+/// statement (SQLITE_INTERRUPT) at the deadline, once the storage closes,
+/// past the working memory, or past a calling-thread run's budget of steps
+/// or time. Installed through the C API, not rusqlite's hook (which needs
+/// the connection borrowed mutably, and wraps each call in its own
+/// closure box), so this runs straight from SQLite's VM loop.
+extern "C" fn progress_check(data: *mut std::ffi::c_void) -> std::ffi::c_int {
+    // SAFETY: `data` is the `Progress` that `bound` installed, alive and
+    // used only by the thread stepping this connection's statement.
+    let p = unsafe { &mut *data.cast::<Progress>() };
+    // Nothing below panics (arithmetic saturates or is checked), so no
+    // unwind can reach SQLite's C frames.
+    let at = Instant::now();
+    if p.closed.load(Ordering::Relaxed) || at >= p.deadline {
+        return 1;
+    }
+    p.calls = p.calls.wrapping_add(1);
+    if p.calls % MEMORY_EVERY == 0 && super::meter::over_memory() {
+        return 1;
+    }
+    match p.left.as_mut() {
+        Some(n) if *n == 0 || at.saturating_duration_since(p.started) >= p.stall => {
+            // Runs on the thread stepping the query, which bound it.
+            over_budget();
+            1
+        }
+        Some(n) => {
+            *n -= 1;
+            0
+        }
+        None => 0,
+    }
 }
 
 /// Marks the run bound on this thread as stopped at its budget.
@@ -483,7 +524,11 @@ fn limits(conn: &Connection) -> (i32, i32, i32) {
 
 impl Drop for Bounded<'_> {
     fn drop(&mut self) {
-        self.conn.progress_handler(0, None::<fn() -> bool>);
+        // SAFETY: removes the handler `bound` installed on this connection;
+        // its data (`_progress`) is freed only after this.
+        unsafe {
+            rusqlite::ffi::sqlite3_progress_handler(self.conn.handle(), 0, None, std::ptr::null_mut());
+        }
         set_limits(self.conn, self.saved);
         BOUND.with(|b| *b.borrow_mut() = None);
         PARTITION.with(|p| *p.borrow_mut() = None);

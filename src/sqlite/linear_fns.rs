@@ -24,9 +24,9 @@ use rusqlite::Connection;
 /// Registers the replacements on `conn`.
 pub fn register(conn: &Connection) -> Result<()> {
     let flags = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
-    conn.create_scalar_function("instr", 2, flags, instr)
+    conn.create_scalar_function("instr", 2, flags, |c| instr(c))
         .map_err(map_err)?;
-    conn.create_scalar_function("replace", 3, flags, replace)
+    conn.create_scalar_function("replace", 3, flags, |c| replace(c))
         .map_err(map_err)?;
     conn.create_scalar_function("trim", 2, flags, |c| trim(c, true, true))
         .map_err(map_err)?;

@@ -595,9 +595,8 @@ impl SqliteEngine {
     /// statement), so the path where both fail can be exercised. One-shot.
     pub fn arm_faults(&self, commit: bool, rollback: bool) -> Result<()> {
         let db = self.db()?;
-        let w = lock(&db.writer);
-        conn::arm_faults(&w.conn, commit, rollback);
-        Ok(())
+        let mut w = lock(&db.writer);
+        conn::arm_faults(&mut w.conn, commit, rollback)
     }
 
     pub fn is_held(&self, id: u32) -> bool {

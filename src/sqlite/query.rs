@@ -599,8 +599,8 @@ mod tests {
     use crate::schema::Schema;
 
     fn setup() -> (Connection, Loaded) {
-        let conn = Connection::open_in_memory().unwrap();
-        isolation::register(&conn).unwrap();
+        let mut conn = Connection::open_in_memory().unwrap();
+        isolation::register(&mut conn).unwrap();
         conn.execute_batch(
             r#"CREATE TABLE tasks("_sync_partition" TEXT, "_sync_row_id" TEXT, id TEXT, title TEXT, "_sync_payload" BLOB);
                CREATE INDEX tasks_p ON tasks("_sync_partition", id);

@@ -155,8 +155,8 @@ mod tests {
 
     #[test]
     fn point_and_aggregate_queries_fit_rows_of_arithmetic_do_not() {
-        let conn = Connection::open_in_memory().unwrap();
-        super::super::isolation::register(&conn).unwrap();
+        let mut conn = Connection::open_in_memory().unwrap();
+        super::super::isolation::register(&mut conn).unwrap();
         conn.execute_batch(
             "CREATE TABLE t(p TEXT, id TEXT, title TEXT, project_id TEXT, n INTEGER);
              CREATE INDEX t_p ON t(p, id); CREATE INDEX t_pp ON t(p, project_id);",
