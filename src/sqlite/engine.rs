@@ -42,8 +42,10 @@ const NOW_BYTES: usize = 4 << 20;
 
 /// Thousands of VM steps a registered query may take on the calling
 /// thread before it is stopped and run off-thread instead (an indexed
-/// point query takes well under one).
-const NOW_STEPS: u32 = 16;
+/// point query takes well under one; a 10k-row scan about 50). Time bounds
+/// it too: `isolation::NOW_STALL`, about as long as the largest window or
+/// page read there.
+const NOW_STEPS: u32 = 128;
 
 impl Engine for Arc<SqliteEngine> {
     fn name(&self) -> &'static str {
@@ -270,8 +272,8 @@ impl Engine for Arc<SqliteEngine> {
         &self, p: String, request: Request, params: Vec<Value>, declared: Vec<String>,
         gate_running: Option<i64>,
     ) -> Call<QueryOutput> {
-        // Tried here first unless it has been seen to be expensive; a run
-        // past NOW_STEPS goes off-thread, as every later run of its text.
+        // Tried here unless recent runs of its text outgrew the budget
+        // (`super::query::Placement`); a run past NOW_STEPS goes off-thread.
         if let Some(r) = self.try_query_authoritative_now(
             &p,
             &request,

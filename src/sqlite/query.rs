@@ -19,7 +19,7 @@ use crate::stored::{self, Form};
 use crate::telemetry::{self, Site, Slow};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ToSql};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -296,12 +296,58 @@ const MAX_REWRITES: usize = 1024;
 #[derive(Debug)]
 pub struct Rewrite {
     pub prepared: Prepared,
-    /// Once a run on the calling thread outgrew its step budget, the query
-    /// always runs off-thread.
-    pub expensive: AtomicBool,
+    /// Where the query runs, from what its runs on the calling thread have
+    /// shown (see [`Placement`]).
+    pub placement: Placement,
     /// The heaviest straight run of its program (`super::shape`), read by
     /// its first run; [`UNKNOWN`] before.
     pub heavy: AtomicUsize,
+}
+
+/// Whether a registered query runs on the calling thread. Every query is
+/// tried there first. A run stopped at its budget (steps, time, or a value
+/// too large for the calling thread) sends the query off-thread for its
+/// next 2, 4, ... up to [`MAX_SKIP`] calls, doubling with each such run in
+/// a row; then it is tried there again. A run that fits starts the count
+/// over. A query near the budget thus stays on the calling thread when
+/// most of its runs fit, rather than leaving it for good after one slow
+/// run. One that never fits costs the calling thread one budget (about
+/// 2 ms) every [`MAX_SKIP`] calls.
+#[derive(Debug, Default)]
+pub struct Placement {
+    /// Runs over budget in a row, capped.
+    misses: AtomicU32,
+    /// Calls left to send off-thread before the next try.
+    skip: AtomicU32,
+}
+
+/// The most calls a query is sent off-thread between two tries on the
+/// calling thread.
+pub const MAX_SKIP: u32 = 64;
+
+impl Placement {
+    /// True when this call may try the calling thread.
+    pub fn try_now(&self) -> bool {
+        // Racing callers may both decrement or both try: either is harmless.
+        let left = self.skip.load(Ordering::Relaxed);
+        if left == 0 {
+            return true;
+        }
+        self.skip.store(left - 1, Ordering::Relaxed);
+        false
+    }
+
+    pub fn over_budget(&self) {
+        let misses = (self.misses.load(Ordering::Relaxed) + 1).min(6);
+        self.misses.store(misses, Ordering::Relaxed);
+        self.skip.store((1u32 << misses).min(MAX_SKIP), Ordering::Relaxed);
+    }
+
+    pub fn within_budget(&self) {
+        if self.misses.load(Ordering::Relaxed) != 0 {
+            self.misses.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
 #[derive(PartialEq)]
@@ -400,7 +446,7 @@ impl RewriteCache {
         prepared.sql.insert_str(0, isolation::MARK);
         let prepared = Arc::new(Rewrite {
             prepared,
-            expensive: AtomicBool::new(false),
+            placement: Placement::default(),
             heavy: AtomicUsize::new(UNKNOWN),
         });
         if let (Some(hash), Some(key)) = (hash, Key::of(req, declared)) {
@@ -456,9 +502,9 @@ impl SqliteEngine {
     }
 
     /// [`query_authoritative`](Self::query_authoritative) on the calling
-    /// thread, for a query not yet seen to be expensive: it may take
-    /// `steps` thousand VM steps there. `None` when it must run off-thread
-    /// (it was stopped at the budget, and from now on always runs there).
+    /// thread, unless its [`Placement`] sends it off: it may take `steps`
+    /// thousand VM steps there. `None` when it must run off-thread (sent
+    /// off, or stopped at the budget now).
     pub fn try_query_authoritative_now(
         &self, partition: &str, req: &Request, params: &[Value], declared: &[String],
         gate_running: Option<i64>, steps: u32,
@@ -467,7 +513,7 @@ impl SqliteEngine {
             Ok(x) => x,
             Err(e) => return Some(Err(e)),
         };
-        if rewrite.expensive.load(Ordering::Relaxed) || rewrite.prepared.sql.len() > NOW_MAX_TEXT {
+        if rewrite.prepared.sql.len() > NOW_MAX_TEXT || !rewrite.placement.try_now() {
             return None;
         }
         match self.run_query(
@@ -479,10 +525,13 @@ impl SqliteEngine {
             Some(steps),
         ) {
             Err(e) if super::is_over_budget(&e) => {
-                rewrite.expensive.store(true, Ordering::Relaxed);
+                rewrite.placement.over_budget();
                 None
             }
-            r => Some(r),
+            r => {
+                rewrite.placement.within_budget();
+                Some(r)
+            }
         }
     }
 
@@ -537,15 +586,18 @@ impl SqliteEngine {
             Ok(x) => x,
             Err(e) => return Some(Err(e)),
         };
-        if rewrite.expensive.load(Ordering::Relaxed) || rewrite.prepared.sql.len() > NOW_MAX_TEXT {
+        if rewrite.prepared.sql.len() > NOW_MAX_TEXT || !rewrite.placement.try_now() {
             return None;
         }
         match self.tx_run_query(id, &loaded, &rewrite, params, Some(steps)) {
             Err(e) if super::is_over_budget(&e) => {
-                rewrite.expensive.store(true, Ordering::Relaxed);
+                rewrite.placement.over_budget();
                 None
             }
-            r => Some(r),
+            r => {
+                rewrite.placement.within_budget();
+                Some(r)
+            }
         }
     }
 
@@ -811,6 +863,29 @@ mod tests {
             .unwrap();
         assert!(!Arc::ptr_eq(&a, &d));
         assert_eq!(a.prepared.sql, d.prepared.sql);
+    }
+
+    #[test]
+    fn a_query_over_budget_leaves_the_calling_thread_for_doubling_stretches() {
+        let p = Placement::default();
+        assert!(p.try_now());
+        // Calls sent off-thread before the next try, for each miss in a row.
+        let mut stretches = Vec::new();
+        for _ in 0..8 {
+            p.over_budget();
+            let mut off = 0;
+            while !p.try_now() {
+                off += 1;
+            }
+            stretches.push(off);
+        }
+        assert_eq!(stretches, [2, 4, 8, 16, 32, 64, 64, 64]);
+        // One run that fits: tried on every call again, and the next miss
+        // starts the count over.
+        p.within_budget();
+        assert!(p.try_now() && p.try_now());
+        p.over_budget();
+        assert!(!p.try_now() && !p.try_now() && p.try_now());
     }
 
     #[test]

@@ -199,7 +199,7 @@ mod tests {
         for heavy in 0..=NOW_MAX_HEAVY {
             let now = now_value_limit(heavy, max);
             assert!(now <= value_limit(heavy, max).unwrap());
-            assert!(now >= 64 << 10, "{heavy}: {now}");
+            assert!(now >= 16 << 10, "{heavy}: {now}");
             let between = super::super::isolation::PROGRESS_OPS_NOW as i64 + heavy as i64;
             assert!(between * now as i64 <= NOW_WORK_BYTES);
         }
