@@ -1,19 +1,25 @@
-// One host figure (a 100-commit window pull, a push of 1 or 10 ops, or a
-// bootstrap of 20,000 rows in 1,000-row pages) for several storages in one process, in alternating
-// rounds: on a machine whose speed drifts (a VM's steal time), rounds of
-// each storage side by side compare better than runs minutes apart.
+// One figure for several storages in one process, in alternating rounds:
+// on a machine whose speed drifts (a VM's steal time), rounds of each
+// storage side by side compare better than runs minutes apart. Host
+// figures: a 100-commit window pull, a push of 1 or 10 ops, a bootstrap of
+// 20,000 rows in 1,000-row pages. Storage-level figures: the registered
+// point query and 10k-row aggregate of run.mjs's `queries` workload.
 //
 //   bun bench/alternate.mjs --server <tree>/packages/server/src/index-bun.ts \
-//     [--figure window|push1|push10|bootstrap] [--rounds N] --module A.mjs --module B.mjs ...
+//     [--figure window|push1|push10|bootstrap|point|aggregate] [--rounds N] \
+//     --module A.mjs --module B.mjs ...
 //
 // Each module exports createStorage(context) and label, as for run.mjs.
-// Prints each storage's median and every round, then the first storage's
-// median over each other's.
+// The order of the storages turns by one each round (the first of a round
+// is at a disadvantage). Prints each storage's median and every round,
+// then the first storage's median over each other's, and the median of
+// the per-round ratios (each pair measured minutes apart at most).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { loadCore, createHost, fill, windowPulls, pushSequential, bootstrap } from './lib/server.mjs';
+import { populate, queries } from './lib/workloads.mjs';
 
 const args = process.argv.slice(2);
 const modules = [];
@@ -31,8 +37,10 @@ for (let i = 0; i < args.length; i++) {
   else if (args[i] === '--rounds') rounds = Number(value());
   else throw new Error(`unknown option ${args[i]}`);
 }
-if (!serverPath || modules.length === 0) throw new Error('usage: alternate.mjs --server PATH [--figure window|push1|push10|bootstrap] [--rounds N] --module PATH...');
-if (!['window', 'push1', 'push10', 'bootstrap'].includes(figure)) throw new Error(`--figure: window, push1, push10 or bootstrap, not ${figure}`);
+const figures = ['window', 'push1', 'push10', 'bootstrap', 'point', 'aggregate'];
+if (!serverPath || modules.length === 0) throw new Error(`usage: alternate.mjs --server PATH [--figure ${figures.join('|')}] [--rounds N] --module PATH...`);
+if (!figures.includes(figure)) throw new Error(`--figure: one of ${figures.join(', ')}, not ${figure}`);
+const storageLevel = figure === 'point' || figure === 'aggregate';
 if (!Number.isSafeInteger(rounds) || rounds < 1) throw new Error('--rounds must be a positive integer');
 
 const server = await import(pathToFileURL(serverPath).href);
@@ -43,15 +51,21 @@ try {
   for (const [k, path] of modules.entries()) {
     const mod = await import(pathToFileURL(path).href);
     const storage = await mod.createStorage({ path: join(dir, `db${k}.sqlite`), server });
-    const host = await createHost(server, core, storage, 'window');
+    const host = storageLevel ? undefined : await createHost(server, core, storage, 'window');
     if (figure === 'window') await fill(host, 'w', 3000, 1);
     if (figure === 'bootstrap') await fill(host, 'b', 200, 100);
+    if (storageLevel) await populate(storage, 10_000, 0);
     runs.push({ label: mod.label ?? path, host, storage, values: [] });
   }
   for (let r = 0; r < rounds; r++) {
-    for (const run of runs) {
+    for (let k = 0; k < runs.length; k++) {
+      const run = runs[(k + r) % runs.length];
       const v =
-        figure === 'window'
+        figure === 'point'
+          ? (await queries(run.storage, 10_000, 300, 0)).queryPointsPerSec
+          : figure === 'aggregate'
+            ? (await queries(run.storage, 10_000, 0, 150)).queryAggregatesPerSec
+            : figure === 'window'
           ? (await windowPulls(run.host, 300)).pullsPerSec
           : figure === 'bootstrap'
             ? (await bootstrap(run.host, `boot-${r}`, 20_000)).rowsPerSec
@@ -65,6 +79,9 @@ try {
   rmSync(dir, { recursive: true, force: true });
 }
 const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
-const unit = { window: 'pulls/s', bootstrap: 'rows/s' }[figure] ?? 'commits/s';
+const unit = { window: 'pulls/s', bootstrap: 'rows/s', point: 'queries/s', aggregate: 'queries/s' }[figure] ?? 'commits/s';
 for (const run of runs) console.log(`${run.label}: median ${median(run.values).toFixed(0)} ${unit}; rounds ${run.values.map((v) => v.toFixed(0)).join(' ')}`);
-for (const run of runs.slice(1)) console.log(`${runs[0].label} vs ${run.label}: ${(median(runs[0].values) / median(run.values)).toFixed(2)}×`);
+for (const run of runs.slice(1)) {
+  const paired = median(runs[0].values.map((v, i) => v / run.values[i]));
+  console.log(`${runs[0].label} vs ${run.label}: ${(median(runs[0].values) / median(run.values)).toFixed(2)}× (per-round ratios: median ${paired.toFixed(2)}×)`);
+}
