@@ -10,6 +10,7 @@ mod args;
 mod bytes;
 mod checkpoints;
 mod compact;
+mod completion;
 mod convert;
 mod db;
 mod fast;

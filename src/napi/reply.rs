@@ -1,15 +1,14 @@
 //! A member's answer as JS sees it: a value when the engine answered at
 //! once (thrown if it failed), a Promise when it answers later: blocking
 //! work runs on libuv's thread pool (one hop there and one back, as any
-//! Node addon's work), futures on the tokio runtime. Panics are contained
+//! Node addon's work), futures on the tokio runtime, answering through the
+//! thread's one completion channel (`super::completion`). Panics are contained
 //! on every path; none unwinds into Node.
 
 use super::to_napi;
 use crate::engine::{Call, Pending, Work};
 use crate::error::{panic_message, Error};
-use napi::bindgen_prelude::{
-    execute_tokio_future, AsyncTask, Env, Task, ToNapiValue, TypeName, ValueType,
-};
+use napi::bindgen_prelude::{AsyncTask, Env, Task, ToNapiValue, TypeName, ValueType};
 use napi::sys;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -152,7 +151,7 @@ impl<T: ToNapiValue + Send + 'static> ToNapiValue for Reply<T> {
                     engine: val.engine,
                     started: val.started,
                 };
-                execute_tokio_future(env, fut, |env, v| unsafe { T::to_napi_value(env, v) })
+                super::completion::later(env, fut, T::to_napi_value)
             }
         }
     }
