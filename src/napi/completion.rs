@@ -123,7 +123,12 @@ fn channel(env: sys::napi_env) -> napi::Result<Arc<Channel>> {
     // SAFETY: plain N-API calls on the JS thread with valid out-pointers.
     unsafe {
         check(
-            sys::napi_create_string_utf8(env, name.as_ptr().cast(), name.len() as isize, &mut resource_name),
+            sys::napi_create_string_utf8(
+                env,
+                name.as_ptr().cast(),
+                name.len() as isize,
+                &mut resource_name,
+            ),
             "napi_create_string_utf8",
         )?;
     }
@@ -198,7 +203,10 @@ unsafe extern "C" fn teardown(context: *mut c_void) {
             // SAFETY: the function is live until this abort; `send` calls
             // it only while holding `alive` as true.
             unsafe {
-                sys::napi_release_threadsafe_function(ch.tsfn.0, sys::ThreadsafeFunctionReleaseMode::abort);
+                sys::napi_release_threadsafe_function(
+                    ch.tsfn.0,
+                    sys::ThreadsafeFunctionReleaseMode::abort,
+                );
             }
         }
     }));
@@ -213,13 +221,17 @@ unsafe extern "C" fn finalize(_env: sys::napi_env, data: *mut c_void, _hint: *mu
 }
 
 /// On the JS thread: settles every queued call.
-unsafe extern "C" fn drain(env: sys::napi_env, _js: sys::napi_value, context: *mut c_void, _data: *mut c_void) {
+unsafe extern "C" fn drain(
+    env: sys::napi_env, _js: sys::napi_value, context: *mut c_void, _data: *mut c_void,
+) {
     if env.is_null() {
         // The function is being torn down.
         return;
     }
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        let Some(ch) = from_context(context) else { return };
+        let Some(ch) = from_context(context) else {
+            return;
+        };
         let finished = std::mem::take(&mut ch.lock().finished);
         let n = finished.len();
         for f in finished {
@@ -281,7 +293,10 @@ where
     let mut deferred = null_mut();
     let mut promise = null_mut();
     // SAFETY: JS thread, valid out-pointers.
-    check(unsafe { sys::napi_create_promise(env, &mut deferred, &mut promise) }, "napi_create_promise")?;
+    check(
+        unsafe { sys::napi_create_promise(env, &mut deferred, &mut promise) },
+        "napi_create_promise",
+    )?;
     if ch.pending.fetch_add(1, Ordering::Relaxed) == 0 {
         // SAFETY: JS thread; a pending call keeps the loop alive.
         unsafe { sys::napi_ref_threadsafe_function(env, ch.tsfn.0) };

@@ -532,7 +532,12 @@ impl Drop for Bounded<'_> {
         // SAFETY: removes the handler `bound` installed on this connection;
         // its data (`_progress`) is freed only after this.
         unsafe {
-            rusqlite::ffi::sqlite3_progress_handler(self.conn.handle(), 0, None, std::ptr::null_mut());
+            rusqlite::ffi::sqlite3_progress_handler(
+                self.conn.handle(),
+                0,
+                None,
+                std::ptr::null_mut(),
+            );
         }
         set_limits(self.conn, self.saved);
         BOUND.with(|b| *b.borrow_mut() = None);

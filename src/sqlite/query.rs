@@ -340,7 +340,8 @@ impl Placement {
     pub fn over_budget(&self) {
         let misses = (self.misses.load(Ordering::Relaxed) + 1).min(6);
         self.misses.store(misses, Ordering::Relaxed);
-        self.skip.store((1u32 << misses).min(MAX_SKIP), Ordering::Relaxed);
+        self.skip
+            .store((1u32 << misses).min(MAX_SKIP), Ordering::Relaxed);
     }
 
     pub fn within_budget(&self) {
