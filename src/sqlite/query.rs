@@ -349,6 +349,21 @@ impl Placement {
             self.misses.store(0, Ordering::Relaxed);
         }
     }
+
+    /// Records how a run on the calling thread ended: `None` when it was
+    /// stopped at its budget (it runs again off-thread), else its answer.
+    pub fn record<T>(&self, run: Result<T>) -> Option<Result<T>> {
+        match run {
+            Err(e) if super::is_over_budget(&e) => {
+                self.over_budget();
+                None
+            }
+            r => {
+                self.within_budget();
+                Some(r)
+            }
+        }
+    }
 }
 
 #[derive(PartialEq)]
@@ -517,23 +532,14 @@ impl SqliteEngine {
         if rewrite.prepared.sql.len() > NOW_MAX_TEXT || !rewrite.placement.try_now() {
             return None;
         }
-        match self.run_query(
+        rewrite.placement.record(self.run_query(
             partition,
             &loaded,
             &rewrite,
             params,
             gate_running,
             Some(steps),
-        ) {
-            Err(e) if super::is_over_budget(&e) => {
-                rewrite.placement.over_budget();
-                None
-            }
-            r => {
-                rewrite.placement.within_budget();
-                Some(r)
-            }
-        }
+        ))
     }
 
     fn run_query(
@@ -590,16 +596,9 @@ impl SqliteEngine {
         if rewrite.prepared.sql.len() > NOW_MAX_TEXT || !rewrite.placement.try_now() {
             return None;
         }
-        match self.tx_run_query(id, &loaded, &rewrite, params, Some(steps)) {
-            Err(e) if super::is_over_budget(&e) => {
-                rewrite.placement.over_budget();
-                None
-            }
-            r => {
-                rewrite.placement.within_budget();
-                Some(r)
-            }
-        }
+        rewrite
+            .placement
+            .record(self.tx_run_query(id, &loaded, &rewrite, params, Some(steps)))
     }
 
     fn tx_run_query(
