@@ -7,25 +7,32 @@
 //
 //   bun bench/alternate.mjs --server <tree>/packages/server/src/index-bun.ts \
 //     [--figure window|push1|push10|bootstrap|point|aggregate] [--rounds N] \
-//     --module A.mjs --module B.mjs ...
+//     [--floor] --module A.mjs --module B.mjs ...
 //
 // Each module exports createStorage(context) and label, as for run.mjs.
 // The order of the storages turns by one each round (the first of a round
 // is at a disadvantage). Prints each storage's median and every round,
 // then the first storage's median over each other's, and the median of
 // the per-round ratios (each pair measured minutes apart at most).
+//
+// --floor (window and bootstrap): one more contender, the host over a
+// second database of the first module whose answers are replayed from
+// memory (lib/floor.mjs): what the handler costs when the storage costs
+// nothing, the most any storage can gain on the figure.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { loadCore, createHost, fill, windowPulls, pushSequential, bootstrap } from './lib/server.mjs';
 import { populate, queries } from './lib/workloads.mjs';
+import { replaying } from './lib/floor.mjs';
 
 const args = process.argv.slice(2);
 const modules = [];
 let serverPath;
 let figure = 'window';
 let rounds = 12;
+let floor = false;
 for (let i = 0; i < args.length; i++) {
   const value = () => {
     if (i + 1 >= args.length) throw new Error(`${args[i]} needs a value`);
@@ -35,6 +42,7 @@ for (let i = 0; i < args.length; i++) {
   else if (args[i] === '--server') serverPath = resolve(value());
   else if (args[i] === '--figure') figure = value();
   else if (args[i] === '--rounds') rounds = Number(value());
+  else if (args[i] === '--floor') floor = true;
   else throw new Error(`unknown option ${args[i]}`);
 }
 const figures = ['window', 'push1', 'push10', 'bootstrap', 'point', 'aggregate'];
@@ -42,6 +50,7 @@ if (!serverPath || modules.length === 0) throw new Error(`usage: alternate.mjs -
 if (!figures.includes(figure)) throw new Error(`--figure: one of ${figures.join(', ')}, not ${figure}`);
 const storageLevel = figure === 'point' || figure === 'aggregate';
 if (!Number.isSafeInteger(rounds) || rounds < 1) throw new Error('--rounds must be a positive integer');
+if (floor && figure !== 'window' && figure !== 'bootstrap') throw new Error('--floor: only with --figure window or bootstrap');
 
 const server = await import(pathToFileURL(serverPath).href);
 const core = await loadCore(serverPath);
@@ -56,10 +65,23 @@ try {
     if (figure === 'bootstrap') await fill(host, 'b', 200, 100);
     if (storageLevel) await populate(storage, 10_000, 0);
     runs.push({ label: mod.label ?? path, host, storage, values: [] });
+    if (floor && k === 0) {
+      const real = await mod.createStorage({ path: join(dir, 'floor.sqlite'), server });
+      const replay = replaying(real);
+      const floorHost = await createHost(server, core, replay.storage, 'window');
+      if (figure === 'window') await fill(floorHost, 'w', 3000, 1);
+      else await fill(floorHost, 'b', 200, 100);
+      replay.record();
+      if (figure === 'window') await windowPulls(floorHost, 300);
+      else await bootstrap(floorHost, 'boot-floor', 20_000);
+      replay.replay();
+      runs.push({ label: `floor (${mod.label ?? path} replayed)`, host: floorHost, storage: real, values: [], replay });
+    }
   }
   for (let r = 0; r < rounds; r++) {
     for (let k = 0; k < runs.length; k++) {
       const run = runs[(k + r) % runs.length];
+      run.replay?.replay();
       const v =
         figure === 'point'
           ? (await queries(run.storage, 10_000, 300, 0)).queryPointsPerSec
