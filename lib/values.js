@@ -78,28 +78,87 @@ function rowOut(t) {
 }
 
 /**
- * `[json, bytes]` row batch → StoredRow[]. The text is a flat array, seven
- * values a row (src/napi/packed.rs); byte fields are offset/length into
- * `bytes` and become views of it (one ArrayBuffer per batch, not one per
- * row); `columnVersions` only when present.
+ * An answer of records (src/napi/packed.rs): `text` holds every string,
+ * `nums` every number, `bytes` every payload. Reads the dictionary at the
+ * head; `at` is the first record number, `pos` the first inline string.
  */
-function unpackRows([json, bytes]) {
-  const a = JSON.parse(json);
-  const out = new Array(a.length / 7);
-  for (let i = 0, j = 0; i < a.length; i += 7, j++) {
+class Records {
+  constructor([text, nums, bytes]) {
+    this.text = text;
+    this.nums = nums;
+    this.bytes = bytes;
+    const n = nums[0] | 0;
+    const dictionary = new Array(n);
+    let pos = 0;
+    for (let k = 0; k < n; k++) {
+      const len = nums[1 + k] | 0;
+      dictionary[k] = text.slice(pos, pos + len);
+      pos += len;
+    }
+    this.dictionary = dictionary;
+    /** Per scopes entry: its parsed object when every value is a primitive (copied per record), else false. */
+    this.templates = new Array(n);
+    this.at = 1 + n;
+    this.pos = pos;
+  }
+
+  /** The next inline string. */
+  string(len) {
+    // Lengths, offsets and indices are made int32 before use: JSC takes a
+    // slow path for slice and subarray given doubles (as Float64Array
+    // elements are), about 4x the cost per call.
+    const s = this.text.slice(this.pos, this.pos + len);
+    this.pos += len;
+    return s;
+  }
+
+  /** Dictionary entry `k` as a fresh scopes object (never shared between records). */
+  scopes(k) {
+    let t = this.templates[k];
+    if (t === undefined) {
+      t = JSON.parse(this.dictionary[k]);
+      for (const key in t) {
+        const v = t[key];
+        if (v !== null && typeof v === 'object') {
+          t = false;
+          break;
+        }
+      }
+      this.templates[k] = t;
+    }
+    return t === false ? JSON.parse(this.dictionary[k]) : { ...t };
+  }
+
+  /** A view of `len` payload bytes at `offset`. */
+  view(offset, len) {
+    return this.bytes.subarray(offset, offset + len);
+  }
+}
+
+/**
+ * A row batch → StoredRow[]: seven numbers a row; byte fields become views
+ * of the batch's one buffer (one ArrayBuffer per batch, not one per row);
+ * `columnVersions` only when present.
+ */
+function unpackRows(answer) {
+  const r = new Records(answer);
+  const nums = r.nums;
+  let i = r.at;
+  const count = nums[i++] | 0;
+  const out = new Array(count);
+  for (let j = 0; j < count; j++, i += 7) {
     const row = {
-      rowId: a[i],
-      serverVersion: a[i + 1],
-      scopes: a[i + 2],
-      payload: bytes.subarray(a[i + 3], a[i + 3] + a[i + 4]),
+      rowId: r.string(nums[i] | 0),
+      serverVersion: nums[i + 1],
+      scopes: r.scopes(nums[i + 2] | 0),
+      payload: r.view(nums[i + 3] | 0, nums[i + 4] | 0),
     };
-    if (a[i + 5] >= 0) row.columnVersions = bytes.subarray(a[i + 5], a[i + 5] + a[i + 6]);
+    if (nums[i + 5] >= 0) row.columnVersions = r.view(nums[i + 5] | 0, nums[i + 6] | 0);
     out[j] = row;
   }
   return out;
 }
 
-/** `[json, bytes]` commit window → StoredCommit[] (rowVersion and payload only when present). */
 /**
  * prefetchRows' `[json, bytes]` (src/napi/packed.rs, eight values an id) →
  * `{ rowId, row, tomb, tombKnown }`, `row` and `tomb` undefined when absent.
@@ -126,23 +185,26 @@ function unpackPrefetched([json, bytes]) {
   return { stable: a[0] === 1, entries: out };
 }
 
-function unpackCommits([json, bytes]) {
-  const a = JSON.parse(json);
-  const commits = [];
-  let i = 0;
-  while (i < a.length) {
-    const count = a[i + 3];
-    const changes = new Array(count);
-    const commit = { commitSeq: a[i], createdAtMs: a[i + 1], actorId: a[i + 2], changes };
+/** A commit window → StoredCommit[] (rowVersion and payload only when present). */
+function unpackCommits(answer) {
+  const r = new Records(answer);
+  const { nums, dictionary } = r;
+  let i = r.at;
+  const count = nums[i++] | 0;
+  const commits = new Array(count);
+  for (let c = 0; c < count; c++) {
+    const n = nums[i + 3] | 0;
+    const changes = new Array(n);
+    commits[c] = { commitSeq: nums[i], createdAtMs: nums[i + 1], actorId: dictionary[nums[i + 2] | 0], changes };
     i += 4;
-    for (let k = 0; k < count; k++, i += 7) {
-      const change = { table: a[i], rowId: a[i + 1], op: a[i + 2] === 1 ? 'upsert' : 'delete' };
-      if (a[i + 3] !== null) change.rowVersion = a[i + 3];
-      change.scopes = a[i + 4];
-      if (a[i + 5] >= 0) change.payload = bytes.subarray(a[i + 5], a[i + 5] + a[i + 6]);
+    for (let k = 0; k < n; k++, i += 7) {
+      const change = { table: dictionary[nums[i] | 0], rowId: r.string(nums[i + 1] | 0), op: nums[i + 2] === 1 ? 'upsert' : 'delete' };
+      const version = nums[i + 3];
+      if (version === version) change.rowVersion = version;
+      change.scopes = r.scopes(nums[i + 4] | 0);
+      if (nums[i + 5] >= 0) change.payload = r.view(nums[i + 5] | 0, nums[i + 6] | 0);
       changes[k] = change;
     }
-    commits.push(commit);
   }
   return commits;
 }

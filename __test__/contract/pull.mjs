@@ -46,6 +46,29 @@ const t = (id, project = 'p1', owner = 'u1', version = 1) => upsertChange('tasks
 
 export function define(engine) {
   describe('readCommitWindow', () => {
+    test('commits cross intact: ids beyond ASCII, actors and scopes shared between changes, deletes', () =>
+      withStorage(engine, async (storage) => {
+        const ids = ['\u00e9-1', '\u6f22-2', '\u{1F4A5}-3', 'plain-4'];
+        await seed(storage, 'p1', [
+          [t(ids[0]), t(ids[1])],
+          [deleteChange('tasks', ids[2], { project_id: 'p1', owner_id: 'u1' }), t(ids[3])],
+        ]);
+        await appendOnly(storage, 'p1', [t(ids[2])], { createdAtMs: 5000, actorId: 'actor-0' });
+        const got = await win(storage, 'p1', { scopeFilter: { project_id: ['p1'] } });
+        assertSame(got, [
+          { commitSeq: 1, createdAtMs: 1000, actorId: 'actor-0', changes: [t(ids[0]), t(ids[1])] },
+          { commitSeq: 2, createdAtMs: 1001, actorId: 'actor-1', changes: [deleteChange('tasks', ids[2], { project_id: 'p1', owner_id: 'u1' }), t(ids[3])] },
+          { commitSeq: 3, createdAtMs: 5000, actorId: 'actor-0', changes: [t(ids[2])] },
+        ]);
+        assert.equal('rowVersion' in got[1].changes[0], false);
+        assert.equal('payload' in got[1].changes[0], false);
+        const [a, b] = got[0].changes;
+        assert.notEqual(a.scopes, b.scopes);
+        a.scopes.owner_id = 'changed';
+        assert.equal(b.scopes.owner_id, 'u1');
+        assert.equal(got[2].changes[0].scopes.owner_id, 'u1');
+      }));
+
     test('returns matching commits oldest first with metadata and only matching changes', () =>
       withStorage(engine, async (storage) => {
         const noteChange = { table: 'notes', rowId: 'n1', op: 'upsert', rowVersion: 1, scopes: { project_id: 'p1' }, payload: Uint8Array.of(1) };
@@ -207,6 +230,24 @@ export function define(engine) {
   });
 
   describe('scanRows', () => {
+    test('rows cross intact: ids beyond ASCII, shared scopes copied per row, large versions', () =>
+      withStorage(engine, async (storage) => {
+        // Row ids sort by their bytes; each reaches JS as the same string.
+        const ids = ['a-plain', 'b-\u00e9t\u00e9', 'c-\u6f22\u5b57', 'd-\u{1F4A5}x', 'e-\u{1F600}\u{1F600}', 'f-end'];
+        const ops = ids.map((id, i) => ({ table: 'tasks', row: taskRow(id, { project: 'p1', owner: i % 2 ? 'u2' : 'u1' }, { version: 2 ** 40 + i }) }));
+        await writeCommit(storage, 'p1', ops);
+        const rows = await scan(storage, 'p1', { scopeFilter: { project_id: ['p1'] } });
+        assert.deepEqual(rows.map((r) => r.rowId), ids);
+        for (const [i, row] of rows.entries()) assertRow(row, ops[i].row);
+        // Rows with the same stored scopes get objects of their own.
+        assert.notEqual(rows[0].scopes, rows[2].scopes);
+        rows[0].scopes.project_id = 'changed';
+        assert.equal(rows[2].scopes.project_id, 'p1');
+        const again = await scan(storage, 'p1', { scopeFilter: { project_id: ['p1'] }, afterRowId: ids[2], limit: 2 });
+        assert.deepEqual(again.map((r) => r.rowId), ids.slice(3, 5));
+        assert.equal(again[0].serverVersion, 2 ** 40 + 3);
+      }));
+
     test('pages by afterRowId (exclusive) in rowId order', () =>
       withStorage(engine, async (storage) => {
         const ops = [];

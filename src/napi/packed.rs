@@ -1,15 +1,28 @@
-//! Row lists and commit windows cross as one JSON text plus one byte buffer
-//! holding every payload. The text is a flat array of field values (no
-//! per-row objects: V8 parses flat arrays about twice as fast, and the JS
-//! layer then builds each object with a fixed shape); byte fields appear as
-//! `offset, length` into the buffer, offset -1 for none. The text is built
-//! on the worker thread, so the JS thread only parses.
+//! Row lists and commit windows cross as three values: one string holding
+//! every string of the answer, one `Float64Array` of every number, and one
+//! byte buffer holding every payload (`Records`). No JSON is written here
+//! and none is parsed in JS: the JS layer slices strings out of the text by
+//! their lengths and builds each object with a fixed shape (lib/values.js).
+//! Strings that repeat (scopes, table names, actor ids) cross once, in a
+//! dictionary at the head of the text; each scopes text is parsed once per
+//! answer and copied per record.
 //!
-//! Row: `rowId, serverVersion, scopes, payloadOffset, payloadLength,
-//! columnVersionsOffset, columnVersionsLength`.
-//! Commit: `commitSeq, createdAtMs, actorId, changeCount`, then per change
-//! `table, rowId, op (1 upsert, 2 delete), rowVersion | null, scopes,
-//! payloadOffset, payloadLength`. Prefetched rows: see `prefetched`.
+//! Numbers: `dictionaryLength`, then the UTF-16 length of each dictionary
+//! entry, then the records. An inline string is its UTF-16 length, its text
+//! following the dictionary's in record order; an interned one is its
+//! dictionary index. Byte fields are `offset, length` into the buffer,
+//! offset -1 for none. Integers are exact up to 2^53, as JSON numbers were.
+//!
+//! Row: `rowCount`, then per row `rowId` (inline), `serverVersion`,
+//! `scopes` (interned), `payloadOffset, payloadLength`,
+//! `columnVersionsOffset, columnVersionsLength`.
+//! Window: `commitCount`, then per commit `commitSeq, createdAtMs, actorId`
+//! (interned), `changeCount`, then per change `table` (interned), `rowId`
+//! (inline), `op` (1 upsert, 2 delete), `rowVersion` (NaN for none),
+//! `scopes` (interned), `payloadOffset, payloadLength`.
+//!
+//! Prefetched rows still cross as `[json, bytes]` (`Packed`): a flat JSON
+//! array of field values, see `prefetched`.
 
 use super::args::js_type;
 use super::bytes::Bytes;
@@ -17,6 +30,7 @@ use crate::engine::Prefetch;
 use crate::model::{ChangeOp, StoredCommit, StoredRow, Tomb};
 use napi::bindgen_prelude::{check_status, ToNapiValue};
 use napi::sys;
+use std::collections::HashMap;
 use std::fmt::Write;
 use std::ptr;
 
@@ -84,12 +98,6 @@ impl Writer {
         }
     }
 
-    fn row(&mut self, r: &StoredRow) {
-        self.string(&r.row_id);
-        self.json.push(',');
-        self.row_fields(r);
-    }
-
     /// `serverVersion, scopes, payload…, columnVersions…` of a row.
     fn row_fields(&mut self, r: &StoredRow) {
         self.int(r.server_version);
@@ -106,21 +114,6 @@ impl Writer {
             bytes: self.bytes,
         }
     }
-}
-
-/// Rows as the engines read them: their scopes are JSON objects (every
-/// row read checks them, `crate::stored`), so they are embedded as is.
-pub fn rows(list: Vec<StoredRow>) -> Packed {
-    let mut w = Writer::with_capacity(list.len() * 96, list.iter().map(|r| r.payload.len()).sum());
-    w.json.push('[');
-    for (i, r) in list.iter().enumerate() {
-        if i > 0 {
-            w.json.push(',');
-        }
-        w.row(r);
-    }
-    w.json.push(']');
-    w.finish()
 }
 
 /// `prefetchRows`: `stable` (1 or 0, see `engine::Prefetch`), then per row
@@ -149,48 +142,191 @@ pub fn prefetched(p: Prefetch) -> Packed {
     w.finish()
 }
 
-/// Window changes were verified against the filter, which read their
-/// scopes as JSON objects.
-pub fn commits(list: Vec<StoredCommit>) -> Packed {
-    let (n, bytes) = list
-        .iter()
-        .flat_map(|c| &c.changes)
-        .fold((0, 0), |(n, b), ch| {
-            (n + 1, b + ch.payload.as_ref().map_or(0, Vec::len))
-        });
-    let mut w = Writer::with_capacity(n * 96 + list.len() * 32, bytes);
-    w.json.push('[');
-    for (i, c) in list.iter().enumerate() {
-        if i > 0 {
-            w.json.push(',');
+/// `[text, numbers, bytes]`: see the module documentation.
+pub struct Records {
+    text: String,
+    /// The dictionary's lengths lead the numbers: they are known last.
+    head: Vec<f64>,
+    nums: Vec<f64>,
+    bytes: Vec<u8>,
+}
+
+js_type!(Records, "[string, Float64Array, Uint8Array]", Object);
+
+impl ToNapiValue for Records {
+    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> napi::Result<sys::napi_value> {
+        let items = unsafe {
+            [
+                String::to_napi_value(env, val.text)?,
+                float64_array(env, &val.head, &val.nums)?,
+                Bytes::to_napi_value(env, Bytes(val.bytes))?,
+            ]
+        };
+        let mut array = ptr::null_mut();
+        check_status!(unsafe { sys::napi_create_array_with_length(env, 3, &mut array) })?;
+        for (i, v) in items.into_iter().enumerate() {
+            check_status!(unsafe { sys::napi_set_element(env, array, i as u32, v) })?;
         }
-        w.int(c.commit_seq);
-        w.json.push(',');
-        w.int(c.created_at_ms);
-        w.json.push(',');
-        w.string(&c.actor_id);
-        w.json.push(',');
-        w.int(c.changes.len() as i64);
-        for ch in &c.changes {
-            w.json.push(',');
-            w.string(&ch.table);
-            w.json.push(',');
-            w.string(&ch.row_id);
-            w.json.push_str(match ch.op {
-                ChangeOp::Upsert => ",1,",
-                ChangeOp::Delete => ",2,",
-            });
-            match ch.row_version {
-                Some(v) => {
-                    w.int(v);
-                    w.json.push(',');
-                }
-                None => w.json.push_str("null,"),
-            }
-            w.json.push_str(&ch.scopes_json);
-            w.blob(ch.payload.as_deref());
+        Ok(array)
+    }
+}
+
+/// A `Float64Array` over a fresh ArrayBuffer holding `a` then `b`.
+unsafe fn float64_array(env: sys::napi_env, a: &[f64], b: &[f64]) -> napi::Result<sys::napi_value> {
+    let len = a.len() + b.len();
+    let mut data: *mut std::ffi::c_void = ptr::null_mut();
+    let mut buffer = ptr::null_mut();
+    check_status!(unsafe { sys::napi_create_arraybuffer(env, len * 8, &mut data, &mut buffer) })?;
+    if len > 0 {
+        let out = data.cast::<u8>();
+        // SAFETY: napi_create_arraybuffer returned `len * 8` writable bytes
+        // at `data`; f64 has no invalid bit patterns, and the copies are
+        // bytewise (no alignment needed).
+        unsafe {
+            ptr::copy_nonoverlapping(a.as_ptr().cast::<u8>(), out, a.len() * 8);
+            ptr::copy_nonoverlapping(b.as_ptr().cast::<u8>(), out.add(a.len() * 8), b.len() * 8);
         }
     }
-    w.json.push(']');
-    w.finish()
+    let mut array = ptr::null_mut();
+    check_status!(unsafe {
+        sys::napi_create_typedarray(
+            env,
+            sys::TypedarrayType::float64_array,
+            len,
+            buffer,
+            0,
+            &mut array,
+        )
+    })?;
+    Ok(array)
+}
+
+/// Builds [`Records`].
+struct Columns<'a> {
+    dictionary: Vec<&'a str>,
+    index: HashMap<&'a str, usize>,
+    inline: String,
+    nums: Vec<f64>,
+    bytes: Vec<u8>,
+}
+
+/// How many UTF-16 code units `s` is as a JS string.
+fn utf16_len(s: &str) -> usize {
+    if s.is_ascii() {
+        s.len()
+    } else {
+        s.chars().map(char::len_utf16).sum()
+    }
+}
+
+impl<'a> Columns<'a> {
+    fn with_capacity(nums: usize, inline: usize, bytes: usize) -> Self {
+        Columns {
+            dictionary: Vec::new(),
+            index: HashMap::new(),
+            inline: String::with_capacity(inline),
+            nums: Vec::with_capacity(nums),
+            bytes: Vec::with_capacity(bytes),
+        }
+    }
+
+    fn int(&mut self, v: i64) {
+        self.nums.push(v as f64);
+    }
+
+    fn inline(&mut self, s: &str) {
+        self.nums.push(utf16_len(s) as f64);
+        self.inline.push_str(s);
+    }
+
+    fn interned(&mut self, s: &'a str) {
+        let next = self.dictionary.len();
+        let at = *self.index.entry(s).or_insert(next);
+        if at == next {
+            self.dictionary.push(s);
+        }
+        self.nums.push(at as f64);
+    }
+
+    /// `offset, length` (or `-1, 0`).
+    fn blob(&mut self, b: Option<&[u8]>) {
+        match b {
+            Some(b) => {
+                self.nums.push(self.bytes.len() as f64);
+                self.nums.push(b.len() as f64);
+                self.bytes.extend_from_slice(b);
+            }
+            None => self.nums.extend([-1.0, 0.0]),
+        }
+    }
+
+    fn finish(self) -> Records {
+        let mut head = Vec::with_capacity(1 + self.dictionary.len());
+        head.push(self.dictionary.len() as f64);
+        let size: usize = self.dictionary.iter().map(|d| d.len()).sum();
+        let mut text = String::with_capacity(size + self.inline.len());
+        for d in &self.dictionary {
+            head.push(utf16_len(d) as f64);
+            text.push_str(d);
+        }
+        text.push_str(&self.inline);
+        Records {
+            text,
+            head,
+            nums: self.nums,
+            bytes: self.bytes,
+        }
+    }
+}
+
+/// Rows as the engines read them: their scopes are JSON objects (every
+/// row read checks them, `crate::stored`), so JS parses each text as is.
+pub fn rows(list: Vec<StoredRow>) -> Records {
+    let payloads = list.iter().map(|r| r.payload.len()).sum();
+    let ids = list.iter().map(|r| r.row_id.len()).sum();
+    let mut c = Columns::with_capacity(1 + list.len() * 7, ids, payloads);
+    c.int(list.len() as i64);
+    for r in &list {
+        c.inline(&r.row_id);
+        c.int(r.server_version);
+        c.interned(&r.scopes_json);
+        c.blob(Some(&r.payload));
+        c.blob(r.column_versions.as_deref());
+    }
+    c.finish()
+}
+
+/// Window changes were verified against the filter, which read their
+/// scopes as JSON objects.
+pub fn commits(list: Vec<StoredCommit>) -> Records {
+    let (n, ids, bytes) = list
+        .iter()
+        .flat_map(|c| &c.changes)
+        .fold((0, 0, 0), |(n, i, b), ch| {
+            (
+                n + 1,
+                i + ch.row_id.len(),
+                b + ch.payload.as_ref().map_or(0, Vec::len),
+            )
+        });
+    let mut c = Columns::with_capacity(1 + list.len() * 4 + n * 7, ids, bytes);
+    c.int(list.len() as i64);
+    for commit in &list {
+        c.int(commit.commit_seq);
+        c.int(commit.created_at_ms);
+        c.interned(&commit.actor_id);
+        c.int(commit.changes.len() as i64);
+        for ch in &commit.changes {
+            c.interned(&ch.table);
+            c.inline(&ch.row_id);
+            c.int(match ch.op {
+                ChangeOp::Upsert => 1,
+                ChangeOp::Delete => 2,
+            });
+            c.nums.push(ch.row_version.map_or(f64::NAN, |v| v as f64));
+            c.interned(&ch.scopes_json);
+            c.blob(ch.payload.as_deref());
+        }
+    }
+    c.finish()
 }

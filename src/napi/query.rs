@@ -6,7 +6,7 @@ use super::args::js_type;
 use super::args::At;
 use super::bytes::Bytes;
 use super::convert::int;
-use super::packed::{self, Packed};
+use super::packed::{self, Records};
 use super::records::{object, set, Gate, Raw};
 use super::reply::Reply;
 use super::storage::NativeEngine;
@@ -251,11 +251,11 @@ impl NativeEngine {
     }
 
     /// `values_in` absent: the caller's `values` was not an array.
-    #[napi(ts_return_type = "Packed | Promise<Packed>")]
+    #[napi(ts_return_type = "Records | Promise<Records>")]
     pub fn scan_rows_by_index(
         &self, partition: String, table: String, index: String, values_in: Option<Vec<QueryValue>>,
         after_row_id: String, limit: f64,
-    ) -> Reply<Packed> {
+    ) -> Reply<Records> {
         self.index_at(
             At::Committed(partition),
             table,
@@ -266,11 +266,11 @@ impl NativeEngine {
         )
     }
 
-    #[napi(ts_return_type = "Packed | Promise<Packed>")]
+    #[napi(ts_return_type = "Records | Promise<Records>")]
     pub fn tx_scan_rows_by_index(
         &self, lease: u32, table: String, index: String, values_in: Option<Vec<QueryValue>>,
         after_row_id: String, limit: f64,
-    ) -> Reply<Packed> {
+    ) -> Reply<Records> {
         self.index_at(At::Tx(lease), table, index, values_in, after_row_id, limit)
     }
 }
@@ -298,7 +298,7 @@ impl NativeEngine {
     fn index_at(
         &self, at: At, table: String, index: String, values_in: Option<Vec<QueryValue>>,
         after_row_id: String, limit: f64,
-    ) -> Reply<Packed> {
+    ) -> Reply<Records> {
         self.run("scanRowsByIndex", |e| {
             let vals = values_in.map(values);
             let rows = match at {

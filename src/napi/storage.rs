@@ -8,7 +8,7 @@
 use super::args::{At, Buf, Str};
 use super::convert::*;
 use super::lifecycle;
-use super::packed::{self, Packed};
+use super::packed::{self, Packed, Records};
 use super::reply::{panicked, Reply};
 use super::rowpack::{unpack_changes, RowTuple};
 use crate::engine::{Call, Engine, Options};
@@ -284,11 +284,11 @@ impl NativeEngine {
         self.get_push_result_at(At::Tx(lease), client_id, commit_id)
     }
 
-    #[napi(ts_return_type = "Packed | Promise<Packed>")]
+    #[napi(ts_return_type = "Records | Promise<Records>")]
     pub fn read_commit_window(
         &self, partition: String, table: String, filter_json: String, after_seq: f64,
         through_seq: f64, limit_changes: f64,
-    ) -> Reply<Packed> {
+    ) -> Reply<Records> {
         self.run("readCommitWindow", |e| {
             let window = Window {
                 table,
@@ -310,11 +310,11 @@ impl NativeEngine {
         })
     }
 
-    #[napi(ts_return_type = "Packed | Promise<Packed>")]
+    #[napi(ts_return_type = "Records | Promise<Records>")]
     pub fn scan_rows(
         &self, partition: String, table: String, filter_json: String, after_row_id: String,
         limit: f64,
-    ) -> Reply<Packed> {
+    ) -> Reply<Records> {
         self.scan_rows_at(
             At::Committed(partition),
             table,
@@ -324,10 +324,10 @@ impl NativeEngine {
         )
     }
 
-    #[napi(ts_return_type = "Packed | Promise<Packed>")]
+    #[napi(ts_return_type = "Records | Promise<Records>")]
     pub fn tx_scan_rows(
         &self, lease: u32, table: String, filter_json: String, after_row_id: String, limit: f64,
-    ) -> Reply<Packed> {
+    ) -> Reply<Records> {
         self.scan_rows_at(At::Tx(lease), table, filter_json, after_row_id, limit)
     }
 
@@ -471,7 +471,7 @@ impl NativeEngine {
 
     fn scan_rows_at(
         &self, at: At, table: String, filter_json: String, after_row_id: String, limit: f64,
-    ) -> Reply<Packed> {
+    ) -> Reply<Records> {
         self.run("scanRows", |e| {
             let (filter, limit) = (filter(&filter_json)?, int(limit, "limit")?);
             let rows = match at {
