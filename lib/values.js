@@ -79,8 +79,9 @@ function rowOut(t) {
 
 /**
  * An answer of records (src/napi/packed.rs): `text` holds every string,
- * `nums` every number, `bytes` every payload. Reads the dictionary at the
- * head; `at` is the first record number, `pos` the first inline string.
+ * `nums` every number, `bytes` every payload. Reads the dictionary, which
+ * ends the text; `at` is the first record number, `pos` the next inline
+ * string (inline strings start the text).
  */
 class Records {
   constructor([text, nums, bytes]) {
@@ -88,8 +89,10 @@ class Records {
     this.nums = nums;
     this.bytes = bytes;
     const n = nums[0] | 0;
+    let size = 0;
+    for (let k = 0; k < n; k++) size += nums[1 + k] | 0;
     const dictionary = new Array(n);
-    let pos = 0;
+    let pos = text.length - size;
     for (let k = 0; k < n; k++) {
       const len = nums[1 + k] | 0;
       dictionary[k] = text.slice(pos, pos + len);
@@ -99,7 +102,7 @@ class Records {
     /** Per scopes entry: its parsed object when every value is a primitive (copied per record), else false. */
     this.templates = new Array(n);
     this.at = 1 + n;
-    this.pos = pos;
+    this.pos = 0;
   }
 
   /** The next inline string. */

@@ -4,13 +4,13 @@
 //! and none is parsed in JS: the JS layer slices strings out of the text by
 //! their lengths and builds each object with a fixed shape (lib/values.js).
 //! Strings that repeat (scopes, table names, actor ids) cross once, in a
-//! dictionary at the head of the text; each scopes text is parsed once per
+//! dictionary at the end of the text; each scopes text is parsed once per
 //! answer and copied per record.
 //!
 //! Numbers: `dictionaryLength`, then the UTF-16 length of each dictionary
 //! entry, then the records. An inline string is its UTF-16 length, its text
-//! following the dictionary's in record order; an interned one is its
-//! dictionary index. Byte fields are `offset, length` into the buffer,
+//! at the head of the string in record order; the dictionary's texts end
+//! the string. An interned string is its dictionary index. Byte fields are `offset, length` into the buffer,
 //! offset -1 for none. Integers are exact up to 2^53, as JSON numbers were.
 //!
 //! Row: `rowCount`, then per row `rowId` (inline), `serverVersion`,
@@ -25,7 +25,7 @@
 //! array of field values, see `prefetched`.
 
 use super::args::js_type;
-use super::bytes::Bytes;
+use super::bytes::{typed_array, Bytes};
 use crate::engine::Prefetch;
 use crate::model::{ChangeOp, StoredCommit, StoredRow, Tomb};
 use napi::bindgen_prelude::{check_status, ToNapiValue};
@@ -44,19 +44,26 @@ js_type!(Packed, "[string, Uint8Array]", Object);
 
 impl ToNapiValue for Packed {
     unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> napi::Result<sys::napi_value> {
-        let items = unsafe {
-            [
-                String::to_napi_value(env, val.json)?,
-                Bytes::to_napi_value(env, Bytes(val.bytes))?,
-            ]
-        };
-        let mut array = ptr::null_mut();
-        check_status!(unsafe { sys::napi_create_array_with_length(env, 2, &mut array) })?;
-        for (i, v) in items.into_iter().enumerate() {
-            check_status!(unsafe { sys::napi_set_element(env, array, i as u32, v) })?;
+        unsafe {
+            js_array(
+                env,
+                &[
+                    String::to_napi_value(env, val.json)?,
+                    Bytes::to_napi_value(env, Bytes(val.bytes))?,
+                ],
+            )
         }
-        Ok(array)
     }
+}
+
+/// A JS array of `items`.
+unsafe fn js_array(env: sys::napi_env, items: &[sys::napi_value]) -> napi::Result<sys::napi_value> {
+    let mut array = ptr::null_mut();
+    check_status!(unsafe { sys::napi_create_array_with_length(env, items.len(), &mut array) })?;
+    for (i, v) in items.iter().enumerate() {
+        check_status!(unsafe { sys::napi_set_element(env, array, i as u32, *v) })?;
+    }
+    Ok(array)
 }
 
 struct Writer {
@@ -155,50 +162,25 @@ js_type!(Records, "[string, Float64Array, Uint8Array]", Object);
 
 impl ToNapiValue for Records {
     unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> napi::Result<sys::napi_value> {
-        let items = unsafe {
-            [
-                String::to_napi_value(env, val.text)?,
-                float64_array(env, &val.head, &val.nums)?,
-                Bytes::to_napi_value(env, Bytes(val.bytes))?,
-            ]
-        };
-        let mut array = ptr::null_mut();
-        check_status!(unsafe { sys::napi_create_array_with_length(env, 3, &mut array) })?;
-        for (i, v) in items.into_iter().enumerate() {
-            check_status!(unsafe { sys::napi_set_element(env, array, i as u32, v) })?;
+        let numbers = [f64_bytes(&val.head), f64_bytes(&val.nums)];
+        unsafe {
+            js_array(
+                env,
+                &[
+                    String::to_napi_value(env, val.text)?,
+                    typed_array(env, sys::TypedarrayType::float64_array, 8, &numbers)?,
+                    Bytes::to_napi_value(env, Bytes(val.bytes))?,
+                ],
+            )
         }
-        Ok(array)
     }
 }
 
-/// A `Float64Array` over a fresh ArrayBuffer holding `a` then `b`.
-unsafe fn float64_array(env: sys::napi_env, a: &[f64], b: &[f64]) -> napi::Result<sys::napi_value> {
-    let len = a.len() + b.len();
-    let mut data: *mut std::ffi::c_void = ptr::null_mut();
-    let mut buffer = ptr::null_mut();
-    check_status!(unsafe { sys::napi_create_arraybuffer(env, len * 8, &mut data, &mut buffer) })?;
-    if len > 0 {
-        let out = data.cast::<u8>();
-        // SAFETY: napi_create_arraybuffer returned `len * 8` writable bytes
-        // at `data`; f64 has no invalid bit patterns, and the copies are
-        // bytewise (no alignment needed).
-        unsafe {
-            ptr::copy_nonoverlapping(a.as_ptr().cast::<u8>(), out, a.len() * 8);
-            ptr::copy_nonoverlapping(b.as_ptr().cast::<u8>(), out.add(a.len() * 8), b.len() * 8);
-        }
-    }
-    let mut array = ptr::null_mut();
-    check_status!(unsafe {
-        sys::napi_create_typedarray(
-            env,
-            sys::TypedarrayType::float64_array,
-            len,
-            buffer,
-            0,
-            &mut array,
-        )
-    })?;
-    Ok(array)
+/// The bytes of `v`, in the machine's order (a `Float64Array` reads them so).
+fn f64_bytes(v: &[f64]) -> &[u8] {
+    // SAFETY: any initialized f64 is 8 initialized bytes, u8 has no
+    // alignment, and the slice borrows `v`.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
 }
 
 /// Builds [`Records`].
@@ -263,13 +245,11 @@ impl<'a> Columns<'a> {
     fn finish(self) -> Records {
         let mut head = Vec::with_capacity(1 + self.dictionary.len());
         head.push(self.dictionary.len() as f64);
-        let size: usize = self.dictionary.iter().map(|d| d.len()).sum();
-        let mut text = String::with_capacity(size + self.inline.len());
+        let mut text = self.inline;
         for d in &self.dictionary {
             head.push(utf16_len(d) as f64);
             text.push_str(d);
         }
-        text.push_str(&self.inline);
         Records {
             text,
             head,
