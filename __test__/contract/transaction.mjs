@@ -349,6 +349,59 @@ export function define(engine) {
           assert.deepEqual(read.results, []);
         }));
 
+      // The host's order: storage.getPushResult, begin, lockPartitionForPush,
+      // readServeGate, tx.getPushResult. PostgreSQL reads the last two in the
+      // lock's own round trip; the answers must still be what a read at that
+      // point returns.
+      test('in the host\'s push order, a result another transaction stored after the first check is seen under the lock', () =>
+        withStorage(engine, async (storage) => {
+          assert.equal(await storage.getPushResult('p1', 'c1', 'race'), undefined);
+          assert.equal(await storage.getPushResult('p1', 'c1', 'fresh'), undefined);
+          const other = await storage.begin('p1');
+          await other.lockPartitionForPush();
+          await other.putPushResult('c1', 'race', rejectedResult('other'));
+          await other.commit();
+          const slow = await storage.begin('p1');
+          await slow.lockPartitionForPush();
+          assert.equal((await slow.readServeGate(1)).storedSchemaVersion, 1);
+          assertSame(await slow.getPushResult('c1', 'race'), rejectedResult('other'));
+          assert.equal(await slow.getPushResult('c1', 'fresh'), undefined);
+          await slow.putPushResult('c1', 'fresh', rejectedResult('mine'));
+          assertSame(await slow.getPushResult('c1', 'fresh'), rejectedResult('mine'));
+          assertSame(await slow.getPushResult('c1', 'race'), rejectedResult('other'));
+          await slow.commit();
+          assertSame(await storage.getPushResult('p1', 'c1', 'fresh'), rejectedResult('mine'));
+          // Asked again: each transaction reads it anew.
+          const again = await storage.begin('p1');
+          await again.lockPartitionForPush();
+          assertSame(await again.getPushResult('c1', 'fresh'), rejectedResult('mine'));
+          await again.rollback();
+        }));
+
+      test('in the host\'s push order, the serve gate is filtered by the running version, and a second read reads anew', () =>
+        withStorage(engine, async (storage) => {
+          await storage.touchPartition('p1', 1, 'e1');
+          await writeCommit(storage, 'p1', [{ table: 'tasks', row: taskRow('r1') }]);
+          await storage.declareCheckpoint('p2', 'b', 1, 1000);
+          const tx = await storage.begin('p1');
+          await tx.lockPartitionForPush();
+          const first = await tx.readServeGate(1);
+          assert.equal(first.logEpoch, 'e1');
+          assert.equal(first.storedSchemaVersion, 1);
+          assert.deepEqual(first.pending, [{ partition: 'p2', name: 'b' }]);
+          await tx.rollback();
+          const tx2 = await storage.begin('p1');
+          await tx2.lockPartitionForPush();
+          assert.deepEqual((await tx2.readServeGate(2)).pending, [], 'another running version');
+          assert.deepEqual((await tx2.readServeGate(1)).pending, [{ partition: 'p2', name: 'b' }]);
+          // SQLite's storage-level writes wait for the open transaction.
+          if (engine.dialect === 'postgres') {
+            assert.equal(await storage.activateCheckpoint('p2', 'b', 0, 0, [], 2000), 'activated');
+            assert.deepEqual((await tx2.readServeGate(1)).pending, []);
+          }
+          await tx2.rollback();
+        }));
+
       test('tx.getPushResult sees committed results and its own writes', () =>
         withStorage(engine, async (storage) => {
           const tx = await storage.begin('p1');

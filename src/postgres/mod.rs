@@ -12,6 +12,7 @@
 //! binding hands the id to JS and every transaction member takes it back.
 
 mod admin;
+mod after_lock;
 mod checkpoints;
 mod conn;
 pub(crate) mod engine;
@@ -59,6 +60,8 @@ pub struct TxState {
     savepoint: bool,
     begun: bool,
     pending_put: Option<prefetch::PendingPut>,
+    /// What the lock batch read for the host's next calls.
+    after_lock: Option<after_lock::AfterLock>,
 }
 
 type TxSlot = Arc<tokio::sync::Mutex<TxState>>;
@@ -81,6 +84,8 @@ pub struct PgEngine {
     /// Transactions' partition row locks (`lockPartitionForPush`): how many
     /// and how long taking them took, a round trip included.
     pub(crate) lock_waits: telemetry::Waits,
+    /// Client commits a push may follow (see `after_lock`).
+    push_keys: after_lock::PushKeys,
 }
 
 /// Runs `$body` with `$c: &mut PgConnection` on a pool connection
@@ -297,6 +302,7 @@ impl PgEngine {
             idle: Mutex::new(Idle::default()),
             pool_waits: Default::default(),
             lock_waits: Default::default(),
+            push_keys: Default::default(),
         }
     }
 
@@ -502,6 +508,7 @@ impl PgEngine {
             savepoint: false,
             begun: false,
             pending_put: None,
+            after_lock: None,
         }));
         lock(&self.txs).insert(id, slot);
         id

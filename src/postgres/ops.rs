@@ -93,10 +93,14 @@ impl PgEngine {
     pub async fn get_push_result(
         &self, partition: &str, client_id: &str, commit_id: &str,
     ) -> Result<Option<String>> {
-        read!(self, |c| meta::get_push_result(
+        let found = read!(self, |c| meta::get_push_result(
             c, partition, client_id, commit_id
         )
-        .await)
+        .await)?;
+        if found.is_none() {
+            self.push_keys.asked(partition, client_id, commit_id);
+        }
+        Ok(found)
     }
 
     /// Each page is one statement, so one snapshot; a window that needs a
@@ -198,7 +202,14 @@ impl PgEngine {
     pub async fn tx_get_push_result(
         &self, id: u32, client_id: &str, commit_id: &str,
     ) -> Result<Option<String>> {
-        with_tx!(self, id, |_st, c, p| meta::get_push_result(
+        let slot = self.tx_slot(id)?;
+        let mut st = slot.lock().await;
+        self.push_keys.answered(&st.partition, client_id, commit_id);
+        if let Some(found) = st.push_result_after_lock(client_id, commit_id) {
+            return Ok(found);
+        }
+        let _slow = super::slow!("tx");
+        with_tx!(@locked self, st, |_st, c, p| meta::get_push_result(
             c, &p, client_id, commit_id
         )
         .await)
@@ -291,7 +302,13 @@ impl PgEngine {
     }
 
     pub async fn tx_read_serve_gate(&self, id: u32, running: i64) -> Result<ServeGate> {
-        with_tx!(self, id, |_st, c, p| meta::read_serve_gate(c, &p, running)
+        let slot = self.tx_slot(id)?;
+        let mut st = slot.lock().await;
+        if let Some(gate) = st.gate_after_lock(running) {
+            return Ok(gate);
+        }
+        let _slow = super::slow!("tx");
+        with_tx!(@locked self, st, |_st, c, p| meta::read_serve_gate(c, &p, running)
             .await)
     }
 }

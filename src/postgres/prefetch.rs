@@ -14,7 +14,7 @@ use crate::engine::Prefetch;
 use crate::error::{Error, Result};
 use crate::model::{Prefetched, StoredRow, Tomb};
 use crate::stored::{self, Form};
-use sqlx::{AssertSqlSafe, PgConnection, Row};
+use sqlx::{AssertSqlSafe, Column, PgConnection, Row};
 use std::collections::HashSet;
 
 /// A push result whose insert has not been sent yet.
@@ -90,6 +90,7 @@ impl TxState {
     /// Opens the transaction when nothing has been sent yet, and writes a
     /// deferred push result, so the next statement sees both.
     pub async fn ready(&mut self, engine: &PgEngine) -> Result<()> {
+        self.after_lock = None;
         if !self.begun {
             self.begun = true;
             if let Err(e) = exec(self.conn()?, "BEGIN").await {
@@ -143,8 +144,10 @@ impl TxState {
         match (lit(&partition), self.pending_put.is_none()) {
             (Some(p), true) => {
                 self.begun = true;
+                let (tail, asked) = super::after_lock::batch_tail(&engine.push_keys, &partition)
+                    .unwrap_or_default();
                 let text = format!(
-                    "{begin}SELECT max_commit_seq FROM sync_partitions WHERE partition = {p} FOR UPDATE; {}",
+                    "{begin}SELECT max_commit_seq FROM sync_partitions WHERE partition = {p} FOR UPDATE; {}; {tail}",
                     sql::SAVEPOINT
                 );
                 let waited = crate::telemetry::lock_wait_started();
@@ -164,7 +167,14 @@ impl TxState {
                 }
                 crate::telemetry::lock_waited(waited, crate::telemetry::POSTGRES, Some(&partition));
                 let found = found?;
-                if found.is_empty() {
+                let locked = found.iter().any(|r| {
+                    r.columns()
+                        .first()
+                        .is_some_and(|c| c.name() == "max_commit_seq")
+                });
+                if locked {
+                    self.after_lock = super::after_lock::read(&found, asked);
+                } else {
                     // The row did not exist: lock it outside the savepoint.
                     let c = self.conn()?;
                     exec(c, sql::RELEASE_SAVEPOINT).await?;
