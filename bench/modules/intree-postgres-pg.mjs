@@ -11,6 +11,7 @@
 // set to the storage's schema (the `options` startup parameter), so the
 // storage's own DDL lands in that schema. int8 columns arrive as strings
 // (pg's default); the storage coerces sequence values itself.
+import { dropSchema } from '../lib/pg-schema.mjs';
 import { createRequire } from 'node:module';
 
 const pg = createRequire(import.meta.url)('pg');
@@ -71,6 +72,9 @@ export async function createStorage(context) {
   const exec = executor(pool);
   const storage = new Storage(exec);
   // The storage has no close(); the bench closes each storage it made.
-  storage.close = () => exec.close();
+  storage.close = async () => {
+    await exec.close();
+    if (context.schema === undefined) await dropSchema(url, schema);
+  };
   return storage;
 }

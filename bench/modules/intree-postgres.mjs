@@ -10,6 +10,7 @@
 // pooled connection starts with `search_path` set to the storage's schema
 // (a startup parameter), so the storage's own DDL (`migrate`, which
 // `ensureSchema` runs) lands in that schema.
+import { dropSchema } from '../lib/pg-schema.mjs';
 export const label = 'in-tree (postgres)';
 
 const url = process.env.SYNCULAR_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:55432/postgres';
@@ -45,6 +46,9 @@ export async function createStorage(context) {
   const exec = executor(sql);
   const storage = new Storage(exec);
   // The storage has no close(); the bench closes each storage it made.
-  storage.close = () => exec.close();
+  storage.close = async () => {
+    await exec.close();
+    if (context.schema === undefined) await dropSchema(url, schema);
+  };
   return storage;
 }
