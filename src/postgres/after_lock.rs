@@ -7,8 +7,11 @@
 //! - the serve gate, with every pending checkpoint of every schema version
 //!   (the running version is only known when the host asks);
 //! - the stored push results of the client commits this engine was asked
-//!   about at storage level for the partition and has not seen pushed yet
-//!   (at most [`KEYS_PER_PARTITION`] of them).
+//!   about at storage level for the partition in the last [`FRESH`] and
+//!   has not seen pushed yet (at most [`KEYS_PER_PARTITION`] of them).
+//!   The host asks microseconds before it begins; a key a push never
+//!   followed (a push refused before `begin`, or made by another process)
+//!   ages out instead of riding on every later lock batch.
 //!
 //! Both are read after the row lock is granted, in the same transaction,
 //! so they are what a statement sent at that point reads. The answers are
@@ -27,18 +30,23 @@ use sqlx::postgres::PgRow;
 use sqlx::{Column, Row};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// Client commits remembered per partition.
-pub const KEYS_PER_PARTITION: usize = 32;
+pub const KEYS_PER_PARTITION: usize = 16;
+/// How long a client commit asked about is worth reading in a lock batch.
+pub const FRESH: Duration = Duration::from_secs(1);
 /// Partitions remembered; past this the map starts again empty.
 const PARTITIONS: usize = 4096;
 
 /// The client commits asked about at storage level and not yet pushed.
 #[derive(Default)]
-pub struct PushKeys(Mutex<HashMap<String, VecDeque<(String, String)>>>);
+pub struct PushKeys(Mutex<HashMap<String, VecDeque<(String, String, Instant)>>>);
 
 impl PushKeys {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, VecDeque<(String, String)>>> {
+    fn map(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, VecDeque<(String, String, Instant)>>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -49,31 +57,39 @@ impl PushKeys {
             map.clear();
         }
         let keys = map.entry(partition.to_owned()).or_default();
-        if keys.iter().any(|(c, k)| c == client_id && k == commit_id) {
-            return;
-        }
+        keys.retain(|(c, k, _)| !(c == client_id && k == commit_id));
         if keys.len() >= KEYS_PER_PARTITION {
             keys.pop_front();
         }
-        keys.push_back((client_id.to_owned(), commit_id.to_owned()));
+        keys.push_back((client_id.to_owned(), commit_id.to_owned(), Instant::now()));
     }
 
     /// The transaction asked for this one under the lock: forget it.
     pub fn answered(&self, partition: &str, client_id: &str, commit_id: &str) {
         let mut map = self.map();
         if let Some(keys) = map.get_mut(partition) {
-            keys.retain(|(c, k)| !(c == client_id && k == commit_id));
+            keys.retain(|(c, k, _)| !(c == client_id && k == commit_id));
             if keys.is_empty() {
                 map.remove(partition);
             }
         }
     }
 
+    /// The partition's keys asked within [`FRESH`]; older ones are dropped.
     fn of(&self, partition: &str) -> Vec<(String, String)> {
-        self.map()
-            .get(partition)
-            .map(|k| k.iter().cloned().collect())
-            .unwrap_or_default()
+        let mut map = self.map();
+        let Some(keys) = map.get_mut(partition) else {
+            return Vec::new();
+        };
+        keys.retain(|(_, _, at)| at.elapsed() < FRESH);
+        let fresh: Vec<_> = keys
+            .iter()
+            .map(|(c, k, _)| (c.clone(), k.clone()))
+            .collect();
+        if keys.is_empty() {
+            map.remove(partition);
+        }
+        fresh
     }
 }
 
