@@ -7,7 +7,8 @@
 // (PostgreSQL) until it is collected: the next begin() and
 // lockPartitionForPush() must proceed once gc() runs, and the dropped
 // writes must be absent. Prints one JSON line:
-// { calls, dropped, warmRss, endRss, growth, droppedWritesVisible, stuck }.
+// { calls, dropped, warmRss, endRss, growth, heapGrowth, droppedWritesVisible,
+// stuck } (heapGrowth: the JS heap's live bytes, after gc()).
 import { NativeStorage } from '../../__test__/support/package.mjs';
 import { fixtureSchema } from '../../__test__/support/schema.mjs';
 import { taskRow } from '../../__test__/support/harness.mjs';
@@ -26,9 +27,12 @@ let seq = 0;
 let n = 0;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+let heap;
 const rss = () => {
   gc();
-  return process.memoryUsage().rss;
+  const m = process.memoryUsage();
+  heap = m.heapUsed;
+  return m.rss;
 };
 
 /** Waits for `promise`, running gc() meanwhile so a dropped transaction that blocks it is collected. */
@@ -148,6 +152,7 @@ await storage.ensureSchema(fixtureSchema());
 await storage.touchPartition(P, 0, 'e1');
 let nextDrop = dropEvery;
 let warmRss;
+let warmHeap;
 const warmAt = Math.min(total * 0.2, 200_000);
 while (calls < total) {
   await step();
@@ -160,7 +165,10 @@ while (calls < total) {
     await next.rollback();
     calls++;
   }
-  if (warmRss === undefined && calls >= warmAt) warmRss = rss();
+  if (warmRss === undefined && calls >= warmAt) {
+    warmRss = rss();
+    warmHeap = heap;
+  }
 }
 // The last dropped transaction must be released too.
 const last = await beginLocked();
@@ -169,4 +177,4 @@ let droppedWritesVisible = 0;
 for (let i = 0; i < dropped; i++) if ((await storage.getRow(P, 'tasks', `dropped-${i}`)) !== undefined) droppedWritesVisible++;
 const endRss = rss();
 await storage.close();
-process.stdout.write(`${JSON.stringify({ calls, dropped, warmRss, endRss, growth: endRss - warmRss, droppedWritesVisible, stuck, commits: seq })}\n`);
+process.stdout.write(`${JSON.stringify({ calls, dropped, warmRss, endRss, growth: endRss - warmRss, heapGrowth: heap - warmHeap, droppedWritesVisible, stuck, commits: seq })}\n`);
