@@ -105,26 +105,80 @@ pub struct AfterLock {
 /// pending checkpoint (partition, name, schema version).
 struct Gate(i64, Option<String>, Vec<(String, String, i64)>);
 
-/// The statements appended to the lock batch, and the keys they ask
-/// about. Each is a plain index lookup (or a scan of the few pending
-/// checkpoints), so planning them costs little; one statement joining
-/// them measured about 0.3 ms of planning. Every column is named, so each
-/// row says which statement it came from.
-pub fn batch_tail(keys: &PushKeys, partition: &str) -> Option<(String, Vec<(String, String)>)> {
-    let p = lit(partition)?;
-    let mut text = format!(
-        "SELECT schema_version::text AS gate_schema_version FROM sync_schema_meta WHERE id = 1; \
-         SELECT log_epoch AS gate_log_epoch FROM sync_partition_registry WHERE partition = {p}; \
-         SELECT partition AS gate_partition, name, schema_version::text FROM sync_backfill_checkpoints \
+/// The statements each connection prepares for the lock batch: the serve
+/// gate, and one client commit's push result.
+pub const GATE: &str = "syncular_after_lock_gate_v1";
+pub const RESULT: &str = "syncular_after_lock_result_v1";
+
+/// The serve gate's reads, with the partition given as `p`: a placeholder
+/// when prepared, a literal when sent whole. Every row says what it is in
+/// its first column and has the same columns, all cast to text, so the
+/// prepared statement's result type stays the same whatever a later layout
+/// makes of the columns.
+fn select_gate(p: &str) -> String {
+    format!(
+        "SELECT 'v'::text AS after_lock, schema_version::text AS a, NULL::text AS b, NULL::text AS c \
+         FROM sync_schema_meta WHERE id = 1 \
+         UNION ALL SELECT 'e', log_epoch::text, NULL, NULL FROM sync_partition_registry WHERE partition = {p} \
+         UNION ALL SELECT 'k', partition::text, name::text, schema_version::text FROM sync_backfill_checkpoints \
          WHERE state <> 'activated'"
-    );
+    )
+}
+
+/// One client commit's stored push result, as [`select_gate`] gives rows.
+fn select_result(p: &str, client: &str, commit: &str) -> String {
+    format!(
+        "SELECT 'r'::text AS after_lock, client_id::text AS a, client_commit_id::text AS b, result::text AS c \
+         FROM sync_push_results WHERE partition = {p} AND client_id = {client} AND client_commit_id = {commit}"
+    )
+}
+
+/// Prepares [`GATE`] and [`RESULT`] on a connection that lacks them and
+/// whose tables are there (at connect, and once the meta layout is made).
+/// It does not fail where a `DO` block can run: a connection without the
+/// statements sends the reads whole. Planning them on every lock batch
+/// cost about 0.1 ms of it; prepared, PostgreSQL keeps one generic plan
+/// for each (their custom plans cost the same), planned in 5 µs.
+pub fn prepare() -> String {
+    let one = |name: &str, params: &str, text: String| {
+        format!(
+            "IF NOT EXISTS (SELECT 1 FROM pg_prepared_statements WHERE name = '{name}') THEN \
+             EXECUTE $prepare$PREPARE {name}({params}) AS {text}$prepare$; END IF;"
+        )
+    };
+    format!(
+        "DO $syncular$ BEGIN \
+         IF to_regclass('sync_schema_meta') IS NOT NULL AND to_regclass('sync_partition_registry') IS NOT NULL \
+         AND to_regclass('sync_backfill_checkpoints') IS NOT NULL AND to_regclass('sync_push_results') IS NOT NULL THEN \
+         {} {} \
+         END IF; \
+         EXCEPTION WHEN OTHERS THEN NULL; \
+         END $syncular$",
+        one(GATE, "text", select_gate("$1")),
+        one(RESULT, "text, text, text", select_result("$1", "$2", "$3")),
+    )
+}
+
+/// The statements appended to the lock batch (the prepared ones when
+/// `prepared`), and the keys they ask about.
+pub fn batch_tail(
+    keys: &PushKeys, partition: &str, prepared: bool,
+) -> Option<(String, Vec<(String, String)>)> {
+    let p = lit(partition)?;
+    let mut text = if prepared {
+        format!("EXECUTE {GATE}({p})")
+    } else {
+        select_gate(&p)
+    };
     let mut asked = Vec::new();
     for (client, commit) in keys.of(partition) {
         if let (Some(c), Some(k)) = (lit(&client), lit(&commit)) {
-            text.push_str(&format!(
-                "; SELECT client_id AS result_client_id, client_commit_id, result::text \
-                 FROM sync_push_results WHERE partition = {p} AND client_id = {c} AND client_commit_id = {k}"
-            ));
+            text.push_str("; ");
+            if prepared {
+                text.push_str(&format!("EXECUTE {RESULT}({p}, {c}, {k})"));
+            } else {
+                text.push_str(&select_result(&p, &c, &k));
+            }
             asked.push((client, commit));
         }
     }
@@ -136,29 +190,21 @@ pub fn read(rows: &[PgRow], asked: Vec<(String, String)>) -> Option<AfterLock> {
     let mut gate = Gate(0, None, Vec::new());
     let mut results: HashMap<_, _> = asked.into_iter().map(|k| (k, None)).collect();
     for r in rows {
-        let Some(first) = r.columns().first() else {
+        if r.columns().first().map(|c| c.name()) != Some("after_lock") {
             continue;
-        };
-        match first.name() {
-            "gate_schema_version" => {
-                let v: Option<String> = r.try_get(0).ok()?;
-                gate.0 = v.and_then(|s| s.parse().ok()).unwrap_or(0);
-            }
-            "gate_log_epoch" => gate.1 = r.try_get(0).ok()?,
-            "gate_partition" => {
-                let version: Option<String> = r.try_get(2).ok()?;
-                gate.2.push((
-                    r.try_get(0).ok()?,
-                    r.try_get(1).ok()?,
-                    version?.parse().ok()?,
-                ));
-            }
-            "result_client_id" => {
-                let key = (r.try_get(0).ok()?, r.try_get(1).ok()?);
-                let text: Option<String> = r.try_get(2).ok()?;
+        }
+        let kind: String = r.try_get(0).ok()?;
+        let a: Option<String> = r.try_get(1).ok()?;
+        let b: Option<String> = r.try_get(2).ok()?;
+        let c: Option<String> = r.try_get(3).ok()?;
+        match kind.as_str() {
+            "v" => gate.0 = a.and_then(|s| s.parse().ok()).unwrap_or(0),
+            "e" => gate.1 = a,
+            "k" => gate.2.push((a?, b?, c?.parse().ok()?)),
+            "r" => {
                 results.insert(
-                    key,
-                    text.and_then(|t| stored::read(Form::Jsonb, t, Shape::Any)),
+                    (a?, b?),
+                    c.and_then(|t| stored::read(Form::Jsonb, t, Shape::Any)),
                 );
             }
             _ => {}

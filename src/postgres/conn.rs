@@ -180,8 +180,22 @@ pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
         .after_connect(move |conn, _| {
             let sp = search_path.clone();
             Box::pin(async move {
-                if let Some(sp) = sp {
-                    conn.execute(AssertSqlSafe(sp)).await?;
+                // The lock batch's reads are prepared in the same round
+                // trip. `after_lock::prepare` fails only where a `DO` block
+                // cannot run (no plpgsql); the batch then sends them whole.
+                let prepare = super::after_lock::prepare();
+                let text = match &sp {
+                    Some(sp) => format!("{sp}; {prepare}"),
+                    None => prepare,
+                };
+                if sqlx::raw_sql(AssertSqlSafe(text))
+                    .execute(&mut *conn)
+                    .await
+                    .is_err()
+                {
+                    if let Some(sp) = sp {
+                        conn.execute(AssertSqlSafe(sp)).await?;
+                    }
                 }
                 Ok(())
             })
@@ -189,6 +203,11 @@ pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
         .connect_lazy_with(opts);
     let mut conn = pool.acquire().await.map_err(map_err)?;
     ensure_meta(&mut conn, cfg.schema.as_deref()).await?;
+    // This connection may predate the tables `ensure_meta` made. A failure
+    // (no plpgsql) only leaves the lock batch sending its reads whole.
+    let _ = sqlx::raw_sql(AssertSqlSafe(super::after_lock::prepare()))
+        .execute(&mut *conn)
+        .await;
     drop(conn);
     Ok(pool)
 }

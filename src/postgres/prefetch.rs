@@ -144,12 +144,21 @@ impl TxState {
         match (lit(&partition), self.pending_put.is_none()) {
             (Some(p), true) => {
                 self.begun = true;
-                let (tail, asked) = super::after_lock::batch_tail(&engine.push_keys, &partition)
-                    .unwrap_or_default();
-                let text = format!(
-                    "{begin}SELECT max_commit_seq FROM sync_partitions WHERE partition = {p} FOR UPDATE; {}; {tail}",
-                    sql::SAVEPOINT
-                );
+                // The prepared reads only in a batch that begins the
+                // transaction: on a connection without the statement, that
+                // batch fails before anything of the transaction is done,
+                // and is sent again whole after a rollback.
+                let batch = |prepared: bool| {
+                    let (tail, asked) =
+                        super::after_lock::batch_tail(&engine.push_keys, &partition, prepared)
+                            .unwrap_or_default();
+                    let text = format!(
+                        "{begin}SELECT max_commit_seq FROM sync_partitions WHERE partition = {p} FOR UPDATE; {}; {tail}",
+                        sql::SAVEPOINT
+                    );
+                    (text, asked)
+                };
+                let (mut text, mut asked) = batch(first);
                 let waited = crate::telemetry::lock_wait_started();
                 let mut found = sqlx::raw_sql(AssertSqlSafe(text.clone()))
                     .fetch_all(self.conn()?)
@@ -159,6 +168,24 @@ impl TxState {
                     if super::conn::is_connection_lost(e) {
                         let e = found.err().unwrap_or_else(Error::tx_finished);
                         self.reconnect(engine, e).await?;
+                        found = sqlx::raw_sql(AssertSqlSafe(text.clone()))
+                            .fetch_all(self.conn()?)
+                            .await
+                            .map_err(map_err);
+                    }
+                }
+                if let (true, Err(e)) = (first, &found) {
+                    if matches!(e.primary(), Error::Engine { code, .. } if code == "26000") {
+                        // No prepared statement on this connection (its
+                        // tables came after it connected, or a proxy moved
+                        // the session): prepare it for the next batch, and
+                        // send this one whole.
+                        let again = format!("ROLLBACK; {}", super::after_lock::prepare());
+                        sqlx::raw_sql(AssertSqlSafe(again))
+                            .execute(self.conn()?)
+                            .await
+                            .map_err(map_err)?;
+                        (text, asked) = batch(false);
                         found = sqlx::raw_sql(AssertSqlSafe(text))
                             .fetch_all(self.conn()?)
                             .await

@@ -1,0 +1,168 @@
+// The lock batch's prepared reads (issue 27): each connection prepares the
+// serve gate's and a push result's reads when it connects, and the lock
+// batch EXECUTEs them. A session that lost them (as behind a pooler that
+// hands a client another server session) must still push with the same
+// answers, and prepare them again. The storage reaches the server through
+// a proxy this test owns, which reads the protocol message by message and,
+// when armed, sends DEALLOCATE on the connection just before a lock batch.
+import assert from 'node:assert/strict';
+import { createServer, connect } from 'node:net';
+import { describe, test } from 'node:test';
+import { engines, freshPgSchema } from './support/engines.mjs';
+import { NativeStorage } from './support/package.mjs';
+import { fixtureSchema } from './support/schema.mjs';
+import { taskRow } from './support/harness.mjs';
+
+const pg = engines.find((e) => e.dialect === 'postgres');
+const GATE = 'syncular_after_lock_gate_v1';
+const RESULT = 'syncular_after_lock_result_v1';
+
+/** Splits a byte stream into whole protocol messages (the first one untyped when `startup`). */
+function messages(startup, each) {
+  let buf = Buffer.alloc(0);
+  let untyped = startup;
+  return (chunk) => {
+    buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
+    for (;;) {
+      const head = untyped ? 0 : 1;
+      if (buf.length < head + 4) return;
+      const len = buf.readInt32BE(head) + head;
+      if (buf.length < len) return;
+      each(untyped ? '' : String.fromCharCode(buf[0]), buf.subarray(0, len));
+      untyped = false;
+      buf = buf.subarray(len);
+    }
+  };
+}
+
+function query(text) {
+  const body = Buffer.from(`${text}\0`);
+  const head = Buffer.alloc(5);
+  head.write('Q');
+  head.writeInt32BE(body.length + 4, 1);
+  return Buffer.concat([head, body]);
+}
+
+/** SQLSTATE of an ErrorResponse. */
+function sqlstate(msg) {
+  for (let i = 5; i < msg.length && msg[i] !== 0; ) {
+    const end = msg.indexOf(0, i + 1);
+    if (msg[i] === 0x43) return msg.toString('utf8', i + 1, end);
+    i = end + 1;
+  }
+  return undefined;
+}
+
+class Proxy {
+  /** Lock batches seen, errors the server sent, and DEALLOCATEs sent. */
+  batches = [];
+  errors = [];
+  injected = 0;
+  forget = false;
+  #server;
+
+  constructor(target) {
+    this.#server = createServer((client) => {
+      const upstream = connect(target.port, target.host);
+      let swallow = 0;
+      client.on('data', messages(true, (type, msg) => {
+        const text = type === 'Q' ? msg.toString('utf8', 5, msg.length - 1) : '';
+        if (text.includes('FOR UPDATE; SAVEPOINT')) {
+          this.batches.push(text);
+          if (this.forget && text.includes(`EXECUTE ${GATE}`)) {
+            this.forget = false;
+            this.injected += 1;
+            swallow += 1;
+            upstream.write(query(`DEALLOCATE ${GATE}; DEALLOCATE ${RESULT}`));
+          }
+        }
+        upstream.write(msg);
+      }));
+      upstream.on('data', messages(false, (type, msg) => {
+        if (swallow > 0) {
+          if (type === 'Z') swallow -= 1;
+          return;
+        }
+        if (type === 'E') this.errors.push(sqlstate(msg));
+        client.write(msg);
+      }));
+      const end = () => {
+        client.destroy();
+        upstream.destroy();
+      };
+      client.on('error', end).on('close', end);
+      upstream.on('error', end).on('close', end);
+    });
+  }
+
+  async start() {
+    await new Promise((ok) => this.#server.listen(0, '127.0.0.1', ok));
+    return this.#server.address().port;
+  }
+
+  close() {
+    return new Promise((ok) => this.#server.close(ok));
+  }
+}
+
+/** One push in the host's order; returns what the lock batch answered. */
+async function push(storage, commitId, rowId) {
+  assert.equal(await storage.getPushResult('p1', 'c1', commitId), undefined);
+  const tx = await storage.begin('p1');
+  await tx.lockPartitionForPush();
+  const gate = await tx.readServeGate(1);
+  const before = await tx.getPushResult('c1', commitId);
+  await tx.upsertRow('tasks', taskRow(rowId), { opIndex: 0 });
+  const seq = await tx.appendCommit({ clientId: 'c1', clientCommitId: commitId, actorId: 'a', createdAtMs: 1, changes: [] });
+  await tx.putPushResult('c1', commitId, { status: 'applied', commitSeq: seq, recordedAtMs: 1, cacheIdentity: 'x', results: [] });
+  await tx.commit();
+  return { gate, before, seq };
+}
+
+if (pg) {
+  describe('postgres: the lock batch\'s prepared reads', () => {
+    test('a session that lost them pushes with the same answers and prepares them again', async () => {
+      const real = new URL(pg.requireUrl());
+      const proxy = new Proxy({ host: real.hostname, port: Number(real.port || 5432) });
+      const url = new URL(real);
+      url.host = `127.0.0.1:${await proxy.start()}`;
+      // The proxy reads the protocol from the first byte: no TLS request.
+      url.searchParams.set('sslmode', 'disable');
+      const storage = new NativeStorage({ url: url.toString(), schema: freshPgSchema(), maxConnections: 1 });
+      try {
+        await storage.ensureSchema(fixtureSchema());
+        await storage.touchPartition('p1', 1, 'e1');
+        await storage.declareCheckpoint('p2', 'b', 1, 1000);
+        const expected = { storedSchemaVersion: 1, logEpoch: 'e1', pending: [{ partition: 'p2', name: 'b' }] };
+
+        const first = await push(storage, 'k1', 'r1');
+        assert.deepEqual({ ...first.gate }, expected);
+        assert.equal(first.before, undefined);
+        assert.ok(proxy.batches.at(-1).includes(`EXECUTE ${GATE}`), 'the first batch uses the prepared reads');
+        assert.ok(proxy.batches.at(-1).includes(`EXECUTE ${RESULT}`), 'and asks for the push result');
+
+        proxy.forget = true;
+        const second = await push(storage, 'k2', 'r2');
+        assert.equal(proxy.injected, 1);
+        assert.deepEqual(proxy.errors, ['26000'], 'the batch met the missing statement once');
+        assert.deepEqual({ ...second.gate }, expected);
+        assert.equal(second.before, undefined);
+        assert.equal(second.seq, first.seq + 1);
+        assert.ok(!proxy.batches.at(-1).includes('EXECUTE'), 'sent again whole');
+
+        const third = await push(storage, 'k3', 'r3');
+        assert.ok(proxy.batches.at(-1).includes(`EXECUTE ${GATE}`), 'prepared again for the next batch');
+        assert.deepEqual(proxy.errors, ['26000']);
+        assert.deepEqual({ ...third.gate }, expected);
+        assert.equal(third.seq, second.seq + 1);
+
+        assert.equal(await storage.getMaxCommitSeq('p1'), third.seq);
+        for (const id of ['r1', 'r2', 'r3']) assert.ok(await storage.getRow('p1', 'tasks', id), `${id} was written`);
+        for (const k of ['k1', 'k2', 'k3']) assert.equal((await storage.getPushResult('p1', 'c1', k)).status, 'applied');
+      } finally {
+        await storage.close();
+        await proxy.close();
+      }
+    });
+  });
+}
