@@ -77,7 +77,14 @@ impl TableSql {
             .map(|c| format!("{c} = EXCLUDED.{c}"))
             .collect();
         // The row-scope index in the same statement (storage-layout §7.7):
-        // entries not in the new map go, missing ones come.
+        // entries not in the new map go, missing ones come. A row's entries
+        // are found by `sync_row_scopes_by_row` and deleted by `ctid`: the
+        // `ORDER BY` its key gives is what makes the planner take it. On a
+        // young, unanalyzed table both indexes cost the same, and the
+        // generic plan took the primary key (partition, tbl, var, value,
+        // row_id), which reads every entry of the partition's table for
+        // one row until an ANALYZE (2 ms an upsert at 20,000 entries,
+        // against 0.03 ms).
         let n = params.len();
         let (tbl, vars, vals) = (n + 1, n + 2, n + 3);
         TableSql {
@@ -89,8 +96,10 @@ impl TableSql {
             upsert: format!(
                 r#"WITH w AS (INSERT INTO {q} ({}) VALUES ({}) ON CONFLICT ("_sync_partition", "_sync_row_id") DO UPDATE SET {} RETURNING 1),
 p AS (SELECT * FROM unnest(${vars}::text[], ${vals}::text[]) AS p(var, value)),
-d AS (DELETE FROM sync_row_scopes s WHERE s.partition = $1 AND s.tbl = ${tbl} AND s.row_id = $2
-      AND NOT EXISTS (SELECT 1 FROM p WHERE p.var = s.var AND p.value = s.value)),
+o AS (SELECT ctid AS c, var, value FROM sync_row_scopes WHERE partition = $1 AND tbl = ${tbl} AND row_id = $2
+      ORDER BY partition, tbl, row_id),
+d AS (DELETE FROM sync_row_scopes s USING o WHERE s.ctid = o.c
+      AND NOT EXISTS (SELECT 1 FROM p WHERE p.var = o.var AND p.value = o.value)),
 i AS (INSERT INTO sync_row_scopes (partition, tbl, var, value, row_id)
       SELECT $1, ${tbl}, p.var, p.value, $2 FROM p ON CONFLICT DO NOTHING)
 SELECT count(*) FROM w"#,
@@ -101,7 +110,9 @@ SELECT count(*) FROM w"#,
             .into(),
             delete_row: format!(
                 r#"WITH d AS (DELETE FROM {q} WHERE "_sync_partition" = $1 AND "_sync_row_id" = $2),
-s AS (DELETE FROM sync_row_scopes WHERE partition = $1 AND tbl = $3 AND row_id = $2),
+o AS (SELECT ctid AS c FROM sync_row_scopes WHERE partition = $1 AND tbl = $3 AND row_id = $2
+      ORDER BY partition, tbl, row_id),
+s AS (DELETE FROM sync_row_scopes x USING o WHERE x.ctid = o.c),
 b AS (DELETE FROM sync_blob_refs WHERE partition = $1 AND tbl = $3 AND row_id = $2)
 SELECT 1"#
             )
