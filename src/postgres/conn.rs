@@ -4,7 +4,7 @@
 use super::sql;
 use crate::error::{Error, Result};
 use crate::schema::quote_ident;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::Connection as _;
 use sqlx::{AssertSqlSafe, Executor, PgPool};
 use std::str::FromStr;
@@ -155,14 +155,26 @@ pub fn connect_error(e: sqlx::Error, at: &str) -> Error {
     }
 }
 
+/// The storage's statements are index probes and range reads whose plan
+/// does not depend on the values bound. Under PostgreSQL's default (`auto`)
+/// a statement whose generic plan is estimated dearer than a custom one is
+/// planned again at every execution: the commit window's page, whose
+/// probe list (`unnest($7)`) a generic plan counts as 100 values, spent
+/// 160 µs of its 650 planning each time. Registered queries, whose SQL is
+/// the host's, set `auto` back for their own transaction
+/// (`query::confine`).
+pub const GENERIC_PLANS: &str = "SET plan_cache_mode = force_generic_plan";
+
 pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
     let opts = connect_options(cfg, tag)?;
     // Closed at once: the pool opens its own (with the search_path set).
     let _ = first_connection(&opts, cfg).await?.close().await;
-    let search_path = cfg
-        .schema
-        .as_deref()
-        .map(|s| format!("SET search_path TO {}", quote_ident(s)));
+    // Every pooled connection: the storage's schema, and generic plans for
+    // the storage's own statements (`GENERIC_PLANS`).
+    let settings = match cfg.schema.as_deref() {
+        Some(s) => format!("SET search_path TO {}; {GENERIC_PLANS}", quote_ident(s)),
+        None => GENERIC_PLANS.to_owned(),
+    };
     let pool = PgPoolOptions::new()
         .max_connections(cfg.max_connections)
         // sqlx retries a refused connect until this deadline, backing off
@@ -178,24 +190,18 @@ pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
         .idle_timeout(None)
         .max_lifetime(None)
         .after_connect(move |conn, _| {
-            let sp = search_path.clone();
+            let settings = settings.clone();
             Box::pin(async move {
                 // The lock batch's reads are prepared in the same round
                 // trip. `after_lock::prepare` fails only where a `DO` block
                 // cannot run (no plpgsql); the batch then sends them whole.
-                let prepare = super::after_lock::prepare();
-                let text = match &sp {
-                    Some(sp) => format!("{sp}; {prepare}"),
-                    None => prepare,
-                };
+                let text = format!("{settings}; {}", super::after_lock::prepare());
                 if sqlx::raw_sql(AssertSqlSafe(text))
                     .execute(&mut *conn)
                     .await
                     .is_err()
                 {
-                    if let Some(sp) = sp {
-                        conn.execute(AssertSqlSafe(sp)).await?;
-                    }
+                    conn.execute(AssertSqlSafe(settings)).await?;
                 }
                 Ok(())
             })
@@ -304,6 +310,17 @@ pub fn is_constraint(e: &sqlx::Error) -> bool {
 
 /// Raw engine errors keep PostgreSQL's message (the fence function's text
 /// is the message) and carry the SQLSTATE as their code.
+/// The next row of a result read as it arrives (`Executor::fetch`), so
+/// that each row is decoded while the server still produces the rest.
+pub async fn next_row(
+    rows: &mut futures_core::stream::BoxStream<'_, std::result::Result<PgRow, sqlx::Error>>,
+) -> Result<Option<PgRow>> {
+    std::future::poll_fn(|cx| rows.as_mut().poll_next(cx))
+        .await
+        .transpose()
+        .map_err(map_err)
+}
+
 pub fn map_err(e: sqlx::Error) -> Error {
     match &e {
         // PostgreSQL text cannot hold U+0000 (22021) and refuses

@@ -3,7 +3,7 @@
 //! rules as `sqlite::rows`; the scan paging is `crate::scan`. Stored scopes
 //! are read in either JSONB form (`crate::stored`).
 
-use super::conn::{map_err, row_write_err};
+use super::conn::{map_err, next_row, row_write_err};
 use crate::codec::{self, ColumnType, Value};
 use crate::error::{Error, Result};
 use crate::model::StoredRow;
@@ -23,7 +23,9 @@ pub struct TableSql {
     select_row: Arc<str>,
     upsert: Arc<str>,
     delete_row: Arc<str>,
+    /// The scan's page, for any number of probe values and for one.
     scan: Arc<str>,
+    scan_one: Arc<str>,
     /// Rows and tombstones of many ids (`prefetchRows`).
     pub prefetch: Arc<str>,
 }
@@ -117,27 +119,40 @@ b AS (DELETE FROM sync_blob_refs WHERE partition = $1 AND tbl = $3 AND row_id = 
 SELECT 1"#
             )
             .into(),
-            // `(value, row_id) > (v.value, $4)` says `row_id > $4` in a
-            // form only the scope index's key can serve: without
-            // statistics the planner otherwise took `sync_row_scopes_by_row`
-            // and filtered the whole partition (5 ms a page instead of 1).
-            // The row is a primary key probe per candidate (LATERAL LIMIT 1).
-            scan: format!(
-                r#"SELECT c.row_id, t."_sync_server_version", t."_sync_scopes"::text, t."_sync_payload", t."_sync_column_versions"
-FROM (SELECT DISTINCT x.row_id FROM unnest($6::text[]) AS v(value)
+            scan: scan_sql(&q, SCAN_ANY).into(),
+            scan_one: scan_sql(&q, SCAN_ONE).into(),
+            prefetch: super::prefetch::prefetch_sql(q).into(),
+        }
+    }
+}
+
+/// A scan page's candidates (`c.row_id`, ordered, at most `$5`) from the
+/// probe values `$6` after `$4`. `(value, row_id) > (v.value, $4)` says
+/// `row_id > $4` in a form only the scope index's key can serve: without
+/// statistics the planner otherwise took `sync_row_scopes_by_row` and
+/// filtered the whole partition (5 ms a page instead of 1). Several values
+/// are merged (DISTINCT, sorted); one value's entries are already distinct
+/// and in `row_id` order in the index, so its page is read as they come.
+const SCAN_ANY: &str = "SELECT DISTINCT x.row_id FROM unnest($6::text[]) AS v(value)
       CROSS JOIN LATERAL (SELECT s.row_id FROM sync_row_scopes s
         WHERE s.partition = $1 AND s.tbl = $2 AND s.var = $3 AND s.value = v.value
           AND (s.value, s.row_id) > (v.value, $4)
         ORDER BY s.row_id LIMIT $5) x
-      ORDER BY x.row_id LIMIT $5) c
+      ORDER BY x.row_id LIMIT $5";
+const SCAN_ONE: &str = "SELECT s.row_id FROM sync_row_scopes s
+        WHERE s.partition = $1 AND s.tbl = $2 AND s.var = $3 AND s.value = ($6::text[])[1]
+          AND (s.value, s.row_id) > (($6::text[])[1], $4)
+        ORDER BY s.value, s.row_id LIMIT $5";
+
+/// The row is a primary key probe per candidate (LATERAL LIMIT 1).
+fn scan_sql(q: &str, candidates: &str) -> String {
+    format!(
+        r#"SELECT c.row_id, t."_sync_server_version", t."_sync_scopes"::text, t."_sync_payload", t."_sync_column_versions"
+FROM ({candidates}) c
 LEFT JOIN LATERAL (SELECT t."_sync_server_version", t."_sync_scopes", t."_sync_payload", t."_sync_column_versions"
       FROM {q} t WHERE t."_sync_partition" = $1 AND t."_sync_row_id" = c.row_id LIMIT 1) t ON true
 ORDER BY c.row_id"#
-            )
-            .into(),
-            prefetch: super::prefetch::prefetch_sql(q).into(),
-        }
-    }
+    )
 }
 
 /// Binds a decoded payload value as its projection (storage-layout §3.2):
@@ -330,17 +345,20 @@ pub async fn scan_rows(
     }
     let mut fold = ScanFold::new(filter, &table.name, partition, after_row_id, limit);
     loop {
-        let rows = sqlx::query(AssertSqlSafe(sql.scan.clone()))
+        let text = if values.len() == 1 {
+            &sql.scan_one
+        } else {
+            &sql.scan
+        };
+        let query = sqlx::query(AssertSqlSafe(text.clone()))
             .bind(partition)
             .bind(&table.name)
             .bind(var)
-            .bind(&fold.after)
+            .bind(fold.after.clone())
             .bind(fold.batch())
-            .bind(values)
-            .fetch_all(&mut *c)
-            .await
-            .map_err(map_err)?;
-        for r in &rows {
+            .bind(values);
+        let mut rows = query.fetch(&mut *c);
+        while let Some(r) = next_row(&mut rows).await? {
             let row_id: String = r.try_get(0).map_err(map_err)?;
             let payload: Option<Vec<u8>> = r.try_get(3).map_err(map_err)?;
             let row = match payload {

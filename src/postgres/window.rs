@@ -15,7 +15,7 @@
 //! Scopes are read in either stored form (`crate::stored`): the jsonb
 //! object, or the jsonb string Bun.SQL hosts wrote before 0.26.4.
 
-use super::conn::map_err;
+use super::conn::{map_err, next_row};
 use crate::error::Result;
 use crate::model::StoredCommit;
 use crate::scope::ScopeFilter;
@@ -23,18 +23,39 @@ use crate::stored::{self, Form, Shape};
 use crate::window::{change_corrupt, ChangeRow, WindowFold, WindowQuery};
 use sqlx::{PgConnection, Row};
 
-const PAGE: &str = "SELECT c.commit_seq, m.actor_id, m.created_at_ms, ch.row_id, ch.op, ch.row_version, ch.scopes::text, ch.payload, ch.idx
-FROM (SELECT DISTINCT x.commit_seq FROM unnest($7::text[]) AS v(value)
-      CROSS JOIN LATERAL (SELECT s.commit_seq FROM sync_change_scopes s
-        WHERE s.partition = $1 AND s.tbl = $2 AND s.var = $3 AND s.value = v.value
-          AND s.commit_seq > $4 AND s.commit_seq <= $5
-        ORDER BY s.commit_seq LIMIT $6) x
-      ORDER BY x.commit_seq LIMIT $6) c
+/// A page's candidate commits (`c.commit_seq`, ordered, at most `$6`) for
+/// the probe values `$7`. Several values are merged (DISTINCT, sorted); one
+/// value's entries are distinct and in `commit_seq` order in the index, so
+/// its page is read as they come, with no sort.
+macro_rules! page {
+    ($candidates:expr) => {
+        concat!(
+            "SELECT c.commit_seq, m.actor_id, m.created_at_ms, ch.row_id, ch.op, ch.row_version, ch.scopes::text, ch.payload, ch.idx
+FROM (",
+            $candidates,
+            ") c
 LEFT JOIN LATERAL (SELECT m.actor_id, m.created_at_ms FROM sync_commits m
       WHERE m.partition = $1 AND m.commit_seq = c.commit_seq LIMIT 1) m ON true
 LEFT JOIN LATERAL (SELECT ch.idx, ch.row_id, ch.op, ch.row_version, ch.scopes, ch.payload FROM sync_changes ch
       WHERE ch.partition = $1 AND ch.commit_seq = c.commit_seq AND ch.tbl = $2 OFFSET 0) ch ON true
-ORDER BY c.commit_seq, ch.idx";
+ORDER BY c.commit_seq, ch.idx"
+        )
+    };
+}
+const PAGE_ANY: &str = page!(
+    "SELECT DISTINCT x.commit_seq FROM unnest($7::text[]) AS v(value)
+      CROSS JOIN LATERAL (SELECT s.commit_seq FROM sync_change_scopes s
+        WHERE s.partition = $1 AND s.tbl = $2 AND s.var = $3 AND s.value = v.value
+          AND s.commit_seq > $4 AND s.commit_seq <= $5
+        ORDER BY s.commit_seq LIMIT $6) x
+      ORDER BY x.commit_seq LIMIT $6"
+);
+const PAGE_ONE: &str = page!(
+    "SELECT s.commit_seq FROM sync_change_scopes s
+        WHERE s.partition = $1 AND s.tbl = $2 AND s.var = $3 AND s.value = ($7::text[])[1]
+          AND s.commit_seq > $4 AND s.commit_seq <= $5
+        ORDER BY s.value, s.commit_seq LIMIT $6"
+);
 
 pub async fn read_commit_window(
     c: &mut PgConnection, partition: &str, q: &WindowQuery<'_>,
@@ -44,7 +65,12 @@ pub async fn read_commit_window(
     };
     let mut fold = WindowFold::new(q);
     loop {
-        let rows = sqlx::query(PAGE)
+        let page = if values.len() == 1 {
+            PAGE_ONE
+        } else {
+            PAGE_ANY
+        };
+        let mut rows = sqlx::query(page)
             .bind(partition)
             .bind(q.table)
             .bind(var)
@@ -52,10 +78,8 @@ pub async fn read_commit_window(
             .bind(q.through_seq)
             .bind(q.batch())
             .bind(values)
-            .fetch_all(&mut *c)
-            .await
-            .map_err(map_err)?;
-        for r in &rows {
+            .fetch(&mut *c);
+        while let Some(r) = next_row(&mut rows).await? {
             let seq: i64 = r.try_get(0).map_err(map_err)?;
             if fold.is_new(seq) {
                 let actor: Option<String> = r.try_get(1).map_err(map_err)?;

@@ -213,13 +213,15 @@ pub const ABANDON_AFTER: Duration = Duration::from_millis(50);
 
 /// The settings every registered query runs under, as one message of
 /// `SET LOCAL`s: they end with the transaction or savepoint around it.
-/// `syncular.partition` is the partition the views show.
+/// `syncular.partition` is the partition the views show. The host's SQL is
+/// planned as PostgreSQL plans by default (the storage's own statements
+/// use generic plans: `conn::GENERIC_PLANS`).
 fn confine(timeout: Duration, partition: &str) -> Result<String> {
     // PostgreSQL text cannot hold U+0000: no stored row has such a partition.
     let p = super::prefetch::lit(partition)
         .ok_or_else(|| Error::invalid("a partition cannot contain U+0000 on PostgreSQL"))?;
     Ok(format!(
-        "SET LOCAL search_path = pg_catalog, pg_temp; SET LOCAL statement_timeout = {}; SET LOCAL standard_conforming_strings = on; SET LOCAL {} = {p}",
+        "SET LOCAL search_path = pg_catalog, pg_temp; SET LOCAL statement_timeout = {}; SET LOCAL standard_conforming_strings = on; SET LOCAL plan_cache_mode = auto; SET LOCAL {} = {p}",
         timeout.as_millis().clamp(1, i32::MAX as u128),
         guard::PARTITION_SETTING,
     ))
