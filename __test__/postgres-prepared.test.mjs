@@ -16,6 +16,8 @@ import { taskRow } from './support/harness.mjs';
 const pg = engines.find((e) => e.dialect === 'postgres');
 const GATE = 'syncular_after_lock_gate_v1';
 const RESULT = 'syncular_after_lock_result_v1';
+const LOCK = 'syncular_lock_partition_v1';
+const PUT = 'syncular_put_push_result_v1';
 
 /** Splits a byte stream into whole protocol messages (the first one untyped when `startup`). */
 function messages(startup, each) {
@@ -56,6 +58,8 @@ function sqlstate(msg) {
 class Proxy {
   /** Lock batches seen, errors the server sent, and DEALLOCATEs sent. */
   batches = [];
+  /** The push-result inserts sent with COMMIT. */
+  commits = [];
   errors = [];
   injected = 0;
   forget = false;
@@ -67,15 +71,16 @@ class Proxy {
       let swallow = 0;
       client.on('data', messages(true, (type, msg) => {
         const text = type === 'Q' ? msg.toString('utf8', 5, msg.length - 1) : '';
-        if (text.includes('FOR UPDATE; SAVEPOINT')) {
+        if (text.includes('; SAVEPOINT syncular_push_candidate;')) {
           this.batches.push(text);
           if (this.forget && text.includes(`EXECUTE ${GATE}`)) {
             this.forget = false;
             this.injected += 1;
             swallow += 1;
-            upstream.write(query(`DEALLOCATE ${GATE}; DEALLOCATE ${RESULT}`));
+            upstream.write(query([GATE, RESULT, LOCK, PUT].map((s) => `DEALLOCATE ${s}`).join('; ')));
           }
         }
+        if (text.endsWith('; COMMIT') && text.includes('sync_push_results') || text.includes(`EXECUTE ${PUT}(`)) this.commits.push(text);
         upstream.write(msg);
       }));
       upstream.on('data', messages(false, (type, msg) => {
@@ -140,6 +145,8 @@ if (pg) {
         assert.equal(first.before, undefined);
         assert.ok(proxy.batches.at(-1).includes(`EXECUTE ${GATE}`), 'the first batch uses the prepared reads');
         assert.ok(proxy.batches.at(-1).includes(`EXECUTE ${RESULT}`), 'and asks for the push result');
+        assert.ok(proxy.batches.at(-1).startsWith(`BEGIN; EXECUTE ${LOCK}(`), 'and takes the lock with the prepared statement');
+        assert.ok(proxy.commits.at(-1).startsWith(`EXECUTE ${PUT}(`), 'the push result goes with COMMIT, prepared');
 
         proxy.forget = true;
         const second = await push(storage, 'k2', 'r2');
@@ -149,9 +156,11 @@ if (pg) {
         assert.equal(second.before, undefined);
         assert.equal(second.seq, first.seq + 1);
         assert.ok(!proxy.batches.at(-1).includes('EXECUTE'), 'sent again whole');
+        assert.ok(proxy.commits.at(-1).startsWith('INSERT INTO sync_push_results'), 'and so is the push result of that transaction');
 
         const third = await push(storage, 'k3', 'r3');
         assert.ok(proxy.batches.at(-1).includes(`EXECUTE ${GATE}`), 'prepared again for the next batch');
+        assert.ok(proxy.commits.at(-1).startsWith(`EXECUTE ${PUT}(`));
         assert.deepEqual(proxy.errors, ['26000']);
         assert.deepEqual({ ...third.gate }, expected);
         assert.equal(third.seq, second.seq + 1);

@@ -108,6 +108,19 @@ struct Gate(i64, Option<String>, Vec<(String, String, i64)>);
 /// The statements each connection prepares for the lock batch: the serve
 /// gate, and one client commit's push result.
 pub const GATE: &str = "syncular_after_lock_gate_v1";
+/// The push result the transaction records, sent with `COMMIT`
+/// (`prefetch::put_and_commit`). Prepared before [`LOCK`], so a transaction
+/// whose lock batch executed [`LOCK`] has it too.
+pub const PUT: &str = "syncular_put_push_result_v1";
+pub const PUT_TEXT: &str =
+    "INSERT INTO sync_push_results (partition, client_id, client_commit_id, result) \
+VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING";
+/// The partition's counter row lock itself (the batch's first statement).
+pub const LOCK: &str = "syncular_lock_partition_v1";
+/// Its text, with the partition given as `p`.
+pub fn select_lock(p: &str) -> String {
+    format!("SELECT max_commit_seq FROM sync_partitions WHERE partition = {p} FOR UPDATE")
+}
 pub const RESULT: &str = "syncular_after_lock_result_v1";
 
 /// The serve gate's reads, with the partition given as `p`: a placeholder
@@ -133,7 +146,7 @@ fn select_result(p: &str, client: &str, commit: &str) -> String {
     )
 }
 
-/// Prepares [`GATE`] and [`RESULT`] on a connection that lacks them and
+/// Prepares [`GATE`], [`RESULT`], [`PUT`] and [`LOCK`] on a connection that lacks them and
 /// whose tables are there (at connect, and once the meta layout is made).
 /// It does not fail where a `DO` block can run: a connection without the
 /// statements sends the reads whole. Planning them on every lock batch
@@ -149,13 +162,16 @@ pub fn prepare() -> String {
     format!(
         "DO $syncular$ BEGIN \
          IF to_regclass('sync_schema_meta') IS NOT NULL AND to_regclass('sync_partition_registry') IS NOT NULL \
-         AND to_regclass('sync_backfill_checkpoints') IS NOT NULL AND to_regclass('sync_push_results') IS NOT NULL THEN \
-         {} {} \
+         AND to_regclass('sync_backfill_checkpoints') IS NOT NULL AND to_regclass('sync_push_results') IS NOT NULL \
+         AND to_regclass('sync_partitions') IS NOT NULL THEN \
+         {} {} {} {} \
          END IF; \
          EXCEPTION WHEN OTHERS THEN NULL; \
          END $syncular$",
         one(GATE, "text", select_gate("$1")),
         one(RESULT, "text, text, text", select_result("$1", "$2", "$3")),
+        one(PUT, "text, text, text, jsonb", PUT_TEXT.to_owned()),
+        one(LOCK, "text", select_lock("$1")),
     )
 }
 

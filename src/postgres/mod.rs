@@ -62,6 +62,9 @@ pub struct TxState {
     pending_put: Option<prefetch::PendingPut>,
     /// What the lock batch read for the host's next calls.
     after_lock: Option<after_lock::AfterLock>,
+    /// The lock batch executed the prepared statements of
+    /// `after_lock::prepare` on this connection, in this transaction.
+    prepared: bool,
 }
 
 type TxSlot = Arc<tokio::sync::Mutex<TxState>>;
@@ -509,6 +512,7 @@ impl PgEngine {
             begun: false,
             pending_put: None,
             after_lock: None,
+            prepared: false,
         }));
         lock(&self.txs).insert(id, slot);
         id
@@ -556,7 +560,8 @@ impl PgEngine {
                 Slow::start(telemetry::POSTGRES, "commit", Site::Text("commit")).sql("COMMIT");
             if let Some(put) = pending {
                 // The deferred push result and COMMIT in one round trip.
-                let out = prefetch::put_and_commit(&mut conn, &st.partition, &put).await;
+                let out =
+                    prefetch::put_and_commit(&mut conn, &st.partition, &put, st.prepared).await;
                 return match out {
                     Ok(true) => {
                         self.recycle(conn, true);

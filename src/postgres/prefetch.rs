@@ -47,23 +47,29 @@ pub(super) fn lit(s: &str) -> Option<String> {
 const PUT_PUSH_RESULT: &str =
     "INSERT INTO sync_push_results (partition, client_id, client_commit_id, result) VALUES";
 
-fn put_text(partition: &str, put: &PendingPut) -> Option<String> {
-    Some(format!(
-        "{PUT_PUSH_RESULT} ({}, {}, {}, {}::jsonb) ON CONFLICT DO NOTHING",
+/// The insert as text: the prepared statement where this transaction's
+/// lock batch executed the prepared ones (so the connection has it).
+fn put_text(partition: &str, put: &PendingPut, prepared: bool) -> Option<String> {
+    let (p, c, k, json) = (
         lit(partition)?,
         lit(&put.client_id)?,
         lit(&put.commit_id)?,
-        lit(&put.json)?
-    ))
+        lit(&put.json)?,
+    );
+    Some(if prepared {
+        format!("EXECUTE {}({p}, {c}, {k}, {json})", super::after_lock::PUT)
+    } else {
+        format!("{PUT_PUSH_RESULT} ({p}, {c}, {k}, {json}::jsonb) ON CONFLICT DO NOTHING")
+    })
 }
 
 /// The deferred insert and `COMMIT` in one round trip. `Ok(false)`: the
 /// insert went out alone (a value could not be a literal); the caller
 /// still has to commit.
 pub async fn put_and_commit(
-    c: &mut PgConnection, partition: &str, put: &PendingPut,
+    c: &mut PgConnection, partition: &str, put: &PendingPut, prepared: bool,
 ) -> Result<bool> {
-    match put_text(partition, put) {
+    match put_text(partition, put, prepared) {
         Some(text) => {
             sqlx::raw_sql(AssertSqlSafe(format!("{text}; COMMIT")))
                 .execute(&mut *c)
@@ -152,13 +158,16 @@ impl TxState {
                     let (tail, asked) =
                         super::after_lock::batch_tail(&engine.push_keys, &partition, prepared)
                             .unwrap_or_default();
-                    let text = format!(
-                        "{begin}SELECT max_commit_seq FROM sync_partitions WHERE partition = {p} FOR UPDATE; {}; {tail}",
-                        sql::SAVEPOINT
-                    );
+                    let lock = if prepared {
+                        format!("EXECUTE {}({p})", super::after_lock::LOCK)
+                    } else {
+                        super::after_lock::select_lock(&p)
+                    };
+                    let text = format!("{begin}{lock}; {}; {tail}", sql::SAVEPOINT);
                     (text, asked)
                 };
                 let (mut text, mut asked) = batch(first);
+                let mut prepared = first;
                 let waited = crate::telemetry::lock_wait_started();
                 let mut found = sqlx::raw_sql(AssertSqlSafe(text.clone()))
                     .fetch_all(self.conn()?)
@@ -186,6 +195,7 @@ impl TxState {
                             .await
                             .map_err(map_err)?;
                         (text, asked) = batch(false);
+                        prepared = false;
                         found = sqlx::raw_sql(AssertSqlSafe(text))
                             .fetch_all(self.conn()?)
                             .await
@@ -194,6 +204,7 @@ impl TxState {
                 }
                 crate::telemetry::lock_waited(waited, crate::telemetry::POSTGRES, Some(&partition));
                 let found = found?;
+                self.prepared = prepared;
                 let locked = found.iter().any(|r| {
                     r.columns()
                         .first()
