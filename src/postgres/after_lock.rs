@@ -108,20 +108,21 @@ struct Gate(i64, Option<String>, Vec<(String, String, i64)>);
 /// The statements each connection prepares for the lock batch: the serve
 /// gate, and one client commit's push result.
 pub const GATE: &str = "syncular_after_lock_gate_v1";
+pub const RESULT: &str = "syncular_after_lock_result_v1";
+/// The partition's counter row lock itself (the batch's first statement).
+pub const LOCK: &str = "syncular_lock_partition_v1";
 /// The push result the transaction records, sent with `COMMIT`
 /// (`prefetch::put_and_commit`). Prepared before [`LOCK`], so a transaction
 /// whose lock batch executed [`LOCK`] has it too.
 pub const PUT: &str = "syncular_put_push_result_v1";
-pub const PUT_TEXT: &str =
-    "INSERT INTO sync_push_results (partition, client_id, client_commit_id, result) \
-VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING";
-/// The partition's counter row lock itself (the batch's first statement).
-pub const LOCK: &str = "syncular_lock_partition_v1";
-/// Its text, with the partition given as `p`.
+/// The push-result insert's head; its values follow.
+pub const PUT_INTO: &str =
+    "INSERT INTO sync_push_results (partition, client_id, client_commit_id, result) VALUES";
+
+/// The counter row lock, with the partition given as `p`.
 pub fn select_lock(p: &str) -> String {
     format!("SELECT max_commit_seq FROM sync_partitions WHERE partition = {p} FOR UPDATE")
 }
-pub const RESULT: &str = "syncular_after_lock_result_v1";
 
 /// The serve gate's reads, with the partition given as `p`: a placeholder
 /// when prepared, a literal when sent whole. Every row says what it is in
@@ -170,7 +171,11 @@ pub fn prepare() -> String {
          END $syncular$",
         one(GATE, "text", select_gate("$1")),
         one(RESULT, "text, text, text", select_result("$1", "$2", "$3")),
-        one(PUT, "text, text, text, jsonb", PUT_TEXT.to_owned()),
+        one(
+            PUT,
+            "text, text, text, jsonb",
+            format!("{PUT_INTO} ($1, $2, $3, $4) ON CONFLICT DO NOTHING"),
+        ),
         one(LOCK, "text", select_lock("$1")),
     )
 }

@@ -308,8 +308,6 @@ pub fn is_constraint(e: &sqlx::Error) -> bool {
     sqlstate(e).is_some_and(|c| c.starts_with("23"))
 }
 
-/// Raw engine errors keep PostgreSQL's message (the fence function's text
-/// is the message) and carry the SQLSTATE as their code.
 /// The next row of a result read as it arrives (`Executor::fetch`), so
 /// that each row is decoded while the server still produces the rest.
 pub async fn next_row(
@@ -321,6 +319,8 @@ pub async fn next_row(
         .map_err(map_err)
 }
 
+/// Raw engine errors keep PostgreSQL's message (the fence function's text
+/// is the message) and carry the SQLSTATE as their code.
 pub fn map_err(e: sqlx::Error) -> Error {
     match &e {
         // PostgreSQL text cannot hold U+0000 (22021) and refuses

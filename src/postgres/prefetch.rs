@@ -44,9 +44,6 @@ pub(super) fn lit(s: &str) -> Option<String> {
     Some(out)
 }
 
-const PUT_PUSH_RESULT: &str =
-    "INSERT INTO sync_push_results (partition, client_id, client_commit_id, result) VALUES";
-
 /// The insert as text: the prepared statement where this transaction's
 /// lock batch executed the prepared ones (so the connection has it).
 fn put_text(partition: &str, put: &PendingPut, prepared: bool) -> Option<String> {
@@ -59,7 +56,8 @@ fn put_text(partition: &str, put: &PendingPut, prepared: bool) -> Option<String>
     Some(if prepared {
         format!("EXECUTE {}({p}, {c}, {k}, {json})", super::after_lock::PUT)
     } else {
-        format!("{PUT_PUSH_RESULT} ({p}, {c}, {k}, {json}::jsonb) ON CONFLICT DO NOTHING")
+        let into = super::after_lock::PUT_INTO;
+        format!("{into} ({p}, {c}, {k}, {json}::jsonb) ON CONFLICT DO NOTHING")
     })
 }
 
