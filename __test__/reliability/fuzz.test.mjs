@@ -14,9 +14,13 @@ import { pgTarget } from '../../stress/lib/sql.mjs';
 // PostgreSQL joins with SYNCULAR_TEST_PG_URL (required under CI=true; see engines.mjs).
 const pg = engines.find((e) => e.dialect === 'postgres');
 
+// The seed changes per run and is in the test's name, so a failure can be
+// run again with STRESS_FUZZ_SEED.
+const seed = Number(process.env.STRESS_FUZZ_SEED ?? Date.now() % 1e9);
+
 describe('reliability: hostile input', () => {
-  test('3000 generated hostile calls: coded rejections, no panic, no partial write', { skip: noShell }, async () => {
-    const f = await runFuzz({ cases: 3000, seed: Date.now() % 1e9 });
+  test(`3000 generated hostile calls (seed ${seed}): coded rejections, no panic, no partial write`, { skip: noShell }, async () => {
+    const f = await runFuzz({ cases: 3000, seed });
     assert.deepEqual(f.failures, []);
     assert.deepEqual(f.untemplated, [], 'members without a fuzz template');
     assert.equal(f.cases, 3000);
