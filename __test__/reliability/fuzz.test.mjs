@@ -29,6 +29,15 @@ describe('reliability: hostile input', () => {
     for (const k of ['uncoded', 'panics', 'syncThrows', 'hangs', 'partialWrites', 'acceptedBadPartition']) assert.equal(f[k], 0, k);
   });
 
+  // An open bug, kept visible: the sqlite3 shell opening the storage's live
+  // file during this sequence (a second process, as the content hash did
+  // before it hashed a copy) is followed by SQLITE_IOERR_SHORT_READ on a
+  // later readCommitWindow. Reported as todo until it is fixed.
+  test('seed 373327746 with the live file hashed by another process: no partial write', { skip: noShell, todo: 'SQLITE_IOERR_SHORT_READ after another process reads the live file (open bug)' }, async () => {
+    const f = await runFuzz({ cases: 600, seed: 373327746, hashLive: true });
+    assert.deepEqual(f.failures, []);
+  });
+
   // Regressions for what the fuzz found.
   test('values the JS engine cannot convert reject with ERR_SYNCULAR_INVALID_ARGUMENT', async () => {
     const storage = new NativeStorage();

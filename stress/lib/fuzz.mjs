@@ -347,7 +347,12 @@ async function seed(storage) {
  * rejected, resolved, uncoded, panics, syncThrows, hangs, partialWrites,
  * acceptedBadPartition, untemplated[], failures[] }.
  */
-export async function runFuzz({ cases = 2000, seed: s = 1, recycleEvery = 1000, log, pgUrl } = {}) {
+// `hashLive`: compare content by running the sqlite3 shell on the storage's
+// live file (another process opening it). Off by default: with it, seed
+// 373327746 ends in SQLITE_IOERR_SHORT_READ on a later window read, an open
+// bug (__test__/reliability/fuzz.test.mjs keeps it as a todo case). Without
+// it the live file and its WAL are copied first and the copy is hashed.
+export async function runFuzz({ cases = 2000, seed: s = 1, recycleEvery = 1000, log, pgUrl, hashLive = false } = {}) {
   const g = rng(s);
   const dir = mkdtempSync(join(tmpdir(), 'syncular-fuzz-'));
   const f = {
@@ -374,6 +379,12 @@ export async function runFuzz({ cases = 2000, seed: s = 1, recycleEvery = 1000, 
   let path;
   let generation = 0;
   const snap = join(dir, 'before.db');
+  const after = join(dir, 'after.db');
+  const liveHash = () => {
+    if (hashLive) return contentHash(path);
+    snapshot(path, after);
+    return contentHash(after);
+  };
   let db; // PostgreSQL: the current schema (pgTarget)
   let state; // PostgreSQL: the committed state's snapshot, while known
   let relist = false; // PostgreSQL: tables may have been created since the last snapshot
@@ -486,7 +497,7 @@ export async function runFuzz({ cases = 2000, seed: s = 1, recycleEvery = 1000, 
         if (member === 'ensureSchema') relist = true;
         state = await pgSnapshot();
       }
-      if (db ? state !== before : fingerprint(path) !== before && (!tx || !TX_WRITES.has(member) || contentHash(path) !== contentHash(snap))) {
+      if (db ? state !== before : fingerprint(path) !== before && (!tx || !TX_WRITES.has(member) || liveHash() !== contentHash(snap))) {
         f.partialWrites++;
         fail('partial write', `${label}: ${err?.code} ${String(err?.message).slice(0, 120)}`);
       }
