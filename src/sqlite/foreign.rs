@@ -31,6 +31,7 @@
 //! (up to [`INTERVAL`]); another process (whose locks do work); platforms
 //! without `/proc`.
 
+use super::standin::StandIn;
 use crate::error::{Error, Result};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -53,11 +54,18 @@ struct FileId {
     ino: u64,
 }
 
-/// Files the storages of this process have open, by identity, with how
-/// many storages have each open.
-static OPEN: Mutex<Option<HashMap<FileId, usize>>> = Mutex::new(None);
+/// Files the storages of this process have open, by identity: how many
+/// storages have each open, and the file's stand-in shared lock (see
+/// `standin`).
+static OPEN: Mutex<Option<HashMap<FileId, Entry>>> = Mutex::new(None);
 
-fn with_open<T>(f: impl FnOnce(&mut HashMap<FileId, usize>) -> T) -> T {
+#[derive(Default)]
+struct Entry {
+    storages: usize,
+    standin: Option<StandIn>,
+}
+
+fn with_open<T>(f: impl FnOnce(&mut HashMap<FileId, Entry>) -> T) -> T {
     let mut g = OPEN.lock().unwrap_or_else(|p| p.into_inner());
     f(g.get_or_insert_with(HashMap::new))
 }
@@ -75,7 +83,8 @@ fn refusal(path: &str, seen: &str) -> Error {
     )
 }
 
-/// Counts the file as open by this process's storages while held.
+/// Counts the file as open by this process's storages while held, and
+/// keeps its stand-in shared lock.
 pub struct Registration(Option<FileId>);
 
 impl Registration {
@@ -101,29 +110,61 @@ impl Registration {
                     return Err(refusal(path, &describe(&fds)));
                 }
             }
-            *open.entry(id).or_insert(0) += 1;
+            open.entry(id).or_default().storages += 1;
             Ok(Registration(Some(id)))
         })
     }
 
-    /// The connection opened `path` (creating it, perhaps).
+    /// The storage's first connection opened `path` (creating it, perhaps,
+    /// and holding SQLite's SHARED lock from now on): the stand-in lock is
+    /// taken, or taken again, here.
     pub fn opened(&mut self, path: &str) {
-        if self.0.is_none() {
-            if let Some(id) = imp::file_id(path) {
-                with_open(|open| *open.entry(id).or_insert(0) += 1);
+        with_open(|open| {
+            if self.0.is_none() {
+                let Some(id) = imp::file_id(path) else {
+                    return;
+                };
+                open.entry(id).or_default().storages += 1;
                 self.0 = Some(id);
             }
-        }
+            let Some(entry) = self.0.and_then(|id| open.get_mut(&id)) else {
+                return;
+            };
+            match &mut entry.standin {
+                Some(s) => {
+                    s.retake();
+                }
+                None => entry.standin = StandIn::take(path),
+            }
+        })
+    }
+
+    /// Before this storage's connections close: when it is the last storage
+    /// of this process on the file, the stand-in lock goes (its descriptor
+    /// stays open until [`Drop`]), so the last connection can checkpoint and
+    /// remove the WAL.
+    pub fn closing(&self) {
+        with_open(|open| {
+            if let Some(entry) = self.0.and_then(|id| open.get_mut(&id)) {
+                if entry.storages == 1 {
+                    if let Some(s) = &mut entry.standin {
+                        s.release();
+                    }
+                }
+            }
+        })
     }
 }
 
+/// After the storage's connections closed: the last storage's drop closes
+/// the stand-in's descriptor (no connection of ours has locks left to drop).
 impl Drop for Registration {
     fn drop(&mut self) {
         if let Some(id) = self.0.take() {
             with_open(|open| {
-                if let Some(n) = open.get_mut(&id) {
-                    *n -= 1;
-                    if *n == 0 {
+                if let Some(entry) = open.get_mut(&id) {
+                    entry.storages -= 1;
+                    if entry.storages == 0 {
                         open.remove(&id);
                     }
                 }

@@ -34,6 +34,7 @@ pub mod scratch;
 mod shape;
 pub mod shared;
 pub mod sql;
+mod standin;
 mod window;
 
 pub use conn::{Config, Location, Synchronous};
@@ -100,7 +101,7 @@ struct Db {
     cfg: Config,
     /// This file counts as open by this process's SQLite (see `foreign`)
     /// until the connections above have closed.
-    _open: foreign::Registration,
+    registration: foreign::Registration,
     /// File databases: what the checkpoint thread did.
     progress: Option<Arc<checkpointer::Progress>>,
     /// A memory database's directory: declared last, so it is removed
@@ -120,6 +121,8 @@ impl Drop for Db {
         if let Some(c) = w.checkpointer.take() {
             c.stop(&w.conn);
         }
+        // The connections close next (the fields below, in order).
+        self.registration.closing();
     }
 }
 
@@ -297,7 +300,7 @@ impl SqliteEngine {
             }),
             readers: Mutex::new(Vec::new()),
             cfg,
-            _open: open,
+            registration: open,
             progress,
             _scratch: scratch,
         });

@@ -346,12 +346,12 @@ async function seed(storage) {
  * Runs `cases` hostile calls. Returns { cases, storageCases, txCases,
  * rejected, resolved, uncoded, panics, syncThrows, hangs, partialWrites,
  * acceptedBadPartition, untemplated[], failures[] }.
+ *
+ * `hashLive`: compare content by running the sqlite3 shell on the storage's
+ * live file (another process opening and closing it, after this process
+ * closed a descriptor of it for its snapshot). Without it the live file and
+ * its WAL are copied first and the copy is hashed.
  */
-// `hashLive`: compare content by running the sqlite3 shell on the storage's
-// live file (another process opening it). Off by default: with it, seed
-// 373327746 ends in SQLITE_IOERR_SHORT_READ on a later window read, an open
-// bug (__test__/reliability/fuzz.test.mjs keeps it as a todo case). Without
-// it the live file and its WAL are copied first and the copy is hashed.
 export async function runFuzz({ cases = 2000, seed: s = 1, recycleEvery = 1000, log, pgUrl, hashLive = false } = {}) {
   const g = rng(s);
   const dir = mkdtempSync(join(tmpdir(), 'syncular-fuzz-'));
