@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { query } from './support/sqlite-cli.mjs';
 import { hostTest, runHost } from './support/upstream.mjs';
+import { freshPgSchema } from './support/engines.mjs';
 
 const dir = mkdtempSync(join(tmpdir(), 'syncular-swap-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -41,7 +42,8 @@ describe('swap in and back on data the in-tree storage wrote, through upstream\'
     const skip = hostTest.skip ?? (!pgUrl && !pgRequired ? 'SYNCULAR_TEST_PG_URL is not set' : undefined);
     test(`PostgreSQL (${kind === 'postgres-pg' ? 'node-postgres' : 'Bun.SQL'})`, { skip }, async () => {
       assert.ok(pgUrl, 'SYNCULAR_TEST_PG_URL is required under CI=true');
-      const schema = `syncular_swap_${process.pid}_${++n}`;
+      // Dropped when the file's tests end (engines.mjs).
+      const schema = freshPgSchema();
       assertSwapped(await runHost('swap.ts', [kind, schema], { env: { SYNCULAR_TEST_PG_URL: pgUrl } }));
     });
   }
