@@ -14,10 +14,11 @@ import { fixtureSchema } from './support/schema.mjs';
 import { taskRow } from './support/harness.mjs';
 
 const pg = engines.find((e) => e.dialect === 'postgres');
-const GATE = 'syncular_after_lock_gate_v1';
+const GATE = 'syncular_after_lock_gate_v2';
 const RESULT = 'syncular_after_lock_result_v1';
 const LOCK = 'syncular_lock_partition_v1';
 const PUT = 'syncular_put_push_result_v1';
+const APPEND = 'syncular_append_commit_v1';
 
 /** Splits a byte stream into whole protocol messages (the first one untyped when `startup`). */
 function messages(startup, each) {
@@ -77,10 +78,10 @@ class Proxy {
             this.forget = false;
             this.injected += 1;
             swallow += 1;
-            upstream.write(query([GATE, RESULT, LOCK, PUT].map((s) => `DEALLOCATE ${s}`).join('; ')));
+            upstream.write(query([GATE, RESULT, LOCK, PUT, APPEND].map((s) => `DEALLOCATE ${s}`).join('; ')));
           }
         }
-        if (text.endsWith('; COMMIT') && text.includes('sync_push_results') || text.includes(`EXECUTE ${PUT}(`)) this.commits.push(text);
+        if (text.endsWith('; COMMIT') && (text.includes('sync_push_results') || text.includes(`EXECUTE ${PUT}(`))) this.commits.push(text);
         upstream.write(msg);
       }));
       upstream.on('data', messages(false, (type, msg) => {
@@ -147,6 +148,12 @@ if (pg) {
         assert.ok(proxy.batches.at(-1).includes(`EXECUTE ${RESULT}`), 'and asks for the push result');
         assert.ok(proxy.batches.at(-1).startsWith(`BEGIN; EXECUTE ${LOCK}(`), 'and takes the lock with the prepared statement');
         assert.ok(proxy.commits.at(-1).startsWith(`EXECUTE ${PUT}(`), 'the push result goes with COMMIT, prepared');
+        assert.ok(!proxy.commits.at(-1).includes(APPEND), 'the partition\'s first append went at once (no counter row to read)');
+
+        const again = await push(storage, 'k1b', 'r1b');
+        assert.equal(again.seq, first.seq + 1);
+        assert.ok(proxy.commits.at(-1).startsWith(`EXECUTE ${APPEND}(`), 'the append goes with COMMIT, prepared');
+        assert.ok(proxy.commits.at(-1).includes(`; EXECUTE ${PUT}(`), 'and so does the push result');
 
         proxy.forget = true;
         const second = await push(storage, 'k2', 'r2');
@@ -154,20 +161,20 @@ if (pg) {
         assert.deepEqual(proxy.errors, ['26000'], 'the batch met the missing statement once');
         assert.deepEqual({ ...second.gate }, expected);
         assert.equal(second.before, undefined);
-        assert.equal(second.seq, first.seq + 1);
+        assert.equal(second.seq, again.seq + 1);
         assert.ok(!proxy.batches.at(-1).includes('EXECUTE'), 'sent again whole');
-        assert.ok(proxy.commits.at(-1).startsWith('INSERT INTO sync_push_results'), 'and so is the push result of that transaction');
+        assert.ok(proxy.commits.at(-1).startsWith('INSERT INTO sync_push_results'), 'and so is the push result of that transaction (its append went at once)');
 
         const third = await push(storage, 'k3', 'r3');
         assert.ok(proxy.batches.at(-1).includes(`EXECUTE ${GATE}`), 'prepared again for the next batch');
-        assert.ok(proxy.commits.at(-1).startsWith(`EXECUTE ${PUT}(`));
+        assert.ok(proxy.commits.at(-1).startsWith(`EXECUTE ${APPEND}(`));
         assert.deepEqual(proxy.errors, ['26000']);
         assert.deepEqual({ ...third.gate }, expected);
         assert.equal(third.seq, second.seq + 1);
 
         assert.equal(await storage.getMaxCommitSeq('p1'), third.seq);
-        for (const id of ['r1', 'r2', 'r3']) assert.ok(await storage.getRow('p1', 'tasks', id), `${id} was written`);
-        for (const k of ['k1', 'k2', 'k3']) assert.equal((await storage.getPushResult('p1', 'c1', k)).status, 'applied');
+        for (const id of ['r1', 'r1b', 'r2', 'r3']) assert.ok(await storage.getRow('p1', 'tasks', id), `${id} was written`);
+        for (const k of ['k1', 'k1b', 'k2', 'k3']) assert.equal((await storage.getPushResult('p1', 'c1', k)).status, 'applied');
       } finally {
         await storage.close();
         await proxy.close();

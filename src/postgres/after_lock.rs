@@ -105,9 +105,20 @@ pub struct AfterLock {
 /// pending checkpoint (partition, name, schema version).
 struct Gate(i64, Option<String>, Vec<(String, String, i64)>);
 
+/// What the lock batch read that `deferred` relies on: the counter row's
+/// `max_commit_seq` and the partition's writer fence (`None`: no fence
+/// row). Both hold until the transaction itself appends: the counter row
+/// is locked, and a fence raised meanwhile still fails the append
+/// (storage-layout §4.2), only later.
+#[derive(Clone, Copy)]
+pub struct Locked {
+    pub max_commit_seq: i64,
+    pub fence: Option<i64>,
+}
+
 /// The statements each connection prepares for the lock batch: the serve
 /// gate, and one client commit's push result.
-pub const GATE: &str = "syncular_after_lock_gate_v1";
+pub const GATE: &str = "syncular_after_lock_gate_v2";
 pub const RESULT: &str = "syncular_after_lock_result_v1";
 /// The partition's counter row lock itself (the batch's first statement).
 pub const LOCK: &str = "syncular_lock_partition_v1";
@@ -115,6 +126,12 @@ pub const LOCK: &str = "syncular_lock_partition_v1";
 /// (`prefetch::put_and_commit`). Prepared before [`LOCK`], so a transaction
 /// whose lock batch executed [`LOCK`] has it too.
 pub const PUT: &str = "syncular_put_push_result_v1";
+/// The commit append (`log::APPEND_COMMIT`), executed with literal
+/// arguments in a later batch (`deferred`). Prepared before [`LOCK`] too.
+pub const APPEND: &str = "syncular_append_commit_v1";
+/// Its parameter types, in `log::APPEND_COMMIT`'s order.
+const APPEND_TYPES: &str = "text, text, text, text, int8, int8, int4[], text[], text[], int2[], \
+int8[], text[], bytea[], text[], text[], text[], text[], text[], int8";
 /// The push-result insert's head; its values follow.
 pub const PUT_INTO: &str =
     "INSERT INTO sync_push_results (partition, client_id, client_commit_id, result) VALUES";
@@ -128,14 +145,23 @@ pub fn select_lock(p: &str) -> String {
 /// when prepared, a literal when sent whole. Every row says what it is in
 /// its first column and has the same columns, all cast to text, so the
 /// prepared statement's result type stays the same whatever a later layout
-/// makes of the columns.
-fn select_gate(p: &str) -> String {
+/// makes of the columns. The prepared form also reads the partition's
+/// writer fence (`f`), for `deferred`.
+fn select_gate(p: &str, fence: bool) -> String {
+    let fence = if fence {
+        format!(
+            " UNION ALL SELECT 'f', required_writer_version::text, NULL, NULL FROM sync_writer_fence \
+             WHERE partition = {p}"
+        )
+    } else {
+        String::new()
+    };
     format!(
         "SELECT 'v'::text AS after_lock, schema_version::text AS a, NULL::text AS b, NULL::text AS c \
          FROM sync_schema_meta WHERE id = 1 \
          UNION ALL SELECT 'e', log_epoch::text, NULL, NULL FROM sync_partition_registry WHERE partition = {p} \
          UNION ALL SELECT 'k', partition::text, name::text, schema_version::text FROM sync_backfill_checkpoints \
-         WHERE state <> 'activated'"
+         WHERE state <> 'activated'{fence}"
     )
 }
 
@@ -147,7 +173,7 @@ fn select_result(p: &str, client: &str, commit: &str) -> String {
     )
 }
 
-/// Prepares [`GATE`], [`RESULT`], [`PUT`] and [`LOCK`] on a connection that lacks them and
+/// Prepares [`GATE`], [`RESULT`], [`PUT`], [`APPEND`] and [`LOCK`] on a connection that lacks them and
 /// whose tables are there (at connect, and once the meta layout is made).
 /// It does not fail where a `DO` block can run: a connection without the
 /// statements sends the reads whole. Planning them on every lock batch
@@ -164,18 +190,21 @@ pub fn prepare() -> String {
         "DO $syncular$ BEGIN \
          IF to_regclass('sync_schema_meta') IS NOT NULL AND to_regclass('sync_partition_registry') IS NOT NULL \
          AND to_regclass('sync_backfill_checkpoints') IS NOT NULL AND to_regclass('sync_push_results') IS NOT NULL \
-         AND to_regclass('sync_partitions') IS NOT NULL THEN \
-         {} {} {} {} \
+         AND to_regclass('sync_partitions') IS NOT NULL AND to_regclass('sync_writer_fence') IS NOT NULL \
+         AND to_regclass('sync_commits') IS NOT NULL AND to_regclass('sync_changes') IS NOT NULL \
+         AND to_regclass('sync_change_scopes') IS NOT NULL AND to_regclass('sync_tombstones') IS NOT NULL THEN \
+         {} {} {} {} {} \
          END IF; \
          EXCEPTION WHEN OTHERS THEN NULL; \
          END $syncular$",
-        one(GATE, "text", select_gate("$1")),
+        one(GATE, "text", select_gate("$1", true)),
         one(RESULT, "text, text, text", select_result("$1", "$2", "$3")),
         one(
             PUT,
             "text, text, text, jsonb",
             format!("{PUT_INTO} ($1, $2, $3, $4) ON CONFLICT DO NOTHING"),
         ),
+        one(APPEND, APPEND_TYPES, super::log::APPEND_COMMIT.to_owned()),
         one(LOCK, "text", select_lock("$1")),
     )
 }
@@ -189,7 +218,7 @@ pub fn batch_tail(
     let mut text = if prepared {
         format!("EXECUTE {GATE}({p})")
     } else {
-        select_gate(&p)
+        select_gate(&p, false)
     };
     let mut asked = Vec::new();
     for (client, commit) in keys.of(partition) {
@@ -204,6 +233,26 @@ pub fn batch_tail(
         }
     }
     Some((text, asked))
+}
+
+/// The counter row and the fence out of a prepared lock batch's rows
+/// (`None` when either cannot be read: nothing is then deferred).
+pub fn locked(rows: &[PgRow]) -> Option<Locked> {
+    let mut max_commit_seq = None;
+    let mut fence = None;
+    for r in rows {
+        match r.columns().first().map(|c| c.name()) {
+            Some("max_commit_seq") => max_commit_seq = Some(r.try_get::<i64, _>(0).ok()?),
+            Some("after_lock") if r.try_get::<String, _>(0).ok()? == "f" => {
+                fence = Some(r.try_get::<Option<String>, _>(1).ok()??.parse().ok()?);
+            }
+            _ => {}
+        }
+    }
+    Some(Locked {
+        max_commit_seq: max_commit_seq?,
+        fence,
+    })
 }
 
 /// Reads the tail's rows out of a lock batch's.

@@ -89,49 +89,73 @@ async fn lock_partition_row(c: &mut PgConnection, partition: &str) -> Result<()>
     Ok(())
 }
 
+/// The append's parameters `$7` to `$18`: one entry per change, then one
+/// per scope pair, then one per delete.
+pub struct AppendArrays<'a> {
+    pub idx: Vec<i32>,
+    pub tbl: Vec<&'a str>,
+    pub row_id: Vec<&'a str>,
+    pub op: Vec<i16>,
+    pub row_version: Vec<Option<i64>>,
+    pub scopes: Vec<&'a str>,
+    pub payload: Vec<Option<&'a [u8]>>,
+    pub s_tbl: Vec<&'a str>,
+    pub s_var: Vec<String>,
+    pub s_val: Vec<String>,
+    pub t_tbl: Vec<&'a str>,
+    pub t_row: Vec<&'a str>,
+}
+
+impl<'a> AppendArrays<'a> {
+    pub fn of(commit: &'a NewCommit) -> Result<AppendArrays<'a>> {
+        let n = commit.changes.len();
+        let mut a = AppendArrays {
+            idx: Vec::with_capacity(n),
+            tbl: Vec::with_capacity(n),
+            row_id: Vec::with_capacity(n),
+            op: Vec::with_capacity(n),
+            row_version: Vec::with_capacity(n),
+            scopes: Vec::with_capacity(n),
+            payload: Vec::with_capacity(n),
+            s_tbl: Vec::new(),
+            s_var: Vec::new(),
+            s_val: Vec::new(),
+            t_tbl: Vec::new(),
+            t_row: Vec::new(),
+        };
+        for (i, ch) in commit.changes.iter().enumerate() {
+            a.idx.push(i as i32);
+            a.tbl.push(ch.table.as_str());
+            a.row_id.push(ch.row_id.as_str());
+            a.op.push(ch.op.code() as i16);
+            a.scopes.push(ch.scopes_json.as_str());
+            match ch.op {
+                ChangeOp::Upsert => {
+                    a.row_version.push(ch.row_version);
+                    a.payload.push(ch.payload.as_deref());
+                }
+                ChangeOp::Delete => {
+                    a.row_version.push(None);
+                    a.payload.push(None);
+                    a.t_tbl.push(ch.table.as_str());
+                    a.t_row.push(ch.row_id.as_str());
+                }
+            }
+            for (var, value) in scope_pairs(&ch.scopes_json)? {
+                a.s_tbl.push(ch.table.as_str());
+                a.s_var.push(var);
+                a.s_val.push(value);
+            }
+        }
+        Ok(a)
+    }
+}
+
 /// Appends one commit (storage-layout §8). Returns its commitSeq.
 pub async fn append_commit(
     c: &mut PgConnection, partition: &str, commit: &NewCommit, writer_version: i64,
 ) -> Result<i64> {
-    let pairs: Vec<Vec<(String, String)>> = commit
-        .changes
-        .iter()
-        .map(|ch| scope_pairs(&ch.scopes_json))
-        .collect::<Result<_>>()?;
-    let n = commit.changes.len();
-    let mut idx = Vec::with_capacity(n);
-    let mut tbl = Vec::with_capacity(n);
-    let mut row_id = Vec::with_capacity(n);
-    let mut op = Vec::with_capacity(n);
-    let mut row_version: Vec<Option<i64>> = Vec::with_capacity(n);
-    let mut scopes = Vec::with_capacity(n);
-    let mut payload: Vec<Option<&[u8]>> = Vec::with_capacity(n);
-    let (mut s_tbl, mut s_var, mut s_val) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut t_tbl, mut t_row) = (Vec::new(), Vec::new());
-    for (i, (ch, pairs)) in commit.changes.iter().zip(&pairs).enumerate() {
-        idx.push(i as i32);
-        tbl.push(ch.table.as_str());
-        row_id.push(ch.row_id.as_str());
-        op.push(ch.op.code() as i16);
-        scopes.push(ch.scopes_json.as_str());
-        match ch.op {
-            ChangeOp::Upsert => {
-                row_version.push(ch.row_version);
-                payload.push(ch.payload.as_deref());
-            }
-            ChangeOp::Delete => {
-                row_version.push(None);
-                payload.push(None);
-                t_tbl.push(ch.table.as_str());
-                t_row.push(ch.row_id.as_str());
-            }
-        }
-        for (var, value) in pairs {
-            s_tbl.push(ch.table.as_str());
-            s_var.push(var.as_str());
-            s_val.push(value.as_str());
-        }
-    }
+    let a = AppendArrays::of(commit)?;
     sqlx::query_scalar(APPEND_COMMIT)
         .bind(partition)
         .bind(&commit.client_id)
@@ -139,18 +163,19 @@ pub async fn append_commit(
         .bind(&commit.actor_id)
         .bind(commit.created_at_ms)
         .bind(writer_version)
-        .bind(idx)
-        .bind(tbl)
-        .bind(row_id)
-        .bind(op)
-        .bind(row_version)
-        .bind(scopes)
-        .bind(payload)
-        .bind(s_tbl)
-        .bind(s_var)
-        .bind(s_val)
-        .bind(t_tbl)
-        .bind(t_row)
+        .bind(a.idx)
+        .bind(a.tbl)
+        .bind(a.row_id)
+        .bind(a.op)
+        .bind(a.row_version)
+        .bind(a.scopes)
+        .bind(a.payload)
+        .bind(a.s_tbl)
+        .bind(a.s_var)
+        .bind(a.s_val)
+        .bind(a.t_tbl)
+        .bind(a.t_row)
+        .bind(None::<i64>)
         .fetch_one(&mut *c)
         .await
         .map_err(map_err)
@@ -161,14 +186,17 @@ pub async fn append_commit(
 /// trigger may abort it), the changes, their scope entries and the
 /// tombstones of deletes (one per key: a commit may delete a row twice).
 /// Data-modifying CTEs always run to completion; empty arrays insert
-/// nothing.
-const APPEND_COMMIT: &str = "WITH s AS (
+/// nothing. `$19`, when not null, is the commitSeq the caller already
+/// answered (`deferred`): any other allocation fails the statement
+/// (division by zero) rather than record a commit under another number.
+pub const APPEND_COMMIT: &str = "WITH s AS (
   INSERT INTO sync_partitions (partition, max_commit_seq) VALUES ($1, 1)
   ON CONFLICT (partition) DO UPDATE SET max_commit_seq = sync_partitions.max_commit_seq + 1
   RETURNING max_commit_seq AS seq),
 m AS (
   INSERT INTO sync_commits (partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms, writer_version)
-  SELECT $1, s.seq, $2, $3, $4, $5, $6 FROM s RETURNING commit_seq),
+  SELECT $1, s.seq + 0 * (1 / (s.seq = coalesce($19::int8, s.seq))::int), $2, $3, $4, $5, $6 FROM s
+  RETURNING commit_seq),
 ch AS (
   INSERT INTO sync_changes (partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload)
   SELECT $1, s.seq, u.idx, u.tbl, u.row_id, u.op, u.row_version, u.scopes::jsonb, u.payload

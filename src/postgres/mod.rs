@@ -15,6 +15,7 @@ mod admin;
 mod after_lock;
 mod checkpoints;
 mod conn;
+mod deferred;
 pub(crate) mod engine;
 mod log;
 mod meta;
@@ -60,6 +61,11 @@ pub struct TxState {
     savepoint: bool,
     begun: bool,
     pending_put: Option<prefetch::PendingPut>,
+    /// An append answered but not sent yet (`deferred`).
+    pending_append: Option<deferred::PendingAppend>,
+    /// The counter row and fence the lock batch read, until this
+    /// transaction appends (`deferred`).
+    locked: Option<after_lock::Locked>,
     /// What the lock batch read for the host's next calls.
     after_lock: Option<after_lock::AfterLock>,
     /// The lock batch executed the prepared statements of
@@ -511,6 +517,8 @@ impl PgEngine {
             savepoint: false,
             begun: false,
             pending_put: None,
+            pending_append: None,
+            locked: None,
             after_lock: None,
             prepared: false,
         }));
@@ -542,6 +550,7 @@ impl PgEngine {
         };
         let mut st = slot.lock().await;
         let pending = st.pending_put.take();
+        let append = st.pending_append.take();
         let begun = st.begun;
         let Some(mut conn) = st.conn.take() else {
             return if commit {
@@ -558,10 +567,16 @@ impl PgEngine {
         if commit {
             let _slow =
                 Slow::start(telemetry::POSTGRES, "commit", Site::Text("commit")).sql("COMMIT");
-            if let Some(put) = pending {
-                // The deferred push result and COMMIT in one round trip.
-                let out =
-                    prefetch::put_and_commit(&mut conn, &st.partition, &put, st.prepared).await;
+            if append.is_some() || pending.is_some() {
+                // The deferred append, push result and COMMIT in one round trip.
+                let out = prefetch::put_and_commit(
+                    &mut conn,
+                    &st.partition,
+                    append.as_ref(),
+                    pending.as_ref(),
+                    st.prepared,
+                )
+                .await;
                 return match out {
                     Ok(true) => {
                         self.recycle(conn, true);

@@ -2,7 +2,7 @@
 //! connection, storage-level writes in their own transaction, transaction
 //! members on the transaction's pinned connection.
 
-use super::{log, meta, read, rows, schema_sync, window, with_tx, write, PgEngine};
+use super::{deferred, log, meta, read, rows, schema_sync, window, with_tx, write, PgEngine};
 use crate::error::{Error, Result};
 use crate::model::*;
 use crate::schema::Schema;
@@ -238,6 +238,15 @@ impl PgEngine {
     pub async fn tx_commit_rejected_push_result(
         &self, id: u32, client_id: &str, commit_id: &str, json: &str,
     ) -> Result<()> {
+        // An append not sent yet goes with the candidates (it can only
+        // follow the lock batch, which made the savepoint).
+        {
+            let slot = self.tx_slot(id)?;
+            let mut st = slot.lock().await;
+            if st.savepoint {
+                st.pending_append = None;
+            }
+        }
         let staged: Result<()> = with_tx!(self, id, |st, c, p| {
             if !st.savepoint {
                 return Err(Error::plain(
@@ -285,11 +294,26 @@ impl PgEngine {
         })
     }
 
+    /// Answered at once and sent with the next batch where `deferred`
+    /// allows; otherwise sent now.
     pub async fn tx_append_commit(&self, id: u32, commit: &NewCommit) -> Result<i64> {
         let version = self.writer_version();
-        with_tx!(self, id, |_st, c, p| {
-            log::append_commit(c, &p, commit, version).await
-        })
+        let slot = self.tx_slot(id)?;
+        let mut st = slot.lock().await;
+        if st.conn.is_none() {
+            return Err(Error::tx_finished());
+        }
+        // Only the transaction's first append: it changes the counter row.
+        let locked = st.locked.take();
+        if st.pending_put.is_none() && st.pending_append.is_none() {
+            if let Some((seq, append)) = deferred::defer(locked, &st.partition, commit, version) {
+                st.after_lock = None;
+                st.pending_append = Some(append);
+                return Ok(seq);
+            }
+        }
+        let _slow = super::slow!("tx");
+        with_tx!(@locked self, st, |_st, c, p| log::append_commit(c, &p, commit, version).await)
     }
 
     pub async fn tx_set_blob_refs(

@@ -9,6 +9,7 @@
 //! NUL (which PostgreSQL text cannot store anyway) takes the prepared path.
 
 use super::conn::map_err;
+use super::deferred::PendingAppend;
 use super::{exec, rows, sql, PgEngine, TxState};
 use crate::engine::Prefetch;
 use crate::error::{Error, Result};
@@ -61,26 +62,43 @@ fn put_text(partition: &str, put: &PendingPut, prepared: bool) -> Option<String>
     })
 }
 
-/// The deferred insert and `COMMIT` in one round trip. `Ok(false)`: the
-/// insert went out alone (a value could not be a literal); the caller
-/// still has to commit.
+/// The deferred append and insert (either may be absent) and `COMMIT` in
+/// one round trip. `Ok(false)`: the insert went out alone (a value could
+/// not be a literal), after the append; the caller still has to commit.
 pub async fn put_and_commit(
-    c: &mut PgConnection, partition: &str, put: &PendingPut, prepared: bool,
+    c: &mut PgConnection, partition: &str, append: Option<&PendingAppend>,
+    put: Option<&PendingPut>, prepared: bool,
 ) -> Result<bool> {
-    match put_text(partition, put, prepared) {
-        Some(text) => {
-            sqlx::raw_sql(AssertSqlSafe(format!("{text}; COMMIT")))
-                .execute(&mut *c)
-                .await
-                .map_err(map_err)?;
-            Ok(true)
+    let mut text = append.map_or_else(String::new, |a| format!("{}; ", a.text));
+    match put.map(|p| (p, put_text(partition, p, prepared))) {
+        None => text.push_str("COMMIT"),
+        Some((_, Some(insert))) => {
+            text.push_str(&insert);
+            text.push_str("; COMMIT");
         }
-        None => {
+        Some((put, None)) => {
+            if let Some(a) = append {
+                send_append(c, a).await?;
+            }
             super::meta::put_push_result(c, partition, &put.client_id, &put.commit_id, &put.json)
                 .await?;
-            Ok(false)
+            return Ok(false);
         }
     }
+    sqlx::raw_sql(AssertSqlSafe(text))
+        .execute(&mut *c)
+        .await
+        .map_err(map_err)?;
+    Ok(true)
+}
+
+/// A deferred append, sent alone.
+async fn send_append(c: &mut PgConnection, a: &PendingAppend) -> Result<()> {
+    sqlx::raw_sql(AssertSqlSafe(a.text.clone()))
+        .execute(&mut *c)
+        .await
+        .map_err(map_err)?;
+    Ok(())
 }
 
 impl TxState {
@@ -92,7 +110,7 @@ impl TxState {
     }
 
     /// Opens the transaction when nothing has been sent yet, and writes a
-    /// deferred push result, so the next statement sees both.
+    /// deferred append and push result, so the next statement sees them.
     pub async fn ready(&mut self, engine: &PgEngine) -> Result<()> {
         self.after_lock = None;
         if !self.begun {
@@ -101,6 +119,9 @@ impl TxState {
                 self.reconnect(engine, e).await?;
                 exec(self.conn()?, "BEGIN").await?;
             }
+        }
+        if let Some(append) = self.pending_append.take() {
+            send_append(self.conn()?, &append).await?;
         }
         if let Some(put) = self.pending_put.take() {
             let partition = self.partition.clone();
@@ -209,6 +230,11 @@ impl TxState {
                         .is_some_and(|c| c.name() == "max_commit_seq")
                 });
                 if locked {
+                    self.locked = if prepared {
+                        super::after_lock::locked(&found)
+                    } else {
+                        None
+                    };
                     self.after_lock = super::after_lock::read(&found, asked);
                 } else {
                     // The row did not exist: lock it outside the savepoint.
@@ -346,7 +372,11 @@ impl PgEngine {
         let slot = self.tx_slot(id)?;
         let mut st = slot.lock().await;
         st.conn()?;
-        st.ready(self).await?;
+        // A deferred append waits for this insert (the host's order: both
+        // then go with `COMMIT`); anything else pending goes now.
+        if st.pending_append.is_none() || st.pending_put.is_some() {
+            st.ready(self).await?;
+        }
         st.pending_put = Some(PendingPut {
             client_id: client_id.to_owned(),
             commit_id: commit_id.to_owned(),
