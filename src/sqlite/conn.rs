@@ -211,9 +211,15 @@ fn open_writer_at(cfg: &Config) -> Result<Connection> {
         set_busy_timeout(&conn, cfg.busy_timeout)?;
         // WAL lets readers run beside the writer; the mode persists in the
         // file, and the in-tree storage opens WAL databases unchanged.
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-            .map_err(map_err)?;
+        // Two processes creating the file at once can meet in the switch
+        // itself: each holds SHARED and wants to write page 1, and SQLite
+        // answers one of them SQLITE_BUSY at once, without the busy handler
+        // (it would wait for the other forever). The other finishes within
+        // milliseconds, so the switch is tried again, within busy_timeout.
+        let mode: String = retry_busy(cfg.busy_timeout, || {
+            conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+        })
+        .map_err(map_err)?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(Error::plain(
                 "ERR_SYNCULAR_OPEN",
@@ -228,6 +234,24 @@ fn open_writer_at(cfg: &Config) -> Result<Connection> {
     // off-thread with the timeout set explicitly.
     conn.busy_timeout(Duration::ZERO).map_err(map_err)?;
     Ok(conn)
+}
+
+/// Runs `f` again while it fails with SQLITE_BUSY or SQLITE_LOCKED, for up
+/// to `timeout`, pausing 1 ms, then up to 20 ms, between tries.
+fn retry_busy<T>(
+    timeout: Duration, mut f: impl FnMut() -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    let deadline = std::time::Instant::now() + timeout;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match f() {
+            Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+            out => return out,
+        }
+    }
 }
 
 pub fn open_reader(cfg: &Config) -> Result<Connection> {
@@ -405,7 +429,12 @@ fn code_name(e: &rusqlite::ffi::Error) -> String {
 pub fn open_failed(e: Error, path: &str) -> Error {
     match e {
         Error::Engine { code, message } => {
-            let reason = open_reason(path).map_or(String::new(), |r| format!(" ({r})"));
+            // A busy or locked file has no file-system reason to find; the
+            // probe would open and close the file, which drops the locks
+            // other storages of this process hold on it.
+            let locked = code.starts_with("SQLITE_BUSY") || code.starts_with("SQLITE_LOCKED");
+            let reason = if locked { None } else { open_reason(path) };
+            let reason = reason.map_or(String::new(), |r| format!(" ({r})"));
             Error::Engine {
                 code,
                 message: format!("cannot open the SQLite database {path:?}: {message}{reason}"),
