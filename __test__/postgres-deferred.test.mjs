@@ -29,6 +29,24 @@ async function log(storage, partition) {
   return w.map(({ commitSeq, ...c }) => JSON.parse(JSON.stringify(c, hex)));
 }
 
+/**
+ * A storage with the fixture schema and one commit in `p` (so the counter
+ * row exists and the next append is deferred).
+ */
+async function withLog(storage) {
+  await storage.ensureSchema(fixtureSchema());
+  await writeCommit(storage, 'p', [{ table: 'tasks', row: taskRow('r0') }]);
+}
+
+/** A push on `p` up to its append: locked, `r1` written; returns the transaction and the answered commitSeq. */
+async function appended(storage) {
+  const tx = await storage.begin('p');
+  await tx.lockPartitionForPush();
+  await tx.upsertRow('tasks', taskRow('r1'), { opIndex: 0 });
+  const seq = await tx.appendCommit({ clientId: 'c', clientCommitId: 'k1', actorId: 'a', createdAtMs: 1, changes: [] });
+  return { tx, seq };
+}
+
 if (pg) {
   describe('postgres: the deferred append', () => {
     test('a commit reads the same in the log whether its append was deferred or not', async () => {
@@ -61,8 +79,7 @@ if (pg) {
     test('what the transaction sends next sees the append; a second append follows it', async () => {
       const storage = open();
       try {
-        await storage.ensureSchema(fixtureSchema());
-        await writeCommit(storage, 'p', [{ table: 'tasks', row: taskRow('r0') }]);
+        await withLog(storage);
         const tx = await storage.begin('p');
         await tx.lockPartitionForPush();
         await tx.upsertRow('tasks', taskRow('r1'), { opIndex: 0 });
@@ -84,20 +101,15 @@ if (pg) {
     test('rollback and a rejected push leave no trace of an append that was never sent', async () => {
       const storage = open();
       try {
-        await storage.ensureSchema(fixtureSchema());
-        await writeCommit(storage, 'p', [{ table: 'tasks', row: taskRow('r0') }]);
-        let tx = await storage.begin('p');
-        await tx.lockPartitionForPush();
-        await tx.upsertRow('tasks', taskRow('r1'), { opIndex: 0 });
-        assert.equal(await tx.appendCommit({ clientId: 'c', clientCommitId: 'k1', actorId: 'a', createdAtMs: 1, changes: [] }), 2);
+        await withLog(storage);
+        let { tx, seq } = await appended(storage);
+        assert.equal(seq, 2);
         await tx.rollback();
         assert.equal(await storage.getMaxCommitSeq('p'), 1);
         assert.equal(await storage.getRow('p', 'tasks', 'r1'), undefined);
 
-        tx = await storage.begin('p');
-        await tx.lockPartitionForPush();
-        await tx.upsertRow('tasks', taskRow('r1'), { opIndex: 0 });
-        assert.equal(await tx.appendCommit({ clientId: 'c', clientCommitId: 'k1', actorId: 'a', createdAtMs: 1, changes: [] }), 2);
+        ({ tx, seq } = await appended(storage));
+        assert.equal(seq, 2);
         await tx.commitRejectedPushResult('c', 'k1', { status: 'rejected', recordedAtMs: 1, cacheIdentity: 'x', results: [] });
         assert.equal(await storage.getMaxCommitSeq('p'), 1, 'the rejection discarded the append');
         assert.equal(await storage.getRow('p', 'tasks', 'r1'), undefined);
@@ -115,12 +127,9 @@ if (pg) {
       const storage = open(schema);
       const other = open(schema);
       try {
-        await storage.ensureSchema(fixtureSchema());
-        await writeCommit(storage, 'p', [{ table: 'tasks', row: taskRow('r0') }]);
-        const tx = await storage.begin('p');
-        await tx.lockPartitionForPush();
-        await tx.upsertRow('tasks', taskRow('r1'), { opIndex: 0 });
-        assert.equal(await tx.appendCommit({ clientId: 'c', clientCommitId: 'k1', actorId: 'a', createdAtMs: 1, changes: [] }), 2);
+        await withLog(storage);
+        const { tx, seq } = await appended(storage);
+        assert.equal(seq, 2);
         // Another process's checkpoint at version 2 fences this writer (version 1) out of p.
         await other.declareCheckpoint('p', 'cp', 2, 1000);
         await tx.putPushResult('c', 'k1', { status: 'applied', commitSeq: 2, recordedAtMs: 1, cacheIdentity: 'x', results: [] });
