@@ -14,6 +14,7 @@
  * NativeStorage makes its errors pass the tests' `instanceof` checks.
  */
 import { createRequire } from 'node:module';
+import { sweepSchemas } from '../scripts/pg-sweep.mjs';
 
 const require = createRequire(import.meta.url);
 const { NativeStorage } = require('../index.js');
@@ -24,6 +25,7 @@ function createSqliteStorage(context) {
 }
 
 let pgSchemas = 0;
+let swept = false;
 
 /**
  * A fresh PostgreSQL schema per call on the server at `url`: each storage
@@ -31,6 +33,13 @@ let pgSchemas = 0;
  */
 function createPostgresStorage(url, context) {
   pgSchemas += 1;
+  // Under `bun test` no exit hook runs, so this process's schemas stay on
+  // the server; the first storage of the next run drops what earlier
+  // processes left (scripts/pg-sweep.mjs), in the background.
+  if (!swept) {
+    swept = true;
+    sweepSchemas(url).catch(() => {});
+  }
   const schema = `syncular_up_${process.pid}_${Date.now().toString(36)}_${pgSchemas}`;
   return new NativeStorage({ url, schema, maxConnections: 4, errors: context?.server });
 }

@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { NativeStorage } from './package.mjs';
+import { sweepSchemas } from '../../scripts/pg-sweep.mjs';
 
 const tempDirs = [];
 let tempRoot;
@@ -74,29 +75,14 @@ export function freshPgSchema() {
   return schema;
 }
 
-// Every schema this test file named is dropped when it ends: thousands left
-// on a developer's server slow its catalog lookups (bench/lib/pg-schema.mjs
-// measured a 1-op push at 3-15 ms instead of 2.5 with 4,500 of them). A
-// schema a storage still holds locks on is left (lock_timeout), as is
-// everything when the server is gone: cleanup never fails a run.
+// Every schema this test file named is dropped when it ends, with those
+// that earlier processes left behind (scripts/pg-sweep.mjs): child processes
+// that exit without `beforeExit`, and runs that were killed.
 async function dropMadeSchemas() {
   const schemas = [...madeSchemas];
   madeSchemas.clear();
-  if (!pgUrl || schemas.length === 0) return;
-  const { default: pg } = await import('pg');
-  const client = new pg.Client({ connectionString: pgUrl });
-  client.on('error', () => {});
-  try {
-    await client.connect();
-    await client.query("SET lock_timeout = '2s'; SET client_min_messages = warning");
-    for (const schema of schemas) {
-      await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
-    }
-  } catch {
-    // The server is gone or refused: nothing to clean.
-  } finally {
-    await client.end().catch(() => {});
-  }
+  if (!pgUrl) return;
+  await sweepSchemas(pgUrl, schemas);
 }
 
 /** Why the server at `url` cannot be used, or undefined when it answers. */
