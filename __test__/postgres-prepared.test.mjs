@@ -14,7 +14,7 @@ import { fixtureSchema } from './support/schema.mjs';
 import { taskRow } from './support/harness.mjs';
 
 const pg = engines.find((e) => e.dialect === 'postgres');
-const GATE = 'syncular_after_lock_gate_v2';
+const GATE = 'syncular_after_lock_gate_v3';
 const RESULT = 'syncular_after_lock_result_v1';
 const LOCK = 'syncular_lock_partition_v1';
 const PUT = 'syncular_put_push_result_v1';
@@ -152,7 +152,8 @@ if (pg) {
 
         const again = await push(storage, 'k1b', 'r1b');
         assert.equal(again.seq, first.seq + 1);
-        assert.ok(proxy.commits.at(-1).startsWith(`EXECUTE ${APPEND}(`), 'the append goes with COMMIT, prepared');
+        assert.match(proxy.commits.at(-1), /^EXECUTE syncular_upsert_[0-9a-f]{16}\(/, 'the upsert goes with COMMIT, prepared (the first push prepared it)');
+        assert.ok(proxy.commits.at(-1).includes(`; EXECUTE ${APPEND}(`), 'and so does the append');
         assert.ok(proxy.commits.at(-1).includes(`; EXECUTE ${PUT}(`), 'and so does the push result');
 
         proxy.forget = true;
@@ -167,7 +168,7 @@ if (pg) {
 
         const third = await push(storage, 'k3', 'r3');
         assert.ok(proxy.batches.at(-1).includes(`EXECUTE ${GATE}`), 'prepared again for the next batch');
-        assert.ok(proxy.commits.at(-1).startsWith(`EXECUTE ${APPEND}(`));
+        assert.match(proxy.commits.at(-1), /^EXECUTE syncular_upsert_[0-9a-f]{16}\(.*; EXECUTE syncular_append_commit_v1\(/s);
         assert.deepEqual(proxy.errors, ['26000']);
         assert.deepEqual({ ...third.gate }, expected);
         assert.equal(third.seq, second.seq + 1);

@@ -28,7 +28,8 @@ use crate::model::ServeGate;
 use crate::stored::{self, Form, Shape};
 use sqlx::postgres::PgRow;
 use sqlx::{Column, Row};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -118,7 +119,7 @@ pub struct Locked {
 
 /// The statements each connection prepares for the lock batch: the serve
 /// gate, and one client commit's push result.
-pub const GATE: &str = "syncular_after_lock_gate_v2";
+pub const GATE: &str = "syncular_after_lock_gate_v3";
 pub const RESULT: &str = "syncular_after_lock_result_v1";
 /// The partition's counter row lock itself (the batch's first statement).
 pub const LOCK: &str = "syncular_lock_partition_v1";
@@ -146,12 +147,15 @@ pub fn select_lock(p: &str) -> String {
 /// its first column and has the same columns, all cast to text, so the
 /// prepared statement's result type stays the same whatever a later layout
 /// makes of the columns. The prepared form also reads the partition's
-/// writer fence (`f`), for `deferred`.
+/// writer fence (`f`), for `deferred`, and the upsert statements the
+/// session has prepared (`u`), for `deferred_upsert`.
 fn select_gate(p: &str, fence: bool) -> String {
     let fence = if fence {
         format!(
             " UNION ALL SELECT 'f', required_writer_version::text, NULL, NULL FROM sync_writer_fence \
-             WHERE partition = {p}"
+             WHERE partition = {p} \
+             UNION ALL SELECT 'u', name::text, NULL, NULL FROM pg_catalog.pg_prepared_statements \
+             WHERE pg_catalog.left(name, 16) = 'syncular_upsert_'"
         )
     } else {
         String::new()
@@ -253,6 +257,16 @@ pub fn locked(rows: &[PgRow]) -> Option<Locked> {
         max_commit_seq: max_commit_seq?,
         fence,
     })
+}
+
+/// The upsert statements a prepared lock batch found on its connection.
+pub fn prepared_upserts(rows: &[PgRow]) -> HashSet<Arc<str>> {
+    rows.iter()
+        .filter(|r| r.columns().first().map(|c| c.name()) == Some("after_lock"))
+        .filter(|r| r.try_get::<String, _>(0).is_ok_and(|k| k == "u"))
+        .filter_map(|r| r.try_get::<Option<String>, _>(1).ok().flatten())
+        .map(Arc::from)
+        .collect()
 }
 
 /// Reads the tail's rows out of a lock batch's.

@@ -110,7 +110,7 @@ pub fn defer(
 
 /// `ARRAY[…]::ty[]` of elements already written as literals (`None`: one
 /// could not be).
-fn array(ty: &str, items: impl Iterator<Item = Option<String>>) -> Option<String> {
+pub(super) fn array(ty: &str, items: impl Iterator<Item = Option<String>>) -> Option<String> {
     let items: Vec<String> = items.collect::<Option<_>>()?;
     Some(if items.is_empty() {
         format!("'{{}}'::{ty}[]")
@@ -119,7 +119,7 @@ fn array(ty: &str, items: impl Iterator<Item = Option<String>>) -> Option<String
     })
 }
 
-fn texts<S: AsRef<str>>(items: &[S]) -> Option<String> {
+pub(super) fn texts<S: AsRef<str>>(items: &[S]) -> Option<String> {
     array("text", items.iter().map(|s| lit(s.as_ref())))
 }
 
@@ -128,7 +128,7 @@ fn int_or_null(v: Option<i64>) -> String {
 }
 
 /// `E'\\x…'` (hex), or `NULL`.
-fn bytea(p: Option<&[u8]>) -> String {
+pub(super) fn bytea(p: Option<&[u8]>) -> String {
     use std::fmt::Write;
     match p {
         None => "NULL".to_owned(),

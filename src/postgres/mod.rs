@@ -16,6 +16,7 @@ mod after_lock;
 mod checkpoints;
 mod conn;
 mod deferred;
+mod deferred_upsert;
 pub(crate) mod engine;
 mod log;
 mod meta;
@@ -63,6 +64,11 @@ pub struct TxState {
     pending_put: Option<prefetch::PendingPut>,
     /// An append answered but not sent yet (`deferred`).
     pending_append: Option<deferred::PendingAppend>,
+    /// Upserts answered but not sent yet, in call order (`deferred_upsert`).
+    pending_rows: Vec<deferred_upsert::PendingRow>,
+    /// The upsert statements this connection has prepared, as the lock
+    /// batch found them, with those this transaction's batches prepare.
+    upserts: std::collections::HashSet<Arc<str>>,
     /// The counter row and fence the lock batch read, until this
     /// transaction appends (`deferred`).
     locked: Option<after_lock::Locked>,
@@ -492,8 +498,18 @@ impl PgEngine {
         self.loaded.get()
     }
 
-    fn set_loaded(&self, schema: Schema) {
-        self.loaded.set(schema, rows::TableSql::new);
+    /// `deferrable`: per table, whether its upserts may be deferred
+    /// (`deferred_upsert::check`).
+    fn set_loaded(&self, schema: Schema, deferrable: &[bool]) {
+        let by_name: HashMap<String, bool> = schema
+            .tables
+            .iter()
+            .zip(deferrable)
+            .map(|(t, d)| (t.name.clone(), *d))
+            .collect();
+        self.loaded.set(schema, |t| {
+            rows::TableSql::new(t).deferring(by_name.get(&t.name).copied().unwrap_or(false))
+        });
     }
 
     pub fn writer_version(&self) -> i64 {
@@ -518,6 +534,8 @@ impl PgEngine {
             begun: false,
             pending_put: None,
             pending_append: None,
+            pending_rows: Vec::new(),
+            upserts: Default::default(),
             locked: None,
             after_lock: None,
             prepared: false,
@@ -550,7 +568,8 @@ impl PgEngine {
         };
         let mut st = slot.lock().await;
         let pending = st.pending_put.take();
-        let append = st.pending_append.take();
+        let rows = !st.pending_rows.is_empty();
+        let head = st.take_batch();
         let begun = st.begun;
         let Some(mut conn) = st.conn.take() else {
             return if commit {
@@ -567,12 +586,13 @@ impl PgEngine {
         if commit {
             let _slow =
                 Slow::start(telemetry::POSTGRES, "commit", Site::Text("commit")).sql("COMMIT");
-            if append.is_some() || pending.is_some() {
-                // The deferred append, push result and COMMIT in one round trip.
+            if head.is_some() || pending.is_some() {
+                // The deferred upserts, append, push result and COMMIT in
+                // one round trip.
                 let out = prefetch::put_and_commit(
                     &mut conn,
                     &st.partition,
-                    append.as_ref(),
+                    head.as_deref(),
                     pending.as_ref(),
                     st.prepared,
                 )
@@ -583,7 +603,12 @@ impl PgEngine {
                         Ok(())
                     }
                     Ok(false) => finish(self, conn, Ok(())).await,
-                    Err(e) => finish::<()>(self, conn, Err(e)).await,
+                    Err(e) => {
+                        if rows {
+                            deferred_upsert::refused(self, &e);
+                        }
+                        finish::<()>(self, conn, Err(e)).await
+                    }
                 };
             }
             finish(self, conn, Ok(())).await

@@ -2,6 +2,7 @@
 //! connection, storage-level writes in their own transaction, transaction
 //! members on the transaction's pinned connection.
 
+use super::deferred_upsert::{self, Deferral};
 use super::{deferred, log, meta, read, rows, schema_sync, window, with_tx, write, PgEngine};
 use crate::error::{Error, Result};
 use crate::model::*;
@@ -15,14 +16,11 @@ impl PgEngine {
     pub async fn ensure_schema(
         &self, schema: Schema, declarations: &[CheckpointDeclaration], now_ms: i64,
     ) -> Result<bool> {
-        let migrated = write!(self, |c| schema_sync::ensure_schema(
-            c,
-            &schema,
-            declarations,
-            now_ms
-        )
-        .await)?;
-        self.set_loaded(schema);
+        let (migrated, deferrable) = write!(self, |c| {
+            let migrated = schema_sync::ensure_schema(c, &schema, declarations, now_ms).await?;
+            Ok((migrated, deferred_upsert::check(c, &schema).await?))
+        })?;
+        self.set_loaded(schema, &deferrable);
         Ok(migrated)
     }
 
@@ -245,6 +243,7 @@ impl PgEngine {
             let mut st = slot.lock().await;
             if st.savepoint {
                 st.pending_append = None;
+                st.discard_rows();
             }
         }
         let staged: Result<()> = with_tx!(self, id, |st, c, p| {
@@ -281,7 +280,18 @@ impl PgEngine {
     ) -> Result<()> {
         let (loaded, i) = self.table(table)?;
         let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);
-        with_tx!(self, id, |_st, c, p| {
+        let slot = self.tx_slot(id)?;
+        let mut st = slot.lock().await;
+        if st.conn.is_none() {
+            return Err(Error::tx_finished());
+        }
+        match st.defer_upsert(t, sql, row)? {
+            Deferral::Kept => return Ok(()),
+            Deferral::Flush => return st.ready(self).await,
+            Deferral::No => {}
+        }
+        let _slow = super::slow!("tx");
+        with_tx!(@locked self, st, |_st, c, p| {
             rows::upsert_row(c, t, sql, &p, row, op_index).await
         })
     }

@@ -9,7 +9,6 @@
 //! NUL (which PostgreSQL text cannot store anyway) takes the prepared path.
 
 use super::conn::map_err;
-use super::deferred::PendingAppend;
 use super::{exec, rows, sql, PgEngine, TxState};
 use crate::engine::Prefetch;
 use crate::error::{Error, Result};
@@ -62,14 +61,15 @@ fn put_text(partition: &str, put: &PendingPut, prepared: bool) -> Option<String>
     })
 }
 
-/// The deferred append and insert (either may be absent) and `COMMIT` in
-/// one round trip. `Ok(false)`: the insert went out alone (a value could
-/// not be a literal), after the append; the caller still has to commit.
+/// The deferred writes (`TxState::take_batch`) and insert (either may be
+/// absent) and `COMMIT` in one round trip. `Ok(false)`: the insert went out
+/// alone (a value could not be a literal), after the writes; the caller
+/// still has to commit.
 pub async fn put_and_commit(
-    c: &mut PgConnection, partition: &str, append: Option<&PendingAppend>,
-    put: Option<&PendingPut>, prepared: bool,
+    c: &mut PgConnection, partition: &str, head: Option<&str>, put: Option<&PendingPut>,
+    prepared: bool,
 ) -> Result<bool> {
-    let mut text = append.map_or_else(String::new, |a| format!("{}; ", a.text));
+    let mut text = head.map_or_else(String::new, |h| format!("{h}; "));
     match put.map(|p| (p, put_text(partition, p, prepared))) {
         None => text.push_str("COMMIT"),
         Some((_, Some(insert))) => {
@@ -77,8 +77,8 @@ pub async fn put_and_commit(
             text.push_str("; COMMIT");
         }
         Some((put, None)) => {
-            if let Some(a) = append {
-                send_append(c, a).await?;
+            if let Some(h) = head {
+                send(c, h).await?;
             }
             super::meta::put_push_result(c, partition, &put.client_id, &put.commit_id, &put.json)
                 .await?;
@@ -92,9 +92,9 @@ pub async fn put_and_commit(
     Ok(true)
 }
 
-/// A deferred append, sent alone.
-async fn send_append(c: &mut PgConnection, a: &PendingAppend) -> Result<()> {
-    sqlx::raw_sql(AssertSqlSafe(a.text.clone()))
+/// Deferred writes, sent without `COMMIT`.
+async fn send(c: &mut PgConnection, text: &str) -> Result<()> {
+    sqlx::raw_sql(AssertSqlSafe(text.to_owned()))
         .execute(&mut *c)
         .await
         .map_err(map_err)?;
@@ -120,8 +120,14 @@ impl TxState {
                 exec(self.conn()?, "BEGIN").await?;
             }
         }
-        if let Some(append) = self.pending_append.take() {
-            send_append(self.conn()?, &append).await?;
+        let rows = !self.pending_rows.is_empty();
+        if let Some(batch) = self.take_batch() {
+            if let Err(e) = send(self.conn()?, &batch).await {
+                if rows {
+                    super::deferred_upsert::refused(engine, &e);
+                }
+                return Err(e);
+            }
         }
         if let Some(put) = self.pending_put.take() {
             let partition = self.partition.clone();
@@ -224,6 +230,9 @@ impl TxState {
                 crate::telemetry::lock_waited(waited, crate::telemetry::POSTGRES, Some(&partition));
                 let found = found?;
                 self.prepared = prepared;
+                if prepared {
+                    self.upserts = super::after_lock::prepared_upserts(&found);
+                }
                 let locked = found.iter().any(|r| {
                     r.columns()
                         .first()

@@ -14,6 +14,7 @@ use crate::stored::{self, Form, Shape};
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
 use sqlx::{AssertSqlSafe, PgConnection, Postgres, Row};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Statement text per row table, built once per loaded schema.
@@ -28,6 +29,14 @@ pub struct TableSql {
     scan_one: Arc<str>,
     /// Rows and tombstones of many ids (`prefetchRows`).
     pub prefetch: Arc<str>,
+    /// The upsert as a session's prepared statement (`deferred_upsert`):
+    /// its name (after the hash of its text) and its `PREPARE`.
+    pub upsert_name: Arc<str>,
+    pub upsert_prepare: Arc<str>,
+    /// Whether its upserts may be deferred (`deferred_upsert::verdict`);
+    /// cleared for good when a deferred batch is refused
+    /// (`deferred_upsert::refused`).
+    pub deferrable: AtomicBool,
 }
 
 pub const ROW_FIELDS: &str = r#""_sync_row_id", "_sync_server_version", "_sync_scopes"::text, "_sync_payload", "_sync_column_versions""#;
@@ -89,7 +98,16 @@ impl TableSql {
         // against 0.03 ms).
         let n = params.len();
         let (tbl, vars, vals) = (n + 1, n + 2, n + 3);
-        TableSql {
+        let mut types = vec!["text", "text"];
+        if t.materialize {
+            types.extend(
+                t.columns
+                    .iter()
+                    .map(|c| super::deferred_upsert::param_type(c.def.ty)),
+            );
+        }
+        types.extend(["int8", "text", "bytea", "bytea", "text", "text[]", "text[]"]);
+        let mut sql = TableSql {
             name: t.name.as_str().into(),
             select_row: format!(
                 r#"SELECT {ROW_FIELDS} FROM {q} WHERE "_sync_partition" = $1 AND "_sync_row_id" = $2"#
@@ -122,7 +140,24 @@ SELECT 1"#
             scan: scan_sql(&q, SCAN_ANY).into(),
             scan_one: scan_sql(&q, SCAN_ONE).into(),
             prefetch: super::prefetch::prefetch_sql(q).into(),
-        }
+            upsert_name: "".into(),
+            upsert_prepare: "".into(),
+            deferrable: AtomicBool::new(false),
+        };
+        let prepare = format!("({}) AS {}", types.join(", "), sql.upsert);
+        let name = format!(
+            "syncular_upsert_{:016x}",
+            crate::schema::fnv1a64(prepare.as_bytes())
+        );
+        sql.upsert_prepare = format!("PREPARE {name}{prepare}").into();
+        sql.upsert_name = name.into();
+        sql
+    }
+
+    /// This table's statements, its upserts deferred or not.
+    pub fn deferring(self, deferrable: bool) -> TableSql {
+        self.deferrable.store(deferrable, Ordering::Relaxed);
+        self
     }
 }
 
