@@ -306,8 +306,11 @@ fn arguments(
 
 impl TxState {
     /// Keeps `row`'s upsert for the next batch where the module comment
-    /// allows; `Ok(false)`: the caller writes it now.
-    pub fn defer_upsert(&mut self, t: &Table, sql: &TableSql, row: &StoredRow) -> Result<Deferral> {
+    /// allows. Without `may_flush` (the caller cannot send), a row that
+    /// would fill the batch is not kept either.
+    pub fn defer_upsert(
+        &mut self, t: &Table, sql: &TableSql, row: &StoredRow, may_flush: bool,
+    ) -> Result<Deferral> {
         if !(sql.deferrable.load(Ordering::Relaxed)
             && self.prepared
             && self.savepoint
@@ -327,6 +330,9 @@ impl TxState {
             + execute.len()
             + sql.upsert_prepare.len()
             > MAX_PENDING;
+        if full && !may_flush {
+            return Ok(Deferral::No);
+        }
         let prepares = (!self.upserts.contains(&sql.upsert_name)).then(|| sql.upsert_name.clone());
         let text = match &prepares {
             Some(_) => format!("{}; {execute}", sql.upsert_prepare),
@@ -421,24 +427,39 @@ mod tests {
         let t = tasks();
         assert!(verdict(&t, Some(&found(&t)), true));
         assert!(!verdict(&t, None, true), "not found");
-        assert!(!verdict(&t, Some(&found(&t)), false), "sync_row_scopes not clean");
+        assert!(
+            !verdict(&t, Some(&found(&t)), false),
+            "sync_row_scopes not clean"
+        );
         let mut f = found(&t);
         f.clean = false;
-        assert!(!verdict(&t, Some(&f), true), "a constraint, trigger, rule or policy");
+        assert!(
+            !verdict(&t, Some(&f), true),
+            "a constraint, trigger, rule or policy"
+        );
         let mut f = found(&t);
         f.columns.push("extra".into());
         f.types.push("text".into());
         f.strict.push(false);
-        assert!(!verdict(&t, Some(&f), true), "a column the upsert does not write");
+        assert!(
+            !verdict(&t, Some(&f), true),
+            "a column the upsert does not write"
+        );
         let mut f = found(&t);
         f.types[3] = "integer".into();
         assert!(!verdict(&t, Some(&f), true), "n is int4, not bigint");
         let mut f = found(&t);
         f.strict[3] = true;
-        assert!(!verdict(&t, Some(&f), true), "NOT NULL on a nullable column");
+        assert!(
+            !verdict(&t, Some(&f), true),
+            "NOT NULL on a nullable column"
+        );
         let mut f = found(&t);
         f.strict[2] = false;
-        assert!(verdict(&t, Some(&f), true), "a non-nullable column without NOT NULL");
+        assert!(
+            verdict(&t, Some(&f), true),
+            "a non-nullable column without NOT NULL"
+        );
     }
 
     #[test]
@@ -458,12 +479,24 @@ mod tests {
 
     #[test]
     fn a_nul_or_a_json_value_is_not_deferred() {
-        assert_eq!(value(ColumnType::String, &Value::Text("a'b")), Some("E'a''b'".into()));
+        assert_eq!(
+            value(ColumnType::String, &Value::Text("a'b")),
+            Some("E'a''b'".into())
+        );
         assert_eq!(value(ColumnType::String, &Value::Text("a\0b")), None);
         assert_eq!(value(ColumnType::Json, &Value::Text("{}")), None);
-        assert_eq!(value(ColumnType::Json, &Value::Text("not json")), Some("NULL".into()));
-        assert_eq!(value(ColumnType::Integer, &Value::Boolean(true)), Some("1".into()));
-        assert_eq!(value(ColumnType::Boolean, &Value::Integer(2)), Some("true".into()));
+        assert_eq!(
+            value(ColumnType::Json, &Value::Text("not json")),
+            Some("NULL".into())
+        );
+        assert_eq!(
+            value(ColumnType::Integer, &Value::Boolean(true)),
+            Some("1".into())
+        );
+        assert_eq!(
+            value(ColumnType::Boolean, &Value::Integer(2)),
+            Some("true".into())
+        );
         assert_eq!(value(ColumnType::Bytes, &Value::Null), Some("NULL".into()));
     }
 }

@@ -62,6 +62,9 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn begin(&self, partition: Option<String>) -> Call<u32> {
+        if let Some(id) = self.begin_now(partition.as_deref().unwrap_or_default()) {
+            return Call::Now(Ok(id));
+        }
         pg!(self, |e| e
             .begin(partition.as_deref().unwrap_or_default())
             .await)
@@ -353,6 +356,9 @@ impl Engine for Arc<PgEngine> {
     fn tx_get_push_result(
         &self, lease: u32, client_id: String, commit_id: String,
     ) -> Call<Option<String>> {
+        if let Some(done) = self.get_push_result_now(lease, &client_id, &commit_id) {
+            return Call::Now(done);
+        }
         pg!(self, |e| e
             .tx_get_push_result(lease, &client_id, &commit_id)
             .await)
@@ -407,6 +413,9 @@ impl Engine for Arc<PgEngine> {
     fn tx_upsert_row(
         &self, lease: u32, table: String, row: StoredRow, op_index: Option<u32>,
     ) -> Call<()> {
+        if let Some(done) = self.upsert_row_now(lease, &table, &row) {
+            return Call::Now(done);
+        }
         pg!(self, |e| e
             .tx_upsert_row(lease, &table, &row, op_index)
             .await)
@@ -417,12 +426,18 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn tx_append_commit(&self, lease: u32, commit: NewCommit) -> Call<i64> {
+        if let Some(done) = self.append_commit_now(lease, &commit) {
+            return Call::Now(done);
+        }
         pg!(self, |e| e.tx_append_commit(lease, &commit).await)
     }
 
     fn tx_put_push_result(
         &self, lease: u32, client_id: String, commit_id: String, result_json: String,
     ) -> Call<()> {
+        if let Some(done) = self.put_push_result_now(lease, &client_id, &commit_id, &result_json) {
+            return Call::Now(done);
+        }
         pg!(self, |e| e
             .tx_put_push_result(lease, &client_id, &commit_id, &result_json)
             .await)
@@ -437,6 +452,9 @@ impl Engine for Arc<PgEngine> {
     }
 
     fn tx_read_serve_gate(&self, lease: u32, running: i64) -> Call<ServeGate> {
+        if let Some(done) = self.read_serve_gate_now(lease, running) {
+            return Call::Now(done);
+        }
         pg!(self, |e| e.tx_read_serve_gate(lease, running).await)
     }
 

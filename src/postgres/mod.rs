@@ -20,6 +20,7 @@ mod deferred_upsert;
 pub(crate) mod engine;
 mod log;
 mod meta;
+mod now;
 mod ops;
 mod prefetch;
 mod query;

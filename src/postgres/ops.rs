@@ -285,7 +285,7 @@ impl PgEngine {
         if st.conn.is_none() {
             return Err(Error::tx_finished());
         }
-        match st.defer_upsert(t, sql, row)? {
+        match st.defer_upsert(t, sql, row, true)? {
             Deferral::Kept => return Ok(()),
             Deferral::Flush => return st.ready(self).await,
             Deferral::No => {}

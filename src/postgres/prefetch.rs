@@ -24,6 +24,16 @@ pub struct PendingPut {
     json: String,
 }
 
+impl PendingPut {
+    pub fn new(client_id: &str, commit_id: &str, json: &str) -> PendingPut {
+        PendingPut {
+            client_id: client_id.to_owned(),
+            commit_id: commit_id.to_owned(),
+            json: json.to_owned(),
+        }
+    }
+}
+
 /// `E'…'`, a string literal that reads the same whatever
 /// `standard_conforming_strings` says, or `None` for a value holding a NUL
 /// (which PostgreSQL text cannot hold).
@@ -386,11 +396,7 @@ impl PgEngine {
         if st.pending_append.is_none() || st.pending_put.is_some() {
             st.ready(self).await?;
         }
-        st.pending_put = Some(PendingPut {
-            client_id: client_id.to_owned(),
-            commit_id: commit_id.to_owned(),
-            json: json.to_owned(),
-        });
+        st.pending_put = Some(PendingPut::new(client_id, commit_id, json));
         Ok(())
     }
 }

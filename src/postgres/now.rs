@@ -1,0 +1,96 @@
+//! Members answered on the caller's thread (issue 27): where a call needs
+//! no round trip (a push's `begin` on an idle connection, the answers the
+//! lock batch read, a deferred upsert, append or push result), it does not
+//! go to a runtime worker and back. Each answers exactly what its async
+//! form would, and returns `None` to send the caller there instead: the
+//! transaction is busy with another call, or the work needs the server.
+
+use super::after_lock::Locked;
+use super::deferred_upsert::Deferral;
+use super::{deferred, lock, PgEngine, TxState};
+use crate::error::{Error, Result};
+use crate::model::{NewCommit, ServeGate, StoredRow};
+use std::sync::atomic::Ordering;
+
+impl PgEngine {
+    /// Runs `f` on transaction `id` when no other call holds it.
+    fn now<T>(
+        &self, id: u32, f: impl FnOnce(&mut TxState) -> Option<Result<T>>,
+    ) -> Option<Result<T>> {
+        let slot = match self.tx_slot(id) {
+            Ok(s) => s,
+            Err(e) => return Some(Err(e)),
+        };
+        let mut st = slot.try_lock().ok()?;
+        if st.conn.is_none() {
+            return Some(Err(Error::tx_finished()));
+        }
+        f(&mut st)
+    }
+
+    /// `begin` on a connection from the idle list.
+    pub fn begin_now(&self, partition: &str) -> Option<u32> {
+        if self.closed.load(Ordering::Acquire) {
+            return None;
+        }
+        self.pool.get()?;
+        let conn = lock(&self.idle).conns.pop()?;
+        Some(self.pin(conn, partition))
+    }
+
+    pub fn upsert_row_now(&self, id: u32, table: &str, row: &StoredRow) -> Option<Result<()>> {
+        let (loaded, i) = match self.table(table) {
+            Ok(found) => found,
+            Err(e) => return Some(Err(e)),
+        };
+        self.now(id, |st| {
+            match st.defer_upsert(&loaded.schema.tables[i], &loaded.sql[i], row, false) {
+                Ok(Deferral::Kept) => Some(Ok(())),
+                Ok(_) => None,
+                Err(e) => Some(Err(e)),
+            }
+        })
+    }
+
+    pub fn append_commit_now(&self, id: u32, commit: &NewCommit) -> Option<Result<i64>> {
+        let version = self.writer_version();
+        self.now(id, |st| {
+            if st.pending_put.is_some() || st.pending_append.is_some() {
+                return None;
+            }
+            let locked: Option<Locked> = st.locked;
+            let (seq, append) = deferred::defer(locked, &st.partition, commit, version)?;
+            st.locked = None;
+            st.after_lock = None;
+            st.pending_append = Some(append);
+            Some(Ok(seq))
+        })
+    }
+
+    /// Kept for `COMMIT` when an append waits for it (the host's order).
+    pub fn put_push_result_now(
+        &self, id: u32, client_id: &str, commit_id: &str, json: &str,
+    ) -> Option<Result<()>> {
+        self.now(id, |st| {
+            if st.pending_append.is_none() || st.pending_put.is_some() {
+                return None;
+            }
+            st.pending_put = Some(super::prefetch::PendingPut::new(client_id, commit_id, json));
+            Some(Ok(()))
+        })
+    }
+
+    pub fn read_serve_gate_now(&self, id: u32, running: i64) -> Option<Result<ServeGate>> {
+        self.now(id, |st| st.gate_after_lock(running).map(Ok))
+    }
+
+    pub fn get_push_result_now(
+        &self, id: u32, client_id: &str, commit_id: &str,
+    ) -> Option<Result<Option<String>>> {
+        self.now(id, |st| {
+            let found = st.push_result_after_lock(client_id, commit_id)?;
+            self.push_keys.answered(&st.partition, client_id, commit_id);
+            Some(Ok(found))
+        })
+    }
+}
