@@ -44,7 +44,7 @@
 use super::conn::map_err;
 use super::deferred::{bytea, texts};
 use super::prefetch::lit;
-use super::rows::TableSql;
+use super::rows::{pg_type, TableSql};
 use super::PgEngine;
 use super::TxState;
 use crate::codec::{self, ColumnType, Value};
@@ -127,36 +127,26 @@ pub async fn check(c: &mut PgConnection, schema: &Schema) -> Result<Vec<bool>> {
         .collect())
 }
 
-/// The columns the upsert writes, with their `format_type` and whether a
-/// value is always written.
+/// The columns the upsert writes, with their type as the table's
+/// `CREATE` names it (`rows::pg_type`; `format_type` gives the same names
+/// in lower case) and whether a value is always written.
 fn written(t: &Table) -> Vec<(&str, &'static str, bool)> {
     let mut out = vec![
-        ("_sync_partition", "text", true),
-        ("_sync_row_id", "text", true),
+        ("_sync_partition", "TEXT", true),
+        ("_sync_row_id", "TEXT", true),
     ];
     if t.materialize {
         for c in &t.columns {
-            out.push((c.name.as_str(), format_type(c.def.ty), !c.def.nullable));
+            out.push((c.name.as_str(), pg_type(c.def.ty), !c.def.nullable));
         }
     }
     out.extend([
-        ("_sync_server_version", "bigint", true),
-        ("_sync_scopes", "jsonb", true),
-        ("_sync_payload", "bytea", true),
-        ("_sync_column_versions", "bytea", false),
+        ("_sync_server_version", "BIGINT", true),
+        ("_sync_scopes", "JSONB", true),
+        ("_sync_payload", "BYTEA", true),
+        ("_sync_column_versions", "BYTEA", false),
     ]);
     out
-}
-
-fn format_type(ty: ColumnType) -> &'static str {
-    match ty {
-        ColumnType::String | ColumnType::BlobRef => "text",
-        ColumnType::Json => "jsonb",
-        ColumnType::Integer => "bigint",
-        ColumnType::Float => "double precision",
-        ColumnType::Boolean => "boolean",
-        ColumnType::Bytes | ColumnType::Crdt => "bytea",
-    }
 }
 
 /// Whether `t`'s upsert may be deferred, given what [`CHECK`] found of it
@@ -179,8 +169,9 @@ pub fn verdict(t: &Table, found: Option<&Found>, scopes_clean: bool) -> bool {
         .zip(&f.types)
         .zip(&f.strict)
         .all(|((name, ty), strict)| {
-            want.iter()
-                .any(|(n, wt, always)| n == name && wt == ty && (!strict || *always))
+            want.iter().any(|(n, wt, always)| {
+                n == name && wt.eq_ignore_ascii_case(ty) && (!strict || *always)
+            })
         })
 }
 
