@@ -114,38 +114,40 @@ if (pg) {
   describe('postgres: the deferred upsert', () => {
     test('rows written in a push read the same as rows written at once, and went in one batch with COMMIT', async () => {
       await withLogged(async (storage, client, schema) => {
-      const list = rows('r');
-      await write(storage, 'eager', list, { locked: false });
-      await write(storage, 'deferred', list);
-      assert.deepEqual(await physical(client, schema, 'deferred'), await physical(client, schema, 'eager'));
-      assert.equal((await physical(client, schema, 'deferred')).rows.length, list.length);
-      const ids = list.map((r) => r.rowId);
-      const r = await client.query(`SELECT count(DISTINCT at)::int AS n FROM "${schema}".write_log`);
-      // The eager partition: one statement per row; the deferred one: all in one.
-      assert.equal(r.rows[0].n, list.length + 1, 'every deferred row was written by the COMMIT batch');
-      // Written again over existing rows (the UPDATE arm), with other scopes.
-      const moved = ids.map((id, i) => ({ ...taskRow(id, { project: `p${i % 3}` }, { version: 99 }) }));
-      await write(storage, 'eager', moved, { locked: false });
-      await write(storage, 'deferred', moved);
-      assert.deepEqual(await physical(client, schema, 'deferred'), await physical(client, schema, 'eager'));
-      assert.deepEqual(await storage.getRow('deferred', 'tasks', ids[3]), await storage.getRow('eager', 'tasks', ids[3]));
-      assert.equal(await statementsFor(client, schema, ids), 2 * list.length + 2);
+        const list = rows('r');
+        await write(storage, 'eager', list, { locked: false });
+        await write(storage, 'deferred', list);
+        assert.deepEqual(await physical(client, schema, 'deferred'), await physical(client, schema, 'eager'));
+        assert.equal((await physical(client, schema, 'deferred')).rows.length, list.length);
+        const ids = list.map((r) => r.rowId);
+        const r = await client.query(`SELECT count(DISTINCT at)::int AS n FROM "${schema}".write_log`);
+        // The eager partition: one statement per row; the deferred one: all in one.
+        assert.equal(r.rows[0].n, list.length + 1, 'every deferred row was written by the COMMIT batch');
+        // Written again over existing rows (the UPDATE arm), with other scopes.
+        const moved = ids.map((id, i) => ({ ...taskRow(id, { project: `p${i % 3}` }, { version: 99 }) }));
+        await write(storage, 'eager', moved, { locked: false });
+        await write(storage, 'deferred', moved);
+        assert.deepEqual(await physical(client, schema, 'deferred'), await physical(client, schema, 'eager'));
+        assert.deepEqual(await storage.getRow('deferred', 'tasks', ids[3]), await storage.getRow('eager', 'tasks', ids[3]));
+        assert.equal(await statementsFor(client, schema, ids), 2 * list.length + 2);
       });
     });
 
-    test('a JSON value, a long indexed value or a \\u escape in the scopes is written at once; the rest still waits', async () => {
+    test('a JSON value, a long indexed value, a \\u escape in the scopes or a large row is written at once; the rest still waits', async () => {
       await withLogged(async (storage, client, schema) => {
-      const list = [
-        taskRow('a', { meta: '{"k":1}' }),
-        taskRow('b', { title: 'x'.repeat(1200) }),
-        taskRow('c', { owner: 'u\u0001' }),
-        taskRow('d'),
-        taskRow('e'),
-      ];
-      await write(storage, 'p', list);
-      // a, b and c alone; d and e with COMMIT.
-      assert.equal(await statementsFor(client, schema, ['a', 'b', 'c', 'd', 'e']), 4);
-      assert.equal((await physical(client, schema, 'p')).rows.length, 5);
+        const list = [
+          taskRow('a', { meta: '{"k":1}' }),
+          taskRow('b', { title: 'x'.repeat(1200) }),
+          taskRow('c', { owner: 'u\u0001' }),
+          taskRow('d'),
+          taskRow('e'),
+          taskRow('f', { data: new Uint8Array(20_000).fill(7) }),
+        ];
+        await write(storage, 'p', list);
+        // a, b and c alone; d and e together, sent before f (too large to wait) goes alone.
+        assert.equal(await statementsFor(client, schema, ['a', 'b', 'c', 'd', 'e', 'f']), 5);
+        assert.equal(await statementsFor(client, schema, ['d', 'e']), 1);
+        assert.equal((await physical(client, schema, 'p')).rows.length, 6);
       });
     });
 
@@ -226,15 +228,15 @@ if (pg) {
 
     test('a push larger than the pending limit goes out in several batches, every row kept', async () => {
       await withLogged(async (storage, client, schema) => {
-      const list = Array.from({ length: 300 }, (_, i) => taskRow(`big${i}`, { title: `${i} ${'t'.repeat(900)}` }));
-      const tx = await storage.begin('p');
-      await tx.lockPartitionForPush();
-      for (const row of list) await tx.upsertRow('tasks', row, { opIndex: 0 });
-      await tx.commit();
-      const n = await statementsFor(client, schema, list.map((r) => r.rowId));
-      assert.ok(n >= 2 && n <= 10, `${n} batches`);
-      const r = await client.query(`SELECT count(*)::int AS n FROM "${schema}".tasks WHERE "_sync_partition" = 'p'`);
-      assert.equal(r.rows[0].n, 300);
+        const list = Array.from({ length: 300 }, (_, i) => taskRow(`big${i}`, { title: `${i} ${'t'.repeat(900)}` }));
+        const tx = await storage.begin('p');
+        await tx.lockPartitionForPush();
+        for (const row of list) await tx.upsertRow('tasks', row, { opIndex: 0 });
+        await tx.commit();
+        const n = await statementsFor(client, schema, list.map((r) => r.rowId));
+        assert.ok(n >= 2 && n <= 10, `${n} batches`);
+        const r = await client.query(`SELECT count(*)::int AS n FROM "${schema}".tasks WHERE "_sync_partition" = 'p'`);
+        assert.equal(r.rows[0].n, 300);
       });
     });
   });
