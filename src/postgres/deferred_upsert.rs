@@ -250,18 +250,20 @@ pub fn execute_text(
     if bytes * 2 + row.scopes_json.len() + row.row_id.len() > MAX_ROW {
         return Ok(None);
     }
+    // What can be told without decoding is told first: the eager path
+    // decodes (and reports) the rows it gets.
+    if row.scopes_json.contains("\\u") || row.row_id.len() + partition.len() > MAX_KEY {
+        return Ok(None);
+    }
     let pairs = scope_pairs(&row.scopes_json)?;
+    if pairs.iter().any(|(k, v)| k.len() + v.len() > MAX_KEY) {
+        return Ok(None);
+    }
     let values = if t.materialize {
         codec::decode_row(&t.defs, &row.payload)?
     } else {
         Vec::new()
     };
-    if row.scopes_json.contains("\\u")
-        || row.row_id.len() + partition.len() > MAX_KEY
-        || pairs.iter().any(|(k, v)| k.len() + v.len() > MAX_KEY)
-    {
-        return Ok(None);
-    }
     let Some(args) = arguments(t, partition, row, &pairs, &values) else {
         return Ok(None);
     };
@@ -304,7 +306,7 @@ fn arguments(
 impl TxState {
     /// Keeps `row`'s upsert for the next batch where the module comment
     /// allows. Without `may_flush` (the caller cannot send), a row that
-    /// would fill the batch is not kept either.
+    /// would fill the batch is not kept: [`Deferral::Full`].
     pub fn defer_upsert(
         &mut self, t: &Table, sql: &TableSql, row: &StoredRow, may_flush: bool,
     ) -> Result<Deferral> {
@@ -328,7 +330,7 @@ impl TxState {
             + sql.upsert_prepare.len()
             > MAX_PENDING;
         if full && !may_flush {
-            return Ok(Deferral::No);
+            return Ok(Deferral::Full);
         }
         let prepares = (!self.upserts.contains(&sql.upsert_name)).then(|| sql.upsert_name.clone());
         let text = match &prepares {
@@ -397,6 +399,8 @@ pub enum Deferral {
     Kept,
     /// Kept, and the pending batch is full: send it now.
     Flush,
+    /// Not kept: it would fill the batch, and the caller cannot send it.
+    Full,
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! every answer is a future that owns its arguments. Storage-level writes
 //! run in their own transaction and ignore the lease.
 
+use super::now::UpsertNow;
 use super::PgEngine;
 use crate::checkpoint::{Activation, SourceState};
 use crate::engine::{later, Call, Engine, Prefetch};
@@ -413,11 +414,12 @@ impl Engine for Arc<PgEngine> {
     fn tx_upsert_row(
         &self, lease: u32, table: String, row: StoredRow, op_index: Option<u32>,
     ) -> Call<()> {
-        if let Some(done) = self.upsert_row_now(lease, &table, &row) {
-            return Call::Now(done);
-        }
+        let defer = match self.upsert_row_now(lease, &table, &row) {
+            UpsertNow::Done(done) => return Call::Now(done),
+            UpsertNow::Later { defer } => defer,
+        };
         pg!(self, |e| e
-            .tx_upsert_row(lease, &table, &row, op_index)
+            .tx_upsert_row(lease, &table, &row, op_index, defer)
             .await)
     }
 

@@ -38,18 +38,29 @@ impl PgEngine {
         Some(self.pin(conn, partition))
     }
 
-    pub fn upsert_row_now(&self, id: u32, table: &str, row: &StoredRow) -> Option<Result<()>> {
+    /// A deferred upsert; `Later { defer: false }` when the row must be
+    /// written now (the async path then does not try to defer it again).
+    pub fn upsert_row_now(&self, id: u32, table: &str, row: &StoredRow) -> UpsertNow {
         let (loaded, i) = match self.table(table) {
             Ok(found) => found,
-            Err(e) => return Some(Err(e)),
+            Err(e) => return UpsertNow::Done(Err(e)),
         };
-        self.now(id, |st| {
+        let mut defer = true;
+        let done = self.now(id, |st| {
             match st.defer_upsert(&loaded.schema.tables[i], &loaded.sql[i], row, false) {
                 Ok(Deferral::Kept) => Some(Ok(())),
+                Ok(Deferral::No) => {
+                    defer = false;
+                    None
+                }
                 Ok(_) => None,
                 Err(e) => Some(Err(e)),
             }
-        })
+        });
+        match done {
+            Some(r) => UpsertNow::Done(r),
+            None => UpsertNow::Later { defer },
+        }
     }
 
     pub fn append_commit_now(&self, id: u32, commit: &NewCommit) -> Option<Result<i64>> {
@@ -93,4 +104,13 @@ impl PgEngine {
             Some(Ok(found))
         })
     }
+}
+
+/// What `upsert_row_now` did.
+pub enum UpsertNow {
+    Done(Result<()>),
+    /// The async path's turn; `defer`: whether it should try to defer.
+    Later {
+        defer: bool,
+    },
 }

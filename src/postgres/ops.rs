@@ -275,8 +275,10 @@ impl PgEngine {
         }
     }
 
+    /// `defer`: whether to try keeping it for the next batch (the caller's
+    /// thread may already have found it cannot be, `now::upsert_row_now`).
     pub async fn tx_upsert_row(
-        &self, id: u32, table: &str, row: &StoredRow, op_index: Option<u32>,
+        &self, id: u32, table: &str, row: &StoredRow, op_index: Option<u32>, defer: bool,
     ) -> Result<()> {
         let (loaded, i) = self.table(table)?;
         let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);
@@ -285,10 +287,12 @@ impl PgEngine {
         if st.conn.is_none() {
             return Err(Error::tx_finished());
         }
-        match st.defer_upsert(t, sql, row, true)? {
-            Deferral::Kept => return Ok(()),
-            Deferral::Flush => return st.ready(self).await,
-            Deferral::No => {}
+        if defer {
+            match st.defer_upsert(t, sql, row, true)? {
+                Deferral::Kept => return Ok(()),
+                Deferral::Flush => return st.ready(self).await,
+                Deferral::No | Deferral::Full => {}
+            }
         }
         let _slow = super::slow!("tx");
         with_tx!(@locked self, st, |_st, c, p| {
