@@ -122,6 +122,16 @@ export interface NativeStorageOptions {
    */
   readonly connectTimeoutMs?: number | undefined;
   /**
+   * PostgreSQL only. What sits between the storage and the server.
+   * `'none'` (default) or `'session'`: a direct connection, or a pooler in
+   * session mode. `'transaction'`: a pooler in transaction mode (PgBouncer
+   * `pool_mode = transaction`, Supavisor's port 6543, Neon's `-pooler`
+   * endpoint), where each transaction may run on another server session;
+   * the storage then keeps nothing on a session between transactions. The
+   * url's `pgbouncer=true` means the same. See the README, "Poolers".
+   */
+  readonly pooling?: 'none' | 'session' | 'transaction' | undefined;
+  /**
    * How long, in ms, `close()` lets work begun before it finish: open
    * transactions, begins already asked for, writes already submitted. An
    * integer ≥ 0; default 5000. After it, what is still open is rolled back
@@ -990,6 +1000,7 @@ export type NativeErrorCode =
   | 'ERR_SYNCULAR_NO_SAVEPOINT'
   | 'ERR_SYNCULAR_NO_SCHEMA'
   | 'ERR_SYNCULAR_OPEN'
+  | 'ERR_SYNCULAR_POOLER'
   | 'ERR_SYNCULAR_QUERY_PLAN'
   | 'ERR_SYNCULAR_QUERY_REFUSED'
   | 'ERR_SYNCULAR_QUERY_TIMEOUT'

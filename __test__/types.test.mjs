@@ -98,7 +98,7 @@ test('index.d.ts declares exactly the runtime exports and members', async () => 
 
 test('every declared option is read: valid values construct, invalid ones throw coded errors', async () => {
   const { options } = declared();
-  assert.deepEqual(sorted(options), sorted(['url', 'path', 'filename', 'errors', 'synchronous', 'groupCommit', 'busyTimeoutMs', 'maxConnections', 'schema', 'queryTimeoutMs', 'maxResultRows', 'maxResultBytes', 'connectTimeoutMs', 'closeDrainMs', 'transactionWarnMs', 'transactionTimeoutMs', 'logger', 'logFilter']));
+  assert.deepEqual(sorted(options), sorted(['url', 'path', 'filename', 'errors', 'synchronous', 'groupCommit', 'busyTimeoutMs', 'maxConnections', 'schema', 'queryTimeoutMs', 'maxResultRows', 'maxResultBytes', 'connectTimeoutMs', 'pooling', 'closeDrainMs', 'transactionWarnMs', 'transactionTimeoutMs', 'logger', 'logFilter']));
   const invalid = [
     { url: 'sqlite::memory:', synchronous: 'fast' },
     { url: 'sqlite::memory:', groupCommit: 'on' },
@@ -111,6 +111,11 @@ test('every declared option is read: valid values construct, invalid ones throw 
     { url: 'postgres://127.0.0.1:1/none', queryTimeoutMs: 1.5 },
     { url: 'postgres://127.0.0.1:1/none', connectTimeoutMs: 0 },
     { url: 'postgres://127.0.0.1:1/none', connectTimeoutMs: 'soon' },
+    { url: 'postgres://127.0.0.1:1/none', pooling: 'statement' },
+    { url: 'postgres://127.0.0.1:1/none', pooling: true },
+    { url: 'postgres://127.0.0.1:1/none?pgbouncer=maybe' },
+    { url: 'postgres://127.0.0.1:1/none?pgbouncer=true', pooling: 'session' },
+    { url: 'sqlite::memory:', pooling: 'transaction' },
     { url: 'sqlite::memory:', maxResultRows: 0 },
     { url: 'sqlite::memory:', maxResultRows: 1.5 },
     { url: 'postgres://127.0.0.1:1/none', maxResultBytes: -1 },
@@ -136,6 +141,9 @@ test('every declared option is read: valid values construct, invalid ones throw 
     { filename: ':memory:' },
     { url: 'postgres://127.0.0.1:1/none', maxConnections: 2, schema: 'tenant_a', queryTimeoutMs: 500, connectTimeoutMs: 250, maxResultRows: 10, maxResultBytes: 1000 },
     { url: 'sqlite::memory:', logger: console, logFilter: 'off' },
+    { url: 'postgres://127.0.0.1:1/none', pooling: 'transaction' },
+    { url: 'postgres://127.0.0.1:1/none?sslmode=disable&pgbouncer=true', pooling: 'transaction' },
+    { url: 'postgres://127.0.0.1:1/none', pooling: 'none' },
   ]) {
     const s = new pkg.NativeStorage(opts);
     await s.close();

@@ -72,6 +72,7 @@ class Engine {
       maxConnections: max,
       schema: optionalString(options, 'schema'),
       connectTimeoutMs: optionalNumber(options, 'connectTimeoutMs'),
+      pooling: optionalString(options, 'pooling'),
     });
     this.queue = new WriteQueue(this.native, groupCommitOption(options.groupCommit));
   }

@@ -10,7 +10,7 @@ const { invalidArgument } = require('./errors');
 const LOCATION = ['url', 'path', 'filename'];
 const COMMON = [...LOCATION, 'errors', 'queryTimeoutMs', 'maxResultRows', 'maxResultBytes', 'closeDrainMs', 'transactionWarnMs', 'transactionTimeoutMs', 'logger', 'logFilter'];
 const SQLITE_ONLY = ['synchronous', 'groupCommit', 'busyTimeoutMs'];
-const POSTGRES_ONLY = ['maxConnections', 'schema', 'connectTimeoutMs'];
+const POSTGRES_ONLY = ['maxConnections', 'schema', 'connectTimeoutMs', 'pooling'];
 const ACCEPTED = [...COMMON, ...SQLITE_ONLY, ...POSTGRES_ONLY];
 
 const isPostgresUrl = (url) => /^postgres(ql)?:/i.test(url);

@@ -353,6 +353,8 @@ pub struct Options {
     pub schema: Option<String>,
     /// PostgreSQL: how long a call may wait for a connection.
     pub connect_timeout: Option<std::time::Duration>,
+    /// PostgreSQL: `none`, `session` or `transaction` (a pooler in between).
+    pub pooling: Option<String>,
 }
 
 pub fn is_postgres_url(url: &str) -> bool {
@@ -398,7 +400,12 @@ pub fn open(o: Options) -> Result<Box<dyn Engine>> {
     match o.url {
         Some(url) if is_postgres_url(&url) => {
             use crate::postgres::{Config, PgEngine};
-            let mut cfg = Config::parse(&url, o.max_connections, o.schema)?;
+            let pooling = o
+                .pooling
+                .as_deref()
+                .map(crate::postgres::Pooling::parse)
+                .transpose()?;
+            let mut cfg = Config::parse(&url, o.max_connections, o.schema, pooling)?;
             cfg.query_timeout = query_timeout;
             cfg.result_limits = result_limits;
             if let Some(t) = o.connect_timeout {

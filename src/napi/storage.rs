@@ -32,6 +32,7 @@ pub struct EngineOptions {
     pub max_connections: Option<f64>,
     pub schema: Option<String>,
     pub connect_timeout_ms: Option<f64>,
+    pub pooling: Option<String>,
 }
 
 impl EngineOptions {
@@ -65,6 +66,7 @@ impl EngineOptions {
                 .connect_timeout_ms
                 .map(|v| positive_ms(v, "connectTimeoutMs"))
                 .transpose()?,
+            pooling: self.pooling,
         })
     }
 }

@@ -35,7 +35,7 @@ AND ch.commit_seq = c.commit_seq AND ch.tbl = $4)"
     } else {
         ""
     };
-    let mut q = sqlx::query(AssertSqlSafe(format!(
+    let mut q = crate::postgres::stmt::query(AssertSqlSafe(format!(
         "SELECT c.commit_seq, c.client_id, c.client_commit_id, c.actor_id, c.created_at_ms \
 FROM sync_commits c WHERE c.partition = $1 AND c.commit_seq > $2{touching} \
 ORDER BY c.commit_seq DESC LIMIT $3"
@@ -65,7 +65,7 @@ ORDER BY c.commit_seq DESC LIMIT $3"
         return Ok(commits);
     }
     let seqs: Vec<i64> = commits.iter().map(|m| m.commit_seq).collect();
-    let per_table = sqlx::query(CHANGES_PER_TABLE)
+    let per_table = crate::postgres::stmt::query(CHANGES_PER_TABLE)
         .bind(partition)
         .bind(&seqs)
         .fetch_all(&mut *c)
@@ -86,7 +86,7 @@ ORDER BY c.commit_seq DESC LIMIT $3"
 pub async fn scope_activity(
     c: &mut PgConnection, partition: &str, variable: &str, value: &str, limit: i64,
 ) -> Result<Vec<ScopeActivity>> {
-    let rows = sqlx::query(SCOPE_ACTIVITY)
+    let rows = crate::postgres::stmt::query(SCOPE_ACTIVITY)
         .bind(partition)
         .bind(variable)
         .bind(value)
@@ -112,7 +112,7 @@ pub async fn scope_activity(
 pub async fn row_scopes(
     c: &mut PgConnection, table: &str, partition: &str, row_id: &str,
 ) -> Result<Option<(i64, String)>> {
-    let r = sqlx::query(AssertSqlSafe(format!(
+    let r = crate::postgres::stmt::query(AssertSqlSafe(format!(
         r#"SELECT "_sync_server_version", "_sync_scopes"::text FROM {} WHERE "_sync_partition" = $1 AND "_sync_row_id" = $2"#,
         quote_ident(table)
     )))
@@ -164,7 +164,7 @@ impl PgEngine {
     ) -> Result<Vec<BlobReferencingRow>> {
         let loaded = self.loaded();
         snapshot!(self, |c| {
-            let refs = sqlx::query(
+            let refs = crate::postgres::stmt::query(
                 "SELECT tbl, row_id FROM sync_blob_refs WHERE partition = $1 AND blob_id = $2",
             )
             .bind(partition)
@@ -192,7 +192,7 @@ impl PgEngine {
     }
 
     pub async fn list_referenced_blob_ids(&self, partition: &str) -> Result<Vec<String>> {
-        read!(self, |c| sqlx::query_scalar(
+        read!(self, |c| crate::postgres::stmt::query_scalar(
             "SELECT DISTINCT blob_id FROM sync_blob_refs WHERE partition = $1 ORDER BY blob_id"
         )
         .bind(partition)

@@ -62,7 +62,7 @@ fn version_i32(v: i64) -> Result<i32> {
 pub async fn claim(
     c: &mut PgConnection, partition: &str, name: &str, schema_version: i64, now_ms: i64,
 ) -> Result<Checkpoint> {
-    let r = sqlx::query(CLAIM)
+    let r = crate::postgres::stmt::query(CLAIM)
         .bind(partition)
         .bind(name)
         .bind(version_i32(schema_version)?)
@@ -77,7 +77,7 @@ pub async fn claim(
 pub async fn advance(
     c: &mut PgConnection, partition: &str, name: &str, g: &CheckpointProgress,
 ) -> Result<bool> {
-    let rows = sqlx::query(ADVANCE)
+    let rows = crate::postgres::stmt::query(ADVANCE)
         .bind(partition)
         .bind(name)
         .bind(g.owner_epoch)
@@ -96,7 +96,7 @@ pub async fn source_coverage_seq(
     if tables.is_empty() {
         return Ok(0);
     }
-    sqlx::query_scalar(COVERAGE)
+    crate::postgres::stmt::query_scalar(COVERAGE)
         .bind(partition)
         .bind(tables)
         .fetch_one(&mut *c)
@@ -112,7 +112,7 @@ pub async fn has_source_changes_above(
     if tables.is_empty() {
         return Ok(SourceState::Clean);
     }
-    let changed: bool = sqlx::query_scalar(CHANGED_ABOVE)
+    let changed: bool = crate::postgres::stmt::query_scalar(CHANGED_ABOVE)
         .bind(partition)
         .bind(tables)
         .bind(seq)
@@ -130,7 +130,7 @@ pub async fn activate(
     sources: &[String], now_ms: i64,
 ) -> Result<Activation> {
     log::lock_partition(c, partition).await?;
-    let r = sqlx::query(FENCE_AND_VERSION)
+    let r = crate::postgres::stmt::query(FENCE_AND_VERSION)
         .bind(partition)
         .bind(name)
         .fetch_one(&mut *c)
@@ -145,7 +145,7 @@ pub async fn activate(
     if let Some(refused) = Activation::refused_by(state) {
         return Ok(refused);
     }
-    let done = sqlx::query(ACTIVATE)
+    let done = crate::postgres::stmt::query(ACTIVATE)
         .bind(partition)
         .bind(name)
         .bind(owner_epoch)

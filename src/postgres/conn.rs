@@ -26,6 +26,97 @@ pub struct Config {
     /// to at most a fifth of it, so the storage serves again within that
     /// of the server answering.
     pub connect_timeout: Duration,
+    /// What sits between the storage and the server (`pooling`).
+    pub pooling: Pooling,
+    /// The text that opens a transaction: `BEGIN`, and under transaction
+    /// pooling with a `schema` the `search_path` for that transaction
+    /// (a session `SET` would stay with a server session another client
+    /// gets next).
+    pub begin: String,
+}
+
+/// How the storage's connections reach PostgreSQL (`pooling`; docs/poolers.md).
+///
+/// A connection pooler in transaction mode (PgBouncer's `pool_mode =
+/// transaction`, Supavisor on port 6543, Neon's `-pooler` endpoint) hands
+/// each transaction whichever server session is free, so nothing of a
+/// session outlives a transaction there. It cannot be detected from the
+/// client (the pooler answers as the server would), so it is declared:
+/// `pooling: 'transaction'`, or `pgbouncer=true` in the url as Prisma spells
+/// it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pooling {
+    /// A direct connection, or a pooler in session mode: each client
+    /// connection keeps one server session, so prepared statements and
+    /// session settings are kept between transactions.
+    Session,
+    /// Every statement runs inside an explicit transaction that sets what
+    /// it needs (`SET LOCAL`), with unnamed statements only.
+    Transaction,
+}
+
+impl Pooling {
+    pub fn parse(s: &str) -> Result<Pooling> {
+        match s {
+            "none" | "session" => Ok(Pooling::Session),
+            "transaction" => Ok(Pooling::Transaction),
+            other => Err(Error::invalid(format!(
+                "pooling must be 'none', 'session' or 'transaction', not {other:?}"
+            ))),
+        }
+    }
+}
+
+/// The url without the storage's own query parameters (`pgbouncer`,
+/// `pooling`), and the pooling they name. sqlx would ignore them with a
+/// warning; they are read here and never sent to the server.
+fn split_pooling(url: &str) -> Result<(String, Option<Pooling>)> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_owned(), None));
+    };
+    let (query, fragment) = match query.split_once('#') {
+        Some((q, f)) => (q, Some(f)),
+        None => (query, None),
+    };
+    let mut kept = Vec::new();
+    let mut pooling = None;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let named = match key {
+            "pgbouncer" => match value {
+                "true" | "1" => Some(Pooling::Transaction),
+                "false" | "0" => Some(Pooling::Session),
+                _ => {
+                    return Err(Error::invalid(format!(
+                        "the url's pgbouncer parameter must be true or false, not {value:?}"
+                    )))
+                }
+            },
+            "pooling" => Some(Pooling::parse(value)?),
+            _ => {
+                kept.push(pair);
+                None
+            }
+        };
+        if let Some(p) = named {
+            if pooling.is_some_and(|q| q != p) {
+                return Err(Error::invalid(
+                    "the url names two different poolings (pgbouncer and pooling)",
+                ));
+            }
+            pooling = Some(p);
+        }
+    }
+    let mut out = base.to_owned();
+    if !kept.is_empty() {
+        out.push('?');
+        out.push_str(&kept.join("&"));
+    }
+    if let Some(f) = fragment {
+        out.push('#');
+        out.push_str(f);
+    }
+    Ok((out, pooling))
 }
 
 /// `connectTimeoutMs` when not given: 5 s (so retries back off to 1 s).
@@ -33,13 +124,22 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Config {
     pub fn parse(
-        url: &str, max_connections: Option<u32>, schema: Option<String>,
+        url: &str, max_connections: Option<u32>, schema: Option<String>, pooling: Option<Pooling>,
     ) -> Result<Config> {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             return Err(Error::invalid(format!(
                 "invalid PostgreSQL url {url:?}: expected postgres://…"
             )));
         }
+        let (url, in_url) = split_pooling(url)?;
+        let pooling = match (pooling, in_url) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(Error::invalid(format!(
+                    "the pooling option ({a:?}) and the url ({b:?}) disagree"
+                )))
+            }
+            (a, b) => a.or(b).unwrap_or(Pooling::Session),
+        };
         let max_connections = max_connections.unwrap_or(10);
         if max_connections == 0 {
             return Err(Error::invalid("maxConnections must be at least 1"));
@@ -49,8 +149,16 @@ impl Config {
                 return Err(Error::invalid("schema must be 1..63 bytes"));
             }
         }
+        let begin = match (&schema, pooling) {
+            (Some(s), Pooling::Transaction) => {
+                format!("BEGIN; SET LOCAL search_path TO {}", quote_ident(s))
+            }
+            _ => "BEGIN".to_owned(),
+        };
         Ok(Config {
-            url: url.to_owned(),
+            url,
+            pooling,
+            begin,
             max_connections,
             schema,
             query_timeout: crate::query::DEFAULT_TIMEOUT,
@@ -63,8 +171,19 @@ impl Config {
 /// The connect options of `cfg.url`, with an `application_name` that names
 /// this storage (`tag`), after the one the URL gives if any: `close()`
 /// finds the storage's running statements by it to cancel them.
+///
+/// No `extra_float_digits` startup parameter (sqlx sends one by default):
+/// PgBouncer refuses parameters it does not track unless an operator lists
+/// them in `ignore_startup_parameters`, and PostgreSQL 12 and later print
+/// floats exactly at the default. In transaction pooling, no statement
+/// cache either (see [`super::stmt`]).
 pub fn connect_options(cfg: &Config, tag: &str) -> Result<PgConnectOptions> {
-    let opts = PgConnectOptions::from_str(&cfg.url).map_err(map_err)?;
+    let mut opts = PgConnectOptions::from_str(&cfg.url)
+        .map_err(map_err)?
+        .extra_float_digits(None);
+    if cfg.pooling == Pooling::Transaction {
+        opts = opts.statement_cache_capacity(0);
+    }
     let name = match opts.get_application_name() {
         Some(own) => format!("{own} {tag}"),
         None => tag.to_owned(),
@@ -87,14 +206,14 @@ pub async fn cancel_running(cfg: &Config, tag: &str) {
     };
     let cancel = async {
         let mut c = sqlx::PgConnection::connect_with(&opts).await.ok()?;
-        sqlx::query(
+        // One simple-protocol statement: through a transaction pooler a
+        // prepared one could bind on another server session.
+        let text = format!(
             "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity \
-             WHERE application_name LIKE '%' || $1 AND state <> 'idle' AND pid <> pg_backend_pid()",
-        )
-        .bind(tag)
-        .execute(&mut c)
-        .await
-        .ok()?;
+             WHERE application_name LIKE '%' || {} AND state <> 'idle' AND pid <> pg_backend_pid()",
+            super::prefetch::lit(tag)?
+        );
+        c.execute(AssertSqlSafe(text)).await.ok()?;
         let _ = c.close().await;
         Some(())
     };
@@ -143,10 +262,19 @@ pub fn connect_error(e: sqlx::Error, at: &str) -> Error {
                 .code()
                 .map(|c| c.into_owned())
                 .unwrap_or_else(|| "PG_ERROR".into()),
-            message: format!(
-                "PostgreSQL at {at} rejected the connection: {}",
-                d.message()
-            ),
+            message: if d.message().contains("unsupported startup parameter") {
+                // PgBouncer's answer to a parameter it does not track. The
+                // storage sends none of its own beyond application_name.
+                format!(
+                    "the server or pooler at {at} rejected the connection: {} (a pooler such as PgBouncer refuses startup parameters it does not track: remove it from the url, or list it in the pooler's ignore_startup_parameters)",
+                    d.message()
+                )
+            } else {
+                format!(
+                    "PostgreSQL at {at} rejected the connection: {}",
+                    d.message()
+                )
+            },
         },
         _ => Error::Engine {
             code: "PG_CONNECT_FAILED".into(),
@@ -171,6 +299,10 @@ pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
     let _ = first_connection(&opts, cfg).await?.close().await;
     // Every pooled connection: the storage's schema, and generic plans for
     // the storage's own statements (`GENERIC_PLANS`).
+    // Under transaction pooling nothing is set on a session: each
+    // transaction sets its own (`Config::begin`), and unnamed statements
+    // get a plan of their own anyway.
+    let pooled = cfg.pooling == Pooling::Transaction;
     let settings = match cfg.schema.as_deref() {
         Some(s) => format!("SET search_path TO {}; {GENERIC_PLANS}", quote_ident(s)),
         None => GENERIC_PLANS.to_owned(),
@@ -192,6 +324,9 @@ pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
         .after_connect(move |conn, _| {
             let settings = settings.clone();
             Box::pin(async move {
+                if pooled {
+                    return Ok(());
+                }
                 // The lock batch's reads are prepared in the same round
                 // trip. `after_lock::prepare` fails only where a `DO` block
                 // cannot run (no plpgsql); the batch then sends them whole.
@@ -208,7 +343,24 @@ pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
         })
         .connect_lazy_with(opts);
     let mut conn = pool.acquire().await.map_err(map_err)?;
-    ensure_meta(&mut conn, cfg.schema.as_deref()).await?;
+    if pooled {
+        // All in one transaction: outside one, the pooler may hand the
+        // next statement to another server session.
+        conn.execute(AssertSqlSafe(cfg.begin.clone()))
+            .await
+            .map_err(map_err)?;
+        match ensure_meta(&mut conn, cfg.schema.as_deref(), true).await {
+            Ok(()) => conn.execute("COMMIT").await.map_err(map_err)?,
+            Err(e) => {
+                if conn.execute("ROLLBACK").await.is_err() {
+                    conn.close_on_drop();
+                }
+                return Err(e);
+            }
+        };
+        return Ok(pool);
+    }
+    ensure_meta(&mut conn, cfg.schema.as_deref(), false).await?;
     // This connection may predate the tables `ensure_meta` made. A failure
     // (no plpgsql) only leaves the lock batch sending its reads whole.
     let _ = sqlx::raw_sql(AssertSqlSafe(super::after_lock::prepare()))
@@ -220,9 +372,12 @@ pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
 
 /// Creates the schema and the meta layout when anything is missing, under
 /// a transaction-scoped advisory lock so concurrent first uses do not race
-/// on `CREATE … IF NOT EXISTS`.
-async fn ensure_meta(conn: &mut sqlx::PgConnection, schema: Option<&str>) -> Result<()> {
-    let present: i64 = sqlx::query_scalar(sql::COUNT_META_OBJECTS)
+/// on `CREATE … IF NOT EXISTS`. `in_tx`: the caller's transaction is open
+/// (transaction pooling), and commits or rolls back what this does.
+async fn ensure_meta(
+    conn: &mut sqlx::PgConnection, schema: Option<&str>, in_tx: bool,
+) -> Result<()> {
+    let present: i64 = super::stmt::query_scalar(sql::COUNT_META_OBJECTS)
         .bind(sql::META_OBJECTS)
         .fetch_one(&mut *conn)
         .await
@@ -230,7 +385,9 @@ async fn ensure_meta(conn: &mut sqlx::PgConnection, schema: Option<&str>) -> Res
     if present as usize == sql::META_OBJECTS.len() {
         return Ok(());
     }
-    conn.execute("BEGIN").await.map_err(map_err)?;
+    if !in_tx {
+        conn.execute("BEGIN").await.map_err(map_err)?;
+    }
     let run = async {
         conn.execute("SELECT pg_advisory_xact_lock(7079567413725542661)")
             .await
@@ -250,10 +407,11 @@ async fn ensure_meta(conn: &mut sqlx::PgConnection, schema: Option<&str>) -> Res
         {
             conn.execute(AssertSqlSafe(stmt)).await.map_err(map_err)?;
         }
-        let quoted: Option<String> = sqlx::query_scalar("SELECT quote_ident(current_schema())")
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(map_err)?;
+        let quoted: Option<String> =
+            super::stmt::query_scalar("SELECT quote_ident(current_schema())")
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(map_err)?;
         let quoted = quoted.ok_or_else(|| {
             Error::plain(
                 "ERR_SYNCULAR_NO_SCHEMA",
@@ -266,16 +424,28 @@ async fn ensure_meta(conn: &mut sqlx::PgConnection, schema: Option<&str>) -> Res
         Ok::<(), Error>(())
     };
     match run.await {
+        Ok(()) if in_tx => Ok(()),
         Ok(()) => {
             conn.execute("COMMIT").await.map_err(map_err)?;
             Ok(())
         }
         Err(e) => {
-            let _ = conn.execute("ROLLBACK").await;
+            if !in_tx {
+                let _ = conn.execute("ROLLBACK").await;
+            }
             Err(e)
         }
     }
 }
+
+/// The code of an error that says a pooler broke an assumption of the
+/// storage's `pooling` setting.
+pub const POOLER: &str = "ERR_SYNCULAR_POOLER";
+
+/// What [`POOLER`] errors say, naming the setting.
+const MOVED: &str = "the connection's server session changed between transactions, as a \
+connection pooler in transaction mode (PgBouncer pool_mode = transaction, Supavisor's port 6543, \
+Neon's -pooler endpoint) does; open the storage with pooling: 'transaction' (or pgbouncer=true in the url)";
 
 /// The code of an error that ended the connection (it is closed, never
 /// pooled again).
@@ -334,6 +504,28 @@ pub fn map_err(e: sqlx::Error) -> Error {
                 d.message()
             ))
         }
+        // A statement this connection prepared is missing (26000) or its
+        // name is taken (42P05): the server session changed between
+        // transactions, which only a pooler in transaction mode does.
+        sqlx::Error::Database(d)
+            if matches!(d.code().as_deref(), Some("26000" | "42P05"))
+                && d.message().contains("sqlx_s_") =>
+        {
+            Error::plain(POOLER, format!("{}: {MOVED}", d.message()))
+        }
+        // A connection exception sent as an error rather than by closing
+        // the socket: a pooler whose server session ended (PgBouncer's
+        // "server conn crashed?", 08P01) closes the client's too.
+        sqlx::Error::Database(d) if d.code().is_some_and(|c| c.starts_with("08")) => {
+            Error::Engine {
+                code: CONNECTION_LOST.into(),
+                message: format!(
+                    "the connection to PostgreSQL failed: {} [SQLSTATE {}]",
+                    d.message(),
+                    d.code().unwrap_or_default()
+                ),
+            }
+        }
         sqlx::Error::Database(d) => Error::Engine {
             code: d
                 .code()
@@ -383,5 +575,67 @@ pub fn row_write_err(e: sqlx::Error, op_index: Option<u32>) -> Error {
         Error::Constraint { op_index, cause }
     } else {
         map_err(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(url: &str, option: Option<&str>) -> Result<Config> {
+        Config::parse(url, None, None, option.map(Pooling::parse).transpose()?)
+    }
+
+    #[test]
+    fn pooling_from_the_option_or_the_url() {
+        let base = "postgres://u@h:6543/db";
+        assert_eq!(parse(base, None).unwrap().pooling, Pooling::Session);
+        assert_eq!(
+            parse(base, Some("transaction")).unwrap().pooling,
+            Pooling::Transaction
+        );
+        assert_eq!(
+            parse(base, Some("session")).unwrap().pooling,
+            Pooling::Session
+        );
+        assert_eq!(parse(base, Some("none")).unwrap().pooling, Pooling::Session);
+        let cfg = parse(
+            "postgres://u@h:6543/db?sslmode=disable&pgbouncer=true",
+            None,
+        )
+        .unwrap();
+        assert_eq!(cfg.pooling, Pooling::Transaction);
+        // The storage's own parameters never reach the server.
+        assert_eq!(cfg.url, "postgres://u@h:6543/db?sslmode=disable");
+        let cfg = parse("postgres://u@h/db?pooling=transaction", Some("transaction")).unwrap();
+        assert_eq!(
+            (cfg.pooling, cfg.url.as_str()),
+            (Pooling::Transaction, "postgres://u@h/db")
+        );
+        assert!(parse(base, Some("statement")).is_err());
+        assert!(parse("postgres://u@h/db?pgbouncer=yes", None).is_err());
+        assert!(parse("postgres://u@h/db?pgbouncer=true", Some("session")).is_err());
+        assert!(parse("postgres://u@h/db?pgbouncer=true&pooling=session", None).is_err());
+    }
+
+    #[test]
+    fn transaction_pooling_sets_the_schema_per_transaction() {
+        let cfg = Config::parse(
+            "postgres://h/db",
+            None,
+            Some("s x".into()),
+            Some(Pooling::Transaction),
+        )
+        .unwrap();
+        assert_eq!(cfg.begin, "BEGIN; SET LOCAL search_path TO \"s x\"");
+        let cfg = Config::parse("postgres://h/db", None, Some("s".into()), None).unwrap();
+        assert_eq!(cfg.begin, "BEGIN");
+    }
+
+    #[test]
+    fn no_startup_parameter_a_pooler_refuses() {
+        let cfg = parse("postgres://u@h/db", Some("transaction")).unwrap();
+        let opts = connect_options(&cfg, "tag").unwrap();
+        assert!(!format!("{opts:?}").contains("extra_float_digits: Some"));
     }
 }

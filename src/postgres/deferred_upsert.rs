@@ -99,7 +99,7 @@ pub struct Found {
 pub async fn check(c: &mut PgConnection, schema: &Schema) -> Result<Vec<bool>> {
     let mut names: Vec<&str> = schema.tables.iter().map(|t| t.quoted.as_str()).collect();
     names.push("sync_row_scopes");
-    let rows = sqlx::query(CHECK)
+    let rows = crate::postgres::stmt::query(CHECK)
         .bind(&names)
         .fetch_all(&mut *c)
         .await

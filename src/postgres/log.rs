@@ -12,29 +12,31 @@ use sqlx::PgConnection;
 pub use crate::model::PruneTarget;
 
 pub async fn max_commit_seq(c: &mut PgConnection, partition: &str) -> Result<i64> {
-    let v: Option<i64> =
-        sqlx::query_scalar("SELECT max_commit_seq FROM sync_partitions WHERE partition = $1")
-            .bind(partition)
-            .fetch_optional(&mut *c)
-            .await
-            .map_err(map_err)?;
+    let v: Option<i64> = crate::postgres::stmt::query_scalar(
+        "SELECT max_commit_seq FROM sync_partitions WHERE partition = $1",
+    )
+    .bind(partition)
+    .fetch_optional(&mut *c)
+    .await
+    .map_err(map_err)?;
     Ok(v.unwrap_or(0))
 }
 
 pub async fn horizon_seq(c: &mut PgConnection, partition: &str) -> Result<i64> {
-    let v: Option<i64> =
-        sqlx::query_scalar("SELECT horizon_seq FROM sync_partitions WHERE partition = $1")
-            .bind(partition)
-            .fetch_optional(&mut *c)
-            .await
-            .map_err(map_err)?;
+    let v: Option<i64> = crate::postgres::stmt::query_scalar(
+        "SELECT horizon_seq FROM sync_partitions WHERE partition = $1",
+    )
+    .bind(partition)
+    .fetch_optional(&mut *c)
+    .await
+    .map_err(map_err)?;
     Ok(v.unwrap_or(0))
 }
 
 pub async fn commit_seq_before(
     c: &mut PgConnection, partition: &str, before_ms: i64,
 ) -> Result<i64> {
-    sqlx::query_scalar(
+    crate::postgres::stmt::query_scalar(
         "SELECT coalesce(max(commit_seq), 0)::bigint FROM sync_commits WHERE partition = $1 AND created_at_ms < $2",
     )
     .bind(partition)
@@ -46,7 +48,7 @@ pub async fn commit_seq_before(
 
 /// Monotonic: the stored horizon never goes down.
 pub async fn set_horizon_seq(c: &mut PgConnection, partition: &str, seq: i64) -> Result<()> {
-    sqlx::query(
+    crate::postgres::stmt::query(
         "INSERT INTO sync_partitions (partition, horizon_seq) VALUES ($1, $2)
          ON CONFLICT (partition) DO UPDATE SET horizon_seq = GREATEST(sync_partitions.horizon_seq, EXCLUDED.horizon_seq)",
     )
@@ -69,18 +71,18 @@ pub async fn lock_partition(c: &mut PgConnection, partition: &str) -> Result<()>
 }
 
 async fn lock_partition_row(c: &mut PgConnection, partition: &str) -> Result<()> {
-    let row: Option<i64> = sqlx::query_scalar(super::sql::LOCK_PARTITION)
+    let row: Option<i64> = crate::postgres::stmt::query_scalar(super::sql::LOCK_PARTITION)
         .bind(partition)
         .fetch_optional(&mut *c)
         .await
         .map_err(map_err)?;
     if row.is_none() {
-        sqlx::query(super::sql::INSERT_PARTITION)
+        crate::postgres::stmt::query(super::sql::INSERT_PARTITION)
             .bind(partition)
             .execute(&mut *c)
             .await
             .map_err(map_err)?;
-        sqlx::query(super::sql::LOCK_PARTITION)
+        crate::postgres::stmt::query(super::sql::LOCK_PARTITION)
             .bind(partition)
             .fetch_optional(&mut *c)
             .await
@@ -156,7 +158,7 @@ pub async fn append_commit(
     c: &mut PgConnection, partition: &str, commit: &NewCommit, writer_version: i64,
 ) -> Result<i64> {
     let a = AppendArrays::of(commit)?;
-    sqlx::query_scalar(APPEND_COMMIT)
+    crate::postgres::stmt::query_scalar(APPEND_COMMIT)
         .bind(partition)
         .bind(&commit.client_id)
         .bind(&commit.client_commit_id)
@@ -224,7 +226,7 @@ pub async fn prune(
             log_epoch,
             through_seq,
         } => {
-            let stored: Option<String> = sqlx::query_scalar(
+            let stored: Option<String> = crate::postgres::stmt::query_scalar(
                 "SELECT log_epoch FROM sync_partition_registry WHERE partition = $1 FOR UPDATE",
             )
             .bind(partition)
@@ -241,19 +243,21 @@ pub async fn prune(
     let previous = horizon_seq(c, partition).await?;
     let horizon = previous.max(through);
     set_horizon_seq(c, partition, horizon).await?;
-    let removed = sqlx::query("DELETE FROM sync_commits WHERE partition = $1 AND commit_seq <= $2")
-        .bind(partition)
-        .bind(horizon)
-        .execute(&mut *c)
-        .await
-        .map_err(map_err)?
-        .rows_affected() as i64;
+    let removed = crate::postgres::stmt::query(
+        "DELETE FROM sync_commits WHERE partition = $1 AND commit_seq <= $2",
+    )
+    .bind(partition)
+    .bind(horizon)
+    .execute(&mut *c)
+    .await
+    .map_err(map_err)?
+    .rows_affected() as i64;
     for stmt in [
         "DELETE FROM sync_changes WHERE partition = $1 AND commit_seq <= $2",
         "DELETE FROM sync_change_scopes WHERE partition = $1 AND commit_seq <= $2",
         "DELETE FROM sync_tombstones WHERE partition = $1 AND commit_seq <= $2",
     ] {
-        sqlx::query(stmt)
+        crate::postgres::stmt::query(stmt)
             .bind(partition)
             .bind(horizon)
             .execute(&mut *c)

@@ -35,7 +35,7 @@ pub async fn touch_partition(
     if initial_epoch.is_empty() {
         return Err(empty_epoch("initial log epoch"));
     }
-    let r = sqlx::query(
+    let r = crate::postgres::stmt::query(
         "INSERT INTO sync_partition_registry (partition, log_epoch, epoch_required, last_authenticated_at_ms)
          VALUES ($1, $2, FALSE, $3)
          ON CONFLICT (partition) DO UPDATE SET last_authenticated_at_ms = EXCLUDED.last_authenticated_at_ms
@@ -58,7 +58,7 @@ pub async fn rotate_epoch(
         return Err(empty_epoch("log epoch"));
     }
     super::log::lock_partition(c, partition).await?;
-    let r = sqlx::query(
+    let r = crate::postgres::stmt::query(
         "INSERT INTO sync_partition_registry (partition, log_epoch, epoch_required, last_authenticated_at_ms)
          VALUES ($1, $2, TRUE, $3)
          ON CONFLICT (partition) DO UPDATE SET log_epoch = EXCLUDED.log_epoch, epoch_required = TRUE,
@@ -71,7 +71,7 @@ pub async fn rotate_epoch(
     .fetch_one(&mut *c)
     .await
     .map_err(map_err)?;
-    sqlx::query("DELETE FROM sync_clients WHERE partition = $1")
+    crate::postgres::stmt::query("DELETE FROM sync_clients WHERE partition = $1")
         .bind(partition)
         .execute(&mut *c)
         .await
@@ -80,7 +80,7 @@ pub async fn rotate_epoch(
 }
 
 pub async fn list_registry(c: &mut PgConnection) -> Result<Vec<RegistryEntry>> {
-    let rows = sqlx::query(
+    let rows = crate::postgres::stmt::query(
         "SELECT partition, log_epoch, epoch_required, last_authenticated_at_ms
          FROM sync_partition_registry ORDER BY partition",
     )
@@ -91,11 +91,13 @@ pub async fn list_registry(c: &mut PgConnection) -> Result<Vec<RegistryEntry>> {
 }
 
 pub async fn log_epoch(c: &mut PgConnection, partition: &str) -> Result<Option<String>> {
-    sqlx::query_scalar("SELECT log_epoch FROM sync_partition_registry WHERE partition = $1")
-        .bind(partition)
-        .fetch_optional(&mut *c)
-        .await
-        .map_err(map_err)
+    crate::postgres::stmt::query_scalar(
+        "SELECT log_epoch FROM sync_partition_registry WHERE partition = $1",
+    )
+    .bind(partition)
+    .fetch_optional(&mut *c)
+    .await
+    .map_err(map_err)
 }
 
 // ---- push results -----------------------------------------------------------
@@ -105,7 +107,7 @@ pub async fn log_epoch(c: &mut PgConnection, partition: &str) -> Result<Option<S
 pub async fn get_push_result(
     c: &mut PgConnection, partition: &str, client_id: &str, commit_id: &str,
 ) -> Result<Option<String>> {
-    let text: Option<String> = sqlx::query_scalar(
+    let text: Option<String> = crate::postgres::stmt::query_scalar(
         "SELECT result::text FROM sync_push_results WHERE partition = $1 AND client_id = $2 AND client_commit_id = $3",
     )
     .bind(partition)
@@ -121,7 +123,7 @@ pub async fn get_push_result(
 pub async fn put_push_result(
     c: &mut PgConnection, partition: &str, client_id: &str, commit_id: &str, json: &str,
 ) -> Result<()> {
-    sqlx::query(
+    crate::postgres::stmt::query(
         "INSERT INTO sync_push_results (partition, client_id, client_commit_id, result)
          VALUES ($1, $2, $3, $4::text::jsonb) ON CONFLICT DO NOTHING",
     )
@@ -153,7 +155,7 @@ fn client_from(r: &PgRow, partition: &str) -> Result<ClientRecord> {
 pub async fn get_client(
     c: &mut PgConnection, partition: &str, client_id: &str,
 ) -> Result<Option<ClientRecord>> {
-    let r = sqlx::query(
+    let r = crate::postgres::stmt::query(
         "SELECT client_id, actor_id, wire_version, cursor, updated_at_ms, subscriptions::text
          FROM sync_clients WHERE partition = $1 AND client_id = $2",
     )
@@ -166,7 +168,7 @@ pub async fn get_client(
 }
 
 pub async fn list_clients(c: &mut PgConnection, partition: &str) -> Result<Vec<ClientRecord>> {
-    let rows = sqlx::query(
+    let rows = crate::postgres::stmt::query(
         "SELECT client_id, actor_id, wire_version, cursor, updated_at_ms, subscriptions::text
          FROM sync_clients WHERE partition = $1 ORDER BY updated_at_ms DESC",
     )
@@ -180,7 +182,7 @@ pub async fn list_clients(c: &mut PgConnection, partition: &str) -> Result<Vec<C
 pub async fn put_client(c: &mut PgConnection, partition: &str, r: &ClientRecord) -> Result<()> {
     let wire =
         i32::try_from(r.wire_version).map_err(|_| Error::invalid("wireVersion out of range"))?;
-    sqlx::query(
+    crate::postgres::stmt::query(
         "INSERT INTO sync_clients (partition, client_id, actor_id, wire_version, cursor, subscriptions, updated_at_ms)
          VALUES ($1, $2, $3, $4, $5, $6::text::jsonb, $7)
          ON CONFLICT (partition, client_id) DO UPDATE SET actor_id = EXCLUDED.actor_id,
@@ -201,7 +203,7 @@ pub async fn put_client(c: &mut PgConnection, partition: &str, r: &ClientRecord)
 }
 
 pub async fn list_cursors(c: &mut PgConnection, partition: &str) -> Result<Vec<ClientCursor>> {
-    let rows = sqlx::query(
+    let rows = crate::postgres::stmt::query(
         "SELECT client_id, cursor, updated_at_ms FROM sync_clients WHERE partition = $1 ORDER BY client_id",
     )
     .bind(partition)
@@ -224,7 +226,7 @@ pub async fn advance_cursor(
     cursor: i64, at_ms: i64,
 ) -> Result<()> {
     match guard {
-        Some((actor_id, epoch)) => sqlx::query(
+        Some((actor_id, epoch)) => crate::postgres::stmt::query(
             "UPDATE sync_clients SET cursor = GREATEST(cursor, $3), updated_at_ms = GREATEST(updated_at_ms, $4)
              WHERE partition = $1 AND client_id = $2 AND actor_id = $5
                AND EXISTS (SELECT 1 FROM sync_partition_registry r WHERE r.partition = $1 AND r.log_epoch = $6)",
@@ -237,7 +239,7 @@ pub async fn advance_cursor(
         .bind(epoch)
         .execute(&mut *c)
         .await,
-        None => sqlx::query(
+        None => crate::postgres::stmt::query(
             "UPDATE sync_clients SET cursor = GREATEST(cursor, $3), updated_at_ms = GREATEST(updated_at_ms, $4)
              WHERE partition = $1 AND client_id = $2",
         )
@@ -255,7 +257,7 @@ pub async fn advance_cursor(
 pub async fn active_cursor_floor(
     c: &mut PgConnection, partition: &str, cutoff_ms: i64,
 ) -> Result<Option<i64>> {
-    sqlx::query_scalar(
+    crate::postgres::stmt::query_scalar(
         "SELECT min(cursor) FROM sync_clients WHERE partition = $1 AND updated_at_ms >= $2",
     )
     .bind(partition)
@@ -284,7 +286,7 @@ fn checkpoint_from(r: &PgRow) -> Result<Checkpoint> {
 }
 
 pub async fn read_checkpoints(c: &mut PgConnection, partition: &str) -> Result<Vec<Checkpoint>> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let rows = crate::postgres::stmt::query(sqlx::AssertSqlSafe(format!(
         "SELECT {CHECKPOINT_FIELDS} FROM sync_backfill_checkpoints WHERE partition = $1 ORDER BY name"
     )))
     .bind(partition)
@@ -302,7 +304,7 @@ fn version_i32(v: i64) -> Result<i32> {
 /// in `sync_partitions` to `version`, never lowering one, inside the
 /// schema-bump transaction.
 pub async fn fence_existing_partitions(c: &mut PgConnection, version: i64) -> Result<()> {
-    sqlx::query(super::sql::FENCE_EXISTING_PARTITIONS)
+    crate::postgres::stmt::query(super::sql::FENCE_EXISTING_PARTITIONS)
         .bind(version_i32(version)?)
         .execute(&mut *c)
         .await
@@ -315,7 +317,7 @@ pub async fn declare_checkpoint(
     c: &mut PgConnection, d: &CheckpointDeclaration, now_ms: i64,
 ) -> Result<Checkpoint> {
     let v = version_i32(d.schema_version)?;
-    sqlx::query(
+    crate::postgres::stmt::query(
         "INSERT INTO sync_backfill_checkpoints (partition, name, schema_version, state, watermark, owner_epoch, observed_rows, updated_at_ms)
          VALUES ($1, $2, $3, 'declared', 0, 0, 0, $4) ON CONFLICT (partition, name) DO NOTHING",
     )
@@ -326,7 +328,7 @@ pub async fn declare_checkpoint(
     .execute(&mut *c)
     .await
     .map_err(map_err)?;
-    sqlx::query(
+    crate::postgres::stmt::query(
         "INSERT INTO sync_writer_fence (partition, required_writer_version) VALUES ($1, $2)
          ON CONFLICT (partition) DO UPDATE SET required_writer_version =
            GREATEST(sync_writer_fence.required_writer_version, EXCLUDED.required_writer_version)",
@@ -336,7 +338,7 @@ pub async fn declare_checkpoint(
     .execute(&mut *c)
     .await
     .map_err(map_err)?;
-    let r = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let r = crate::postgres::stmt::query(sqlx::AssertSqlSafe(format!(
         "SELECT {CHECKPOINT_FIELDS} FROM sync_backfill_checkpoints WHERE partition = $1 AND name = $2"
     )))
     .bind(&d.partition)
@@ -355,7 +357,7 @@ pub async fn pending_checkpoints(
     let Ok(v) = i32::try_from(version) else {
         return Ok(Vec::new());
     };
-    let rows = sqlx::query(
+    let rows = crate::postgres::stmt::query(
         "SELECT partition, name FROM sync_backfill_checkpoints WHERE schema_version = $1 AND state <> 'activated'",
     )
     .bind(v)
@@ -373,10 +375,12 @@ pub async fn pending_checkpoints(
 }
 
 pub async fn stored_schema_version(c: &mut PgConnection) -> Result<Option<(i64, String)>> {
-    let r = sqlx::query("SELECT schema_version, layouts FROM sync_schema_meta WHERE id = 1")
-        .fetch_optional(&mut *c)
-        .await
-        .map_err(map_err)?;
+    let r = crate::postgres::stmt::query(
+        "SELECT schema_version, layouts FROM sync_schema_meta WHERE id = 1",
+    )
+    .fetch_optional(&mut *c)
+    .await
+    .map_err(map_err)?;
     r.map(|r| {
         Ok((
             r.try_get(0).map_err(map_err)?,
@@ -390,7 +394,7 @@ pub async fn read_serve_gate(
     c: &mut PgConnection, partition: &str, running: i64,
 ) -> Result<ServeGate> {
     let running = i32::try_from(running).unwrap_or(i32::MAX);
-    let rows = sqlx::query(super::sql::SERVE_GATE)
+    let rows = crate::postgres::stmt::query(super::sql::SERVE_GATE)
         .bind(partition)
         .bind(running)
         .fetch_all(&mut *c)
@@ -418,7 +422,7 @@ pub async fn read_serve_gate(
 pub async fn writer_fence_allows(
     c: &mut PgConnection, partition: &str, version: i64,
 ) -> Result<bool> {
-    let required: Option<i32> = sqlx::query_scalar(
+    let required: Option<i32> = crate::postgres::stmt::query_scalar(
         "SELECT required_writer_version FROM sync_writer_fence WHERE partition = $1",
     )
     .bind(partition)

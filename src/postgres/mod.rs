@@ -28,9 +28,10 @@ mod reactions;
 mod rows;
 mod schema_sync;
 pub mod sql;
+pub(crate) mod stmt;
 mod window;
 
-pub use conn::Config;
+pub use conn::{Config, Pooling};
 
 use crate::error::{Error, Result};
 use crate::schema::Schema;
@@ -107,19 +108,29 @@ pub struct PgEngine {
 /// Runs `$body` with `$c: &mut PgConnection` on a pool connection
 /// (committed state, autocommit). A body that failed because the
 /// connection was gone (it died while idle) runs once more on a tested
-/// one: reads are safe to repeat.
+/// one: reads are safe to repeat. Under transaction pooling the body runs
+/// in a transaction of its own (`Config::begin`, then `COMMIT`): between
+/// transactions the pooler may move the connection to another session.
 macro_rules! read {
     ($self:expr, |$c:ident| $body:expr) => {{
+        let __pooled = $self.pooled();
         $crate::postgres::on_live_connection!(
             $self,
             "read",
             |__conn| {
+                if __pooled {
+                    $crate::postgres::exec_text(&mut **__conn, &$self.cfg.begin).await?;
+                }
                 let $c: &mut sqlx::PgConnection = &mut **__conn;
                 $body
             },
             |__conn, __out| {
-                $self.recycle(__conn, __out.is_ok());
-                __out
+                if __pooled {
+                    $crate::postgres::finish($self, __conn, __out).await
+                } else {
+                    $self.recycle(__conn, __out.is_ok());
+                    __out
+                }
             }
         )
     }};
@@ -180,7 +191,7 @@ macro_rules! write {
             $self,
             "write",
             |__conn| {
-                $crate::postgres::exec(&mut **__conn, "BEGIN").await?;
+                $crate::postgres::exec_text(&mut **__conn, &$self.cfg.begin).await?;
                 let $c: &mut sqlx::PgConnection = &mut **__conn;
                 $body
             },
@@ -245,6 +256,14 @@ pub(crate) async fn exec(c: &mut PgConnection, sql: &'static str) -> Result<()> 
     Ok(())
 }
 
+/// [`exec`] of a text made at run time (one simple-protocol message).
+pub(crate) async fn exec_text(c: &mut PgConnection, sql: &str) -> Result<()> {
+    c.execute(sqlx::AssertSqlSafe(sql.to_owned()))
+        .await
+        .map_err(map_err)?;
+    Ok(())
+}
+
 /// Commits on `Ok` (a failed COMMIT rolls back and reports), rolls back on
 /// `Err`; a connection whose ROLLBACK fails is closed, never pooled, and
 /// the ROLLBACK's error rides on the first one as its `rollbackError`
@@ -299,6 +318,9 @@ impl Drop for Waiting<'_> {
 
 impl PgEngine {
     pub fn new(cfg: Config) -> PgEngine {
+        if cfg.pooling == conn::Pooling::Transaction {
+            stmt::use_unnamed();
+        }
         PgEngine {
             cfg,
             pool: tokio::sync::OnceCell::new(),
@@ -320,6 +342,11 @@ impl PgEngine {
             lock_waits: Default::default(),
             push_keys: Default::default(),
         }
+    }
+
+    /// Behind a transaction pooler (`pooling: 'transaction'`).
+    pub(crate) fn pooled(&self) -> bool {
+        self.cfg.pooling == conn::Pooling::Transaction
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -399,10 +426,12 @@ impl PgEngine {
     /// `SELECT current_setting('server_version')` through the pool.
     pub async fn ping(&self) -> Result<String> {
         read!(self, |c| {
-            sqlx::query_scalar::<_, String>("SELECT current_setting('server_version')")
-                .fetch_one(&mut *c)
-                .await
-                .map_err(map_err)
+            crate::postgres::stmt::query_scalar::<String>(
+                "SELECT current_setting('server_version')",
+            )
+            .fetch_one(&mut *c)
+            .await
+            .map_err(map_err)
         })
     }
 

@@ -125,9 +125,10 @@ impl TxState {
         self.after_lock = None;
         if !self.begun {
             self.begun = true;
-            if let Err(e) = exec(self.conn()?, "BEGIN").await {
+            let begin = &engine.cfg.begin;
+            if let Err(e) = super::exec_text(self.conn()?, begin).await {
                 self.reconnect(engine, e).await?;
-                exec(self.conn()?, "BEGIN").await?;
+                super::exec_text(self.conn()?, begin).await?;
             }
         }
         let rows = !self.pending_rows.is_empty();
@@ -181,7 +182,14 @@ impl TxState {
     async fn take_partition_lock(&mut self, engine: &PgEngine) -> Result<()> {
         let partition = self.partition.clone();
         let first = !self.begun;
-        let begin = if first { "BEGIN; " } else { "" };
+        let begin = if first {
+            format!("{}; ", engine.cfg.begin)
+        } else {
+            String::new()
+        };
+        // Behind a transaction pooler no statement is prepared by name: the
+        // next transaction may run on another server session.
+        let may_prepare = first && !engine.pooled();
         match (lit(&partition), self.pending_put.is_none()) {
             (Some(p), true) => {
                 self.begun = true;
@@ -201,8 +209,8 @@ impl TxState {
                     let text = format!("{begin}{lock}; {}; {tail}", sql::SAVEPOINT);
                     (text, asked)
                 };
-                let (mut text, mut asked) = batch(first);
-                let mut prepared = first;
+                let (mut text, mut asked) = batch(may_prepare);
+                let mut prepared = may_prepare;
                 let waited = crate::telemetry::lock_wait_started();
                 let mut found = sqlx::raw_sql(AssertSqlSafe(text.clone()))
                     .fetch_all(self.conn()?)
@@ -218,7 +226,7 @@ impl TxState {
                             .map_err(map_err);
                     }
                 }
-                if let (true, Err(e)) = (first, &found) {
+                if let (true, Err(e)) = (may_prepare, &found) {
                     if matches!(e.primary(), Error::Engine { code, .. } if code == "26000") {
                         // No prepared statement on this connection (its
                         // tables came after it connected, or a proxy moved
@@ -324,7 +332,7 @@ impl PgEngine {
             });
         }
         st.ready(self).await?;
-        let found = sqlx::query(AssertSqlSafe(loaded.sql[i].prefetch.clone()))
+        let found = crate::postgres::stmt::query(AssertSqlSafe(loaded.sql[i].prefetch.clone()))
             .bind(&st.partition)
             .bind(&want)
             .bind(table)

@@ -72,7 +72,7 @@ pub async fn enqueue(
 ) -> Result<()> {
     for r in reactions {
         let payload = stored::payload_for_jsonb(&r.payload_json);
-        sqlx::query(INSERT)
+        crate::postgres::stmt::query(INSERT)
             .bind(partition)
             .bind(&r.idempotency_key)
             .bind(&r.kind)
@@ -109,7 +109,7 @@ lease_owner = $1, lease_expires_at_ms = $2, completed_at_ms = NULL \
 FROM due WHERE r.partition = due.partition AND r.idempotency_key = due.idempotency_key \
 RETURNING {FIELDS}"
     );
-    let rows = sqlx::query(AssertSqlSafe(text))
+    let rows = crate::postgres::stmt::query(AssertSqlSafe(text))
         .bind(&q.lease_owner)
         .bind(q.lease_expires_at_ms)
         .bind(partition)
@@ -125,7 +125,7 @@ RETURNING {FIELDS}"
 async fn guarded(
     c: &mut PgConnection, sql: &str, at: i64, partition: &str, key: &str, owner: &str,
 ) -> Result<bool> {
-    let done = sqlx::query(AssertSqlSafe(format!("{sql} {LEASE_GUARD}")))
+    let done = crate::postgres::stmt::query(AssertSqlSafe(format!("{sql} {LEASE_GUARD}")))
         .bind(at)
         .bind(partition)
         .bind(key)
@@ -143,7 +143,7 @@ pub async fn fail(
         Some(at) => ("pending", at),
         None => ("dead-letter", u.failure_at_ms),
     };
-    let done = sqlx::query(AssertSqlSafe(format!("{FAIL} {LEASE_GUARD}")))
+    let done = crate::postgres::stmt::query(AssertSqlSafe(format!("{FAIL} {LEASE_GUARD}")))
         .bind(available)
         .bind(partition)
         .bind(key)
@@ -157,7 +157,7 @@ pub async fn fail(
 }
 
 pub async fn retry(c: &mut PgConnection, partition: &str, key: &str, now_ms: i64) -> Result<bool> {
-    let done = sqlx::query(RETRY)
+    let done = crate::postgres::stmt::query(RETRY)
         .bind(now_ms)
         .bind(partition)
         .bind(key)
@@ -170,7 +170,7 @@ pub async fn retry(c: &mut PgConnection, partition: &str, key: &str, now_ms: i64
 pub async fn get(
     c: &mut PgConnection, partition: &str, key: &str,
 ) -> Result<Option<StoredReaction>> {
-    let r = sqlx::query(AssertSqlSafe(format!(
+    let r = crate::postgres::stmt::query(AssertSqlSafe(format!(
         "SELECT {FIELDS} FROM sync_reactions r WHERE r.partition = $1 AND r.idempotency_key = $2"
     )))
     .bind(partition)
@@ -194,7 +194,7 @@ pub async fn list(
         text.push_str(" AND r.type = ANY($3)");
     }
     text.push_str(" ORDER BY r.created_at_ms DESC, r.idempotency_key DESC LIMIT $4");
-    let rows = sqlx::query(AssertSqlSafe(text))
+    let rows = crate::postgres::stmt::query(AssertSqlSafe(text))
         .bind(partition)
         .bind(statuses)
         .bind(types)
@@ -212,7 +212,7 @@ pub async fn prune(c: &mut PgConnection, partition: &str, q: &PruneQuery) -> Res
     if q.limit <= 0 {
         return Ok(counts);
     }
-    let rows = sqlx::query(
+    let rows = crate::postgres::stmt::query(
         "DELETE FROM sync_reactions WHERE (partition, idempotency_key) IN (\
 SELECT partition, idempotency_key FROM sync_reactions WHERE partition = $1 AND \
 ((status = 'completed' AND completed_at_ms IS NOT NULL AND completed_at_ms < $2) \

@@ -250,7 +250,7 @@ pub fn row_from(r: &PgRow, offset: usize) -> Result<StoredRow> {
 pub async fn get_row(
     c: &mut PgConnection, sql: &TableSql, partition: &str, row_id: &str,
 ) -> Result<Option<StoredRow>> {
-    let r = sqlx::query(AssertSqlSafe(sql.select_row.clone()))
+    let r = crate::postgres::stmt::query(AssertSqlSafe(sql.select_row.clone()))
         .bind(partition)
         .bind(row_id)
         .fetch_optional(&mut *c)
@@ -274,7 +274,7 @@ pub async fn upsert_row(
     };
     let (vars, vals): (Vec<&str>, Vec<&str>) =
         pairs.iter().map(|(a, b)| (a.as_str(), b.as_str())).unzip();
-    let mut q = sqlx::query(AssertSqlSafe(sql.upsert.clone()))
+    let mut q = crate::postgres::stmt::query(AssertSqlSafe(sql.upsert.clone()))
         .bind(partition)
         .bind(&row.row_id);
     for (col, v) in table.columns.iter().zip(&values) {
@@ -301,7 +301,7 @@ const DELETE_BLOB_REFS: &str =
 async fn delete_row_keyed(
     c: &mut PgConnection, stmt: &'static str, partition: &str, table: &str, row_id: &str,
 ) -> Result<()> {
-    sqlx::query(stmt)
+    crate::postgres::stmt::query(stmt)
         .bind(partition)
         .bind(table)
         .bind(row_id)
@@ -316,7 +316,7 @@ async fn delete_row_keyed(
 pub async fn delete_row(
     c: &mut PgConnection, table: &Table, sql: &TableSql, partition: &str, row_id: &str,
 ) -> Result<()> {
-    sqlx::query(AssertSqlSafe(sql.delete_row.clone()))
+    crate::postgres::stmt::query(AssertSqlSafe(sql.delete_row.clone()))
         .bind(partition)
         .bind(row_id)
         .bind(&table.name)
@@ -329,7 +329,7 @@ pub async fn delete_row(
 pub async fn get_tombstone_seq(
     c: &mut PgConnection, partition: &str, table: &str, row_id: &str,
 ) -> Result<Option<i64>> {
-    sqlx::query_scalar(
+    crate::postgres::stmt::query_scalar(
         "SELECT commit_seq FROM sync_tombstones WHERE partition = $1 AND tbl = $2 AND row_id = $3",
     )
     .bind(partition)
@@ -353,7 +353,7 @@ pub async fn set_blob_refs(
     if blob_ids.is_empty() {
         return Ok(());
     }
-    sqlx::query(
+    crate::postgres::stmt::query(
         "INSERT INTO sync_blob_refs (partition, tbl, row_id, blob_id)
          SELECT $1, $2, $3, b FROM unnest($4::text[]) AS b ON CONFLICT DO NOTHING",
     )
@@ -385,7 +385,7 @@ pub async fn scan_rows(
         } else {
             &sql.scan
         };
-        let query = sqlx::query(AssertSqlSafe(text.clone()))
+        let query = crate::postgres::stmt::query(AssertSqlSafe(text.clone()))
             .bind(partition)
             .bind(&table.name)
             .bind(var)

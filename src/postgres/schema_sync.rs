@@ -24,7 +24,7 @@ const META_COLUMNS: &[(&str, &str, bool, i64)] = &[
 ];
 
 async fn physical_columns(c: &mut PgConnection, table: &str) -> Result<Vec<PhysicalColumn>> {
-    let rows = sqlx::query(
+    let rows = crate::postgres::stmt::query(
         "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), a.attnotnull,
                 coalesce((SELECT k.n FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS k(att, n) WHERE k.att = a.attnum), 0)::bigint
          FROM pg_attribute a
@@ -73,7 +73,7 @@ async fn check_physical(c: &mut PgConnection, t: &Table) -> Result<migrate::Repa
 async fn physical_index(
     c: &mut PgConnection, table: &str, name: &str,
 ) -> Result<Option<PhysicalIndex>> {
-    let row = sqlx::query(
+    let row = crate::postgres::stmt::query(
         "SELECT i.indisunique,
                 array(SELECT coalesce(a.attname::text, '')
                       FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS k(att, n)
@@ -121,7 +121,7 @@ async fn apply_repairs(c: &mut PgConnection, t: &Table, repairs: &migrate::Repai
 }
 
 async fn table_exists(c: &mut PgConnection, table: &str) -> Result<bool> {
-    let n: i64 = sqlx::query_scalar(
+    let n: i64 = crate::postgres::stmt::query_scalar(
         "SELECT count(*) FROM pg_class t JOIN pg_namespace n ON n.oid = t.relnamespace
          WHERE n.nspname = current_schema() AND t.relname = $1 AND t.relkind = 'r'",
     )
@@ -180,7 +180,7 @@ pub async fn ensure_schema(
         other => {
             let old = other.map(|(_, l)| parse_layouts(&l)).unwrap_or_default();
             migrate_tables(c, schema, &old).await?;
-            sqlx::query(
+            crate::postgres::stmt::query(
                 "INSERT INTO sync_schema_meta (id, schema_version, layouts) VALUES (1, $1, $2)
                  ON CONFLICT (id) DO UPDATE SET schema_version = EXCLUDED.schema_version, layouts = EXCLUDED.layouts",
             )
@@ -212,7 +212,7 @@ async fn migrate_tables(
             "DELETE FROM sync_row_scopes WHERE tbl = $1",
             "DELETE FROM sync_blob_refs WHERE tbl = $1",
         ] {
-            sqlx::query(stmt)
+            crate::postgres::stmt::query(stmt)
                 .bind(name)
                 .execute(&mut *c)
                 .await
@@ -311,7 +311,7 @@ async fn create_table(c: &mut PgConnection, t: &Table) -> Result<()> {
 }
 
 async fn drop_managed_indexes(c: &mut PgConnection, t: &Table) -> Result<()> {
-    let names: Vec<String> = sqlx::query_scalar(
+    let names: Vec<String> = crate::postgres::stmt::query_scalar(
         "SELECT ic.relname::text FROM pg_index i
          JOIN pg_class ic ON ic.oid = i.indexrelid
          JOIN pg_class tc ON tc.oid = i.indrelid
@@ -369,7 +369,7 @@ async fn rewrite_rows(
     let mut after = (String::new(), String::new());
     let mut first = true;
     loop {
-        let batch = sqlx::query(AssertSqlSafe(select.clone()))
+        let batch = crate::postgres::stmt::query(AssertSqlSafe(select.clone()))
             .bind(&after.0)
             .bind(&after.1)
             .bind(REWRITE_BATCH)
@@ -392,7 +392,7 @@ async fn rewrite_rows(
             } else {
                 Vec::new()
             };
-            let mut q = sqlx::query(AssertSqlSafe(update.clone()))
+            let mut q = crate::postgres::stmt::query(AssertSqlSafe(update.clone()))
                 .bind(&partition)
                 .bind(&row_id)
                 .bind(payload.clone());

@@ -70,7 +70,7 @@ pub async fn read_commit_window(
         } else {
             PAGE_ANY
         };
-        let mut rows = sqlx::query(page)
+        let mut rows = crate::postgres::stmt::query(page)
             .bind(partition)
             .bind(q.table)
             .bind(var)
@@ -125,7 +125,7 @@ pub async fn latest_scoped_change_seq(
     if values.is_empty() {
         return Ok(0);
     }
-    sqlx::query_scalar(
+    crate::postgres::stmt::query_scalar(
         "SELECT coalesce(max(commit_seq), 0)::bigint FROM sync_change_scopes
          WHERE partition = $1 AND tbl = $2 AND var = $3 AND value = ANY($4)",
     )

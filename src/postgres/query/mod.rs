@@ -299,7 +299,7 @@ async fn run(
         values.push(v);
     }
     sql.push_str(" */");
-    let mut q = sqlx::query(AssertSqlSafe(sql));
+    let mut q = crate::postgres::stmt::query(AssertSqlSafe(sql));
     for v in values {
         q = bind_value(q, v);
     }
@@ -354,7 +354,7 @@ async fn max_commit_seq_then(
     c: &mut PgConnection, w: &Where, partition: &str, tail: &str,
 ) -> Result<i64> {
     let Some(p) = super::prefetch::lit(partition) else {
-        let v: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
+        let v: Option<i64> = crate::postgres::stmt::query_scalar(AssertSqlSafe(format!(
             "SELECT max_commit_seq FROM {}.sync_partitions WHERE partition = $1",
             w.quoted
         )))
@@ -449,7 +449,7 @@ pub async fn scan_rows_by_index(
         n + 1,
         n + 2
     ));
-    let mut q = sqlx::query(AssertSqlSafe(text)).bind(partition);
+    let mut q = crate::postgres::stmt::query(AssertSqlSafe(text)).bind(partition);
     for b in binds {
         q = match b {
             IndexBind::Bool(v) => q.bind(v),
@@ -483,11 +483,16 @@ impl PgEngine {
             .get_or_try_init(|| async {
                 let schema = match &self.cfg.schema {
                     Some(s) => s.clone(),
-                    None => sqlx::query_scalar::<_, Option<String>>("SELECT current_schema()")
-                        .fetch_one(&mut *c)
-                        .await
-                        .map_err(map_err)?
-                        .ok_or_else(|| {
+                    // Simple protocol: one message, whatever session a
+                    // transaction pooler gives it.
+                    None => sqlx::Row::try_get::<Option<String>, _>(
+                        &c.fetch_one("SELECT current_schema()")
+                            .await
+                            .map_err(map_err)?,
+                        0,
+                    )
+                    .map_err(map_err)?
+                    .ok_or_else(|| {
                             Error::plain(
                                 "ERR_SYNCULAR_NO_SCHEMA",
                                 "the connection has no current schema (search_path names none that exists)",
@@ -573,7 +578,7 @@ impl PgEngine {
                 Err(e) | Ok(QueryOutput { error: Some(e), .. }) => missing_view(e),
                 Ok(_) => false,
             };
-            if missing && healthy && !created {
+            if missing && healthy && !created && !self.pooled() {
                 // Outside any transaction (the attempt rolled back): the
                 // views outlive the call, for the connection's session.
                 created = true;
@@ -606,7 +611,28 @@ impl PgEngine {
         confined: &str,
     ) -> (Result<QueryOutput>, bool) {
         let timeout = self.cfg.query_timeout;
-        let begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+        // Behind a transaction pooler nothing of the session is kept: the
+        // views and the bound functions are made inside the transaction
+        // (rolled back with it, so no other client's session keeps them),
+        // which then turns read-only, and the storage's schema is set for it.
+        let pooled_begin;
+        let begin = if self.pooled() {
+            let loaded = match self.registered_schema() {
+                Ok(l) => l,
+                Err(e) => return (Err(e), true),
+            };
+            let ddl = guard::view_ddl(&w.schema, &loaded.schema.tables);
+            let path = match &self.cfg.schema {
+                Some(s) => format!("SET LOCAL search_path TO {}; ", quote_ident(s)),
+                None => String::new(),
+            };
+            pooled_begin = format!(
+                "BEGIN ISOLATION LEVEL REPEATABLE READ; {path}{ddl} SET TRANSACTION READ ONLY"
+            );
+            pooled_begin.as_str()
+        } else {
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+        };
         // Without a gate to read first, the settings travel with BEGIN.
         let opening = match gate_running {
             None => format!("{begin}; {confined}"),
@@ -725,7 +751,16 @@ impl PgEngine {
         with_tx!(self, id, untimed, |_st, c, p| {
             let w = self.query_where(c).await?;
             let (prepared, g) = self.prepare_query(req, params, declared, w)?;
-            let open = format!("SAVEPOINT {SAVEPOINT}; {}", confine(timeout, &p)?);
+            // Behind a transaction pooler the views and bound functions are
+            // made inside the query's savepoint and go with its rollback:
+            // the transaction's commit would leave them on a server session
+            // that other clients get next.
+            let views = if self.pooled() {
+                guard::view_ddl(&w.schema, &loaded.schema.tables)
+            } else {
+                String::new()
+            };
+            let open = format!("SAVEPOINT {SAVEPOINT}; {views}{}", confine(timeout, &p)?);
             let undo = format!("ROLLBACK TO SAVEPOINT {SAVEPOINT}; RELEASE SAVEPOINT {SAVEPOINT}");
             let give_up = tokio::time::Instant::now() + timeout + ABANDON_AFTER;
             let mut created = false;
