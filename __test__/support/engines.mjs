@@ -131,6 +131,31 @@ if (pgUrl && pgProblem === undefined) {
       return { url: pgUrl, schema, open: (opts = {}) => new NativeStorage({ url: pgUrl, schema, maxConnections: 4, ...opts }) };
     },
   });
+  // PgBouncer in front of the same server (pooler.test.mjs starts it and
+  // names its urls here, so that the child processes some cases start find
+  // the same engines): the storage in transaction pooling, and in session
+  // pooling where it behaves as on a direct connection.
+  const bouncer = process.env.SYNCULAR_TEST_PGBOUNCER ? JSON.parse(process.env.SYNCULAR_TEST_PGBOUNCER) : undefined;
+  for (const mode of bouncer ? ['transaction', 'session'] : []) {
+    const url = bouncer[mode];
+    const pooling = mode === 'transaction' ? { pooling: 'transaction' } : {};
+    const open = (schema, opts) => new NativeStorage({ url, schema, maxConnections: 4, ...pooling, ...opts });
+    engines.push({
+      name: `postgres-pgbouncer-${mode}`,
+      dialect: 'postgres',
+      url: pgUrl,
+      pooler: mode,
+      create: (opts = {}) => open(freshPgSchema(), opts),
+      // An operator's own tools reach the server directly.
+      requireUrl: () => pgUrl,
+      // Shared storages name the pooling in the url, as Prisma spells it.
+      shared: () => {
+        const schema = freshPgSchema();
+        const spelt = mode === 'transaction' ? `${url}?pgbouncer=true` : url;
+        return { url: spelt, schema, open: (opts = {}) => new NativeStorage({ url: spelt, schema, maxConnections: 4, ...opts }) };
+      },
+    });
+  }
 } else if (pgProblem !== undefined && (required || pgUrl)) {
   // Set but unreachable (or required and missing): every case fails with the reason.
   const fail = () => {
