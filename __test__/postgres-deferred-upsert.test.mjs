@@ -226,6 +226,29 @@ if (pg) {
       }
     });
 
+    test('commit() after a call the server refused rejects (ERR_SYNCULAR_TX_ABORTED) and nothing is stored (review 5)', async () => {
+      const schema = freshPgSchema();
+      const storage = new NativeStorage({ url: pg.requireUrl(), schema, maxConnections: 1 });
+      try {
+        await storage.ensureSchema(fixtureSchema());
+        await withClient(async (client) => {
+          await client.query(`ALTER TABLE "${schema}".tasks ADD CONSTRAINT no_bad CHECK (title <> 'bad')`);
+          const tx = await write(storage, 'p', [taskRow('a1', { title: 'bad' }), taskRow('a2')], { end: 'none' });
+          // An unrelated read sends the waiting upserts first; the server refuses one, and the
+          // transaction is aborted. A caller that ignores that and commits must not be told it held.
+          await assert.rejects(tx.getRow('tasks', 'zz'), /no_bad/);
+          await assert.rejects(tx.commit(), { code: 'ERR_SYNCULAR_TX_ABORTED' });
+          assert.equal(await storage.getRow('p', 'tasks', 'a1'), undefined);
+          assert.equal(await storage.getRow('p', 'tasks', 'a2'), undefined);
+          // The storage goes on: the next push lands.
+          await write(storage, 'p', [taskRow('ok1')]);
+          assert.equal((await storage.getRow('p', 'tasks', 'ok1')).rowId, 'ok1');
+        });
+      } finally {
+        await storage.close();
+      }
+    });
+
     test('a push larger than the pending limit goes out in several batches, every row kept', async () => {
       await withLogged(async (storage, client, schema) => {
         const list = Array.from({ length: 300 }, (_, i) => taskRow(`big${i}`, { title: `${i} ${'t'.repeat(900)}` }));

@@ -438,6 +438,9 @@ async fn ensure_meta(
     }
 }
 
+/// The code of a call on a transaction an earlier error aborted.
+pub const TX_ABORTED: &str = "ERR_SYNCULAR_TX_ABORTED";
+
 /// The code of an error that says a pooler broke an assumption of the
 /// storage's `pooling` setting.
 pub const POOLER: &str = "ERR_SYNCULAR_POOLER";
@@ -513,6 +516,15 @@ pub fn map_err(e: sqlx::Error) -> Error {
         {
             Error::plain(POOLER, format!("{}: {MOVED}", d.message()))
         }
+        // A statement (COMMIT's probe among them) in a transaction an
+        // earlier error aborted: nothing of it can be committed.
+        sqlx::Error::Database(d) if d.code().as_deref() == Some("25P02") => Error::plain(
+            TX_ABORTED,
+            format!(
+                "the transaction was aborted by an earlier error and is rolled back; nothing of it is committed ({})",
+                d.message()
+            ),
+        ),
         // A connection exception sent as an error rather than by closing
         // the socket: a pooler whose server session ended (PgBouncer's
         // "server conn crashed?", 08P01) closes the client's too.

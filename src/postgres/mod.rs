@@ -264,6 +264,14 @@ pub(crate) async fn exec_text(c: &mut PgConnection, sql: &str) -> Result<()> {
     Ok(())
 }
 
+/// `COMMIT` behind a statement that fails in an aborted transaction:
+/// PostgreSQL answers a bare `COMMIT` there with `ROLLBACK` and no error,
+/// and a caller must never be told that writes are durable when an earlier
+/// error (a deferred write refused, a statement the caller ignored) undid
+/// them. The probe fails with 25P02 (`ERR_SYNCULAR_TX_ABORTED`) and the
+/// transaction is rolled back.
+pub(crate) const CHECKED_COMMIT: &str = "SELECT 1; COMMIT";
+
 /// Commits on `Ok` (a failed COMMIT rolls back and reports), rolls back on
 /// `Err`; a connection whose ROLLBACK fails is closed, never pooled, and
 /// the ROLLBACK's error rides on the first one as its `rollbackError`
@@ -273,7 +281,7 @@ pub(crate) async fn finish<T>(
     engine: &PgEngine, mut conn: PoolConnection<Postgres>, out: Result<T>,
 ) -> Result<T> {
     let failed = match out {
-        Ok(v) => match exec(&mut conn, "COMMIT").await {
+        Ok(v) => match exec(&mut conn, CHECKED_COMMIT).await {
             Ok(()) => {
                 engine.recycle(conn, true);
                 return Ok(v);

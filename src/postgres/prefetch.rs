@@ -81,7 +81,7 @@ pub async fn put_and_commit(
 ) -> Result<bool> {
     let mut text = head.map_or_else(String::new, |h| format!("{h}; "));
     match put.map(|p| (p, put_text(partition, p, prepared))) {
-        None => text.push_str("COMMIT"),
+        None => text.push_str(super::CHECKED_COMMIT),
         Some((_, Some(insert))) => {
             text.push_str(&insert);
             text.push_str("; COMMIT");
