@@ -37,14 +37,16 @@ test('storage and upstream’s segment, blob and lease stores in one file: concu
 
 test('upstream’s stores on bun:sqlite beside the storage’s file: ERR_SYNCULAR_FOREIGN_SQLITE, not corruption', options, async () => {
   const r = await runHost('foreign-sqlite.ts', [root]);
-  for (const seen of [r.atOpen, r.atOpenAgain, r.later, r.dbWrite]) {
+  for (const seen of [r.atOpen, r.atOpenAgain, r.later, r.dbWrite, r.linked]) {
     assert.equal(seen?.code, 'ERR_SYNCULAR_FOREIGN_SQLITE', JSON.stringify(r));
     assert.match(seen.message, /storage\.db/);
   }
   assert.match(r.later.message, /-shm/);
+  // A hard link is the same file under another name: seen by its identity.
+  assert.match(r.linked.message, /hard link/);
   assert.ok(r.refusedAfterMs < 1000, `refused within the watch's interval (${r.refusedAfterMs} ms)`);
   assert.equal(r.readsStill, true, 'reads go on');
-  for (const file of ['before.db', 'after.db']) {
+  for (const file of ['before.db', 'after.db', 'linked.db']) {
     assert.deepEqual(query(join(root, file), 'PRAGMA integrity_check'), [{ integrity_check: 'ok' }], file);
   }
 });

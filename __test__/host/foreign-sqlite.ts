@@ -7,6 +7,7 @@
 // opens the file before the storage does, on `after.db` after the storage
 // has written to it. Prints the codes seen; the caller checks both files
 // with the sqlite3 shell afterwards.
+import { linkSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHost } from '../../bench/lib/server.mjs';
 import { core, native, report, server } from './upstream.ts';
@@ -59,4 +60,23 @@ const readsStill = (await s2.listPartitions()).includes('p') && s2.db.query('SEL
 await s2.close();
 bunLater.close();
 
-report({ atOpen, atOpenAgain, later, dbWrite, refusedAfterMs, writesBeforeRefusal, readsStill });
+// 3. The storage first; then bun:sqlite opens a hard link of the file (a
+// name of its own, so its own -wal and -shm beside it).
+const linkedPath = join(dir, 'linked.db');
+const s3 = new native.NativeStorage({ url: `sqlite:${linkedPath}` });
+await createHost(server, core, s3, 'p');
+await s3.touchPartition('p', Date.now(), 'bench-log-epoch');
+linkSync(linkedPath, join(dir, 'alias.db'));
+const bunAlias = new server.BunSqliteDatabase(join(dir, 'alias.db'));
+new server.SqliteLeaseStore(bunAlias);
+const t3 = performance.now();
+let linked = null;
+while (performance.now() - t3 < 5000) {
+  linked = await codeOf(() => s3.touchPartition('p', Date.now(), 'bench-log-epoch'));
+  if (linked !== null) break;
+  await new Promise((r) => setTimeout(r, 25));
+}
+await s3.close();
+bunAlias.close();
+
+report({ atOpen, atOpenAgain, later, dbWrite, refusedAfterMs, writesBeforeRefusal, readsStill, linked });

@@ -264,13 +264,42 @@ mod imp {
     }
 
     /// `Some(description)` when this process maps the start of `path`'s
-    /// `-shm` file more than once.
+    /// `-shm` file more than once, or maps the `-shm` file of another name
+    /// of the same database file (a hard link, or a bind mount: SQLite names
+    /// its WAL and index after the name it opened, so a copy that opened
+    /// another name keeps files of its own beside it, and is found by the
+    /// database file's identity, not by its path).
     pub fn second_mapping(path: &str) -> Option<String> {
         let id = file_id(&format!("{path}-shm"))?;
         let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
         let n = mappings_at_start(&maps, id);
-        (n > 1)
-            .then(|| format!("{n} mappings of its -shm file, where one copy of SQLite keeps one"))
+        if n > 1 {
+            return Some(format!(
+                "{n} mappings of its -shm file, where one copy of SQLite keeps one"
+            ));
+        }
+        let db = file_id(path)?;
+        other_name(&maps, id, db).map(|other| {
+            format!(
+                "{other}, the -shm file of another name of the same database file (a hard link)"
+            )
+        })
+    }
+
+    /// The first `-shm` file mapped from offset 0, other than `ours`, whose
+    /// database file (its path without `-shm`) is `db`.
+    fn other_name(maps: &str, ours: FileId, db: FileId) -> Option<String> {
+        maps.lines().find_map(|line| {
+            let mut f = line.split_ascii_whitespace();
+            let offset = f.nth(2)?;
+            let shm = f.nth(2)?;
+            if u64::from_str_radix(offset, 16) != Ok(0) || f.next().is_some() {
+                return None;
+            }
+            let base = shm.strip_suffix("-shm")?;
+            let id = file_id(shm)?;
+            (id != ours && file_id(base) == Some(db)).then(|| shm.to_owned())
+        })
     }
 
     /// How many lines of a `/proc/PID/maps` text map file `id` from offset
