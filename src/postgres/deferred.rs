@@ -108,14 +108,15 @@ pub fn defer(
     ))
 }
 
-/// `ARRAY[…]::ty[]` of elements already written as literals (`None`: one
-/// could not be).
+/// `ARRAY[…]::pg_catalog.ty[]` of elements already written as literals
+/// (`None`: one could not be); the type named in `pg_catalog`, whatever an
+/// operator's `search_path` puts first.
 pub(super) fn array(ty: &str, items: impl Iterator<Item = Option<String>>) -> Option<String> {
     let items: Vec<String> = items.collect::<Option<_>>()?;
     Some(if items.is_empty() {
-        format!("'{{}}'::{ty}[]")
+        format!("'{{}}'::pg_catalog.{ty}[]")
     } else {
-        format!("ARRAY[{}]::{ty}[]", items.join(","))
+        format!("ARRAY[{}]::pg_catalog.{ty}[]", items.join(","))
     })
 }
 
@@ -175,13 +176,13 @@ mod tests {
     fn writes_every_argument_as_a_literal() {
         let (seq, p) = defer(AT, "p", &commit(r#"{"project_id":"x"}"#), 1).unwrap();
         assert_eq!(seq, 42);
-        assert!(p.text.starts_with("EXECUTE syncular_append_commit_v1(E'p', E'c''1', E'k\\\\1', E'a', 7, 1, ARRAY[0]::int4[]"), "{}", p.text);
+        assert!(p.text.starts_with("EXECUTE syncular_append_commit_v1(E'p', E'c''1', E'k\\\\1', E'a', 7, 1, ARRAY[0]::pg_catalog.int4[]"), "{}", p.text);
         assert!(
-            p.text.contains("ARRAY[E'\\\\x00ff0a']::bytea[]"),
+            p.text.contains("ARRAY[E'\\\\x00ff0a']::pg_catalog.bytea[]"),
             "{}",
             p.text
         );
-        assert!(p.text.contains("ARRAY[E'project_id']::text[], ARRAY[E'x']::text[], '{}'::text[], '{}'::text[], 42)"), "{}", p.text);
+        assert!(p.text.contains("ARRAY[E'project_id']::pg_catalog.text[], ARRAY[E'x']::pg_catalog.text[], '{}'::pg_catalog.text[], '{}'::pg_catalog.text[], 42)"), "{}", p.text);
     }
 
     #[test]

@@ -176,13 +176,15 @@ pub fn verdict(t: &Table, found: Option<&Found>, scopes_clean: bool) -> bool {
 }
 
 /// The prepared statement's parameter type for a column.
+/// Named in `pg_catalog`: an operator's `search_path` may put a schema
+/// holding a domain of the same name first.
 pub fn param_type(ty: ColumnType) -> &'static str {
     match ty {
-        ColumnType::String | ColumnType::BlobRef | ColumnType::Json => "text",
-        ColumnType::Integer => "int8",
-        ColumnType::Float => "float8",
-        ColumnType::Boolean => "bool",
-        ColumnType::Bytes | ColumnType::Crdt => "bytea",
+        ColumnType::String | ColumnType::BlobRef | ColumnType::Json => "pg_catalog.text",
+        ColumnType::Integer => "pg_catalog.int8",
+        ColumnType::Float => "pg_catalog.float8",
+        ColumnType::Boolean => "pg_catalog.bool",
+        ColumnType::Bytes | ColumnType::Crdt => "pg_catalog.bytea",
     }
 }
 
@@ -205,8 +207,8 @@ fn value(ty: ColumnType, v: &Value<'_>) -> Option<String> {
             _ => NULL.to_owned(),
         },
         ColumnType::Float => match v {
-            Value::Float(f) => float(*f),
-            Value::Integer(i) => float(*i as f64),
+            Value::Float(f) => float(*f)?,
+            Value::Integer(i) => float(*i as f64)?,
             _ => NULL.to_owned(),
         },
         ColumnType::Boolean => match v {
@@ -223,19 +225,26 @@ fn value(ty: ColumnType, v: &Value<'_>) -> Option<String> {
 
 /// An exact `float8` literal: Rust prints the shortest digits that read
 /// back as the same value, and PostgreSQL reads them correctly rounded.
-fn float(f: f64) -> String {
-    if f.is_nan() {
-        "'NaN'::float8".to_owned()
+/// `None` for a NaN other than the canonical one: a literal `'NaN'` stores
+/// the canonical bits, where the eager path's binary bind keeps the pushed
+/// ones, so such a row is written at once.
+fn float(f: f64) -> Option<String> {
+    const CANONICAL_NAN: u64 = 0x7ff8_0000_0000_0000;
+    Some(if f.is_nan() {
+        if f.to_bits() != CANONICAL_NAN {
+            return None;
+        }
+        "'NaN'::pg_catalog.float8".to_owned()
     } else if f.is_infinite() {
         if f > 0.0 {
-            "'Infinity'::float8"
+            "'Infinity'::pg_catalog.float8"
         } else {
-            "'-Infinity'::float8"
+            "'-Infinity'::pg_catalog.float8"
         }
         .to_owned()
     } else {
-        format!("'{f:?}'::float8")
-    }
+        format!("'{f:?}'::pg_catalog.float8")
+    })
 }
 
 /// The `EXECUTE` of `sql`'s upsert for `row`. `Err`: the payload or the
@@ -465,17 +474,21 @@ mod tests {
 
     #[test]
     fn floats_are_exact_literals() {
-        assert_eq!(float(0.1), "'0.1'::float8");
-        assert_eq!(float(-0.0), "'-0.0'::float8");
-        assert_eq!(float(5e-324), "'5e-324'::float8");
-        assert_eq!(float(1e300), "'1e300'::float8");
-        assert_eq!(float(f64::NAN), "'NaN'::float8");
-        assert_eq!(float(f64::NEG_INFINITY), "'-Infinity'::float8");
-        for f in [0.1, 1.0 / 3.0, f64::MAX, f64::MIN_POSITIVE, 123456789.125] {
-            let text = float(f);
-            let digits = &text[1..text.len() - "'::float8".len()];
-            assert_eq!(digits.parse::<f64>().unwrap().to_bits(), f.to_bits());
+        let f = |x: f64| float(x).unwrap();
+        assert_eq!(f(0.1), "'0.1'::pg_catalog.float8");
+        assert_eq!(f(-0.0), "'-0.0'::pg_catalog.float8");
+        assert_eq!(f(5e-324), "'5e-324'::pg_catalog.float8");
+        assert_eq!(f(1e300), "'1e300'::pg_catalog.float8");
+        assert_eq!(f(f64::NAN), "'NaN'::pg_catalog.float8");
+        assert_eq!(f(f64::NEG_INFINITY), "'-Infinity'::pg_catalog.float8");
+        for x in [0.1, 1.0 / 3.0, f64::MAX, f64::MIN_POSITIVE, 123456789.125] {
+            let text = f(x);
+            let digits = &text[1..text.len() - "'::pg_catalog.float8".len()];
+            assert_eq!(digits.parse::<f64>().unwrap().to_bits(), x.to_bits());
         }
+        // A NaN with a payload of its own keeps its bits only on the eager path.
+        assert_eq!(float(f64::from_bits(0x7ff8_0000_0000_0001)), None);
+        assert_eq!(float(f64::from_bits(0xfff8_0000_0000_0000)), None);
     }
 
     #[test]

@@ -67,7 +67,7 @@ fn put_text(partition: &str, put: &PendingPut, prepared: bool) -> Option<String>
         format!("EXECUTE {}({p}, {c}, {k}, {json})", super::after_lock::PUT)
     } else {
         let into = super::after_lock::PUT_INTO;
-        format!("{into} ({p}, {c}, {k}, {json}::jsonb) ON CONFLICT DO NOTHING")
+        format!("{into} ({p}, {c}, {k}, {json}::pg_catalog.jsonb) ON CONFLICT DO NOTHING")
     })
 }
 

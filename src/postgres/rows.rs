@@ -98,7 +98,7 @@ impl TableSql {
         // against 0.03 ms).
         let n = params.len();
         let (tbl, vars, vals) = (n + 1, n + 2, n + 3);
-        let mut types = vec!["text", "text"];
+        let mut types = vec!["pg_catalog.text", "pg_catalog.text"];
         if t.materialize {
             types.extend(
                 t.columns
@@ -106,7 +106,15 @@ impl TableSql {
                     .map(|c| super::deferred_upsert::param_type(c.def.ty)),
             );
         }
-        types.extend(["int8", "text", "bytea", "bytea", "text", "text[]", "text[]"]);
+        types.extend([
+            "pg_catalog.int8",
+            "pg_catalog.text",
+            "pg_catalog.bytea",
+            "pg_catalog.bytea",
+            "pg_catalog.text",
+            "pg_catalog.text[]",
+            "pg_catalog.text[]",
+        ]);
         let mut sql = TableSql {
             name: t.name.as_str().into(),
             select_row: format!(
