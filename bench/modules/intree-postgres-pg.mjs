@@ -11,15 +11,12 @@
 // set to the storage's schema (the `options` startup parameter), so the
 // storage's own DDL lands in that schema. int8 columns arrive as strings
 // (pg's default); the storage coerces sequence values itself.
-import { dropSchema } from '../lib/pg-schema.mjs';
+import { target } from '../lib/pg-target.mjs';
 import { createRequire } from 'node:module';
 
 const pg = createRequire(import.meta.url)('pg');
 
 export const label = 'in-tree (postgres, node-postgres)';
-
-const url = process.env.SYNCULAR_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:55432/postgres';
-let schemas = 0;
 
 function queryable(handle) {
   return {
@@ -64,17 +61,20 @@ export async function createStorage(context) {
   if (typeof Storage !== 'function') {
     throw new Error('intree-postgres-pg: pass --server naming a @syncular/server entry exporting PostgresServerStorage');
   }
-  schemas += 1;
-  const schema = context.schema ?? `syncular_bench_intree_pg_${process.pid}_${Date.now().toString(36)}_${schemas}`;
+  const t = await target('syncular_bench_intree_pg_', context.schema);
   // The same pool size as the native module's maxConnections.
-  const pool = new pg.Pool({ connectionString: url, max: 16, options: `-c search_path=${schema}` });
-  await pool.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
+  // Behind a pooler: the database's own `public` (node-postgres prepares
+  // nothing by name unless a query names itself).
+  const pool = t.schema === undefined
+    ? new pg.Pool({ connectionString: t.url, max: 16 })
+    : new pg.Pool({ connectionString: t.url, max: 16, options: `-c search_path=${t.schema}` });
+  if (t.schema !== undefined) await pool.query(`CREATE SCHEMA IF NOT EXISTS "${t.schema}"`);
   const exec = executor(pool);
   const storage = new Storage(exec);
   // The storage has no close(); the bench closes each storage it made.
   storage.close = async () => {
     await exec.close();
-    if (context.schema === undefined) await dropSchema(url, schema);
+    await t.drop();
   };
   return storage;
 }

@@ -10,11 +10,8 @@
 // pooled connection starts with `search_path` set to the storage's schema
 // (a startup parameter), so the storage's own DDL (`migrate`, which
 // `ensureSchema` runs) lands in that schema.
-import { dropSchema } from '../lib/pg-schema.mjs';
+import { target } from '../lib/pg-target.mjs';
 export const label = 'in-tree (postgres)';
-
-const url = process.env.SYNCULAR_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:55432/postgres';
-let schemas = 0;
 
 function queryable(handle) {
   return {
@@ -38,17 +35,20 @@ export async function createStorage(context) {
   if (typeof Storage !== 'function' || typeof Bun === 'undefined') {
     throw new Error('intree-postgres: run under bun with --server naming a @syncular/server entry exporting PostgresServerStorage');
   }
-  schemas += 1;
-  const schema = context.schema ?? `syncular_bench_intree_${process.pid}_${Date.now().toString(36)}_${schemas}`;
+  const t = await target('syncular_bench_intree_', context.schema);
   // The same pool size as the native module's maxConnections.
-  const sql = new Bun.SQL(url, { max: 16, connection: { search_path: schema } });
-  await sql.unsafe(`CREATE SCHEMA IF NOT EXISTS "${schema}"`, []);
+  // Behind a pooler: the database's own `public`, and no named
+  // statements (prepare: false, as Supabase and Neon advise for Bun.SQL).
+  const sql = t.schema === undefined
+    ? new Bun.SQL(t.url, { max: 16, prepare: false })
+    : new Bun.SQL(t.url, { max: 16, connection: { search_path: t.schema } });
+  if (t.schema !== undefined) await sql.unsafe(`CREATE SCHEMA IF NOT EXISTS "${t.schema}"`, []);
   const exec = executor(sql);
   const storage = new Storage(exec);
   // The storage has no close(); the bench closes each storage it made.
   storage.close = async () => {
     await exec.close();
-    if (context.schema === undefined) await dropSchema(url, schema);
+    await t.drop();
   };
   return storage;
 }
