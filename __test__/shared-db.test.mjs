@@ -87,11 +87,28 @@ describe('storage.db surface', () => {
 
   test('transaction control and connection settings belong to the storage: ERR_SYNCULAR_DB_REFUSED', () =>
     withDb(async (storage, db) => {
-      for (const sql of ['BEGIN', 'BEGIN IMMEDIATE', 'COMMIT', 'END', 'ROLLBACK', 'SAVEPOINT s', 'RELEASE s', 'PRAGMA busy_timeout = 1000', 'PRAGMA journal_mode = DELETE', 'PRAGMA query_only = ON', 'PRAGMA synchronous = OFF']) {
+      const disarming = [
+        // Review 5: what would undo the registered-query bounds or the isolation.
+        'PRAGMA case_sensitive_like = 1',
+        'PRAGMA schema_version = 7',
+        'PRAGMA max_page_count = 10',
+        'PRAGMA hard_heap_limit = 0',
+        'PRAGMA soft_heap_limit = 0',
+        'PRAGMA temp_store = FILE',
+        'PRAGMA ignore_check_constraints = 1',
+        "ATTACH ':memory:' AS other",
+        'DETACH main',
+        'CREATE TEMP VIEW "_syncular_q_tasks_0" AS SELECT 1 AS id',
+        'CREATE TABLE _SYNCULAR_x(a)',
+      ];
+      for (const sql of ['BEGIN', 'BEGIN IMMEDIATE', 'COMMIT', 'END', 'ROLLBACK', 'SAVEPOINT s', 'RELEASE s', 'PRAGMA busy_timeout = 1000', 'PRAGMA journal_mode = DELETE', 'PRAGMA query_only = ON', 'PRAGMA synchronous = OFF', ...disarming]) {
         assert.throws(() => db.exec(sql), { code: 'ERR_SYNCULAR_DB_REFUSED' }, sql);
         assert.throws(() => db.query(sql), { code: 'ERR_SYNCULAR_DB_REFUSED' }, sql);
       }
       assert.equal(db.query('PRAGMA journal_mode').get().journal_mode, 'wal', 'reading a setting is fine');
+      assert.equal(db.query('PRAGMA max_page_count').get().max_page_count > 10, true, 'reading a limit is fine');
+      db.exec('CREATE TEMP VIEW own_view AS SELECT 1 AS one');
+      assert.equal(db.query('SELECT one FROM own_view').get().one, 1, 'the host names its own objects');
       // The storage still runs its own transactions.
       await storage.ensureSchema(fixtureSchema());
       const tx = await storage.begin('p');

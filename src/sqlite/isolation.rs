@@ -53,6 +53,7 @@ use crate::schema::{quote_ident, Table};
 use rusqlite::functions::FunctionFlags;
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
 use rusqlite::Connection;
+use rusqlite::OptionalExtension;
 use std::cell::RefCell;
 use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -331,24 +332,50 @@ pub fn bound_verdict(ctx: &AuthContext<'_>) -> Authorization {
 
 /// The views `tables` read through (with their names) exist on `conn`
 /// (created on first use; a transaction that rolls back takes a view made
-/// inside it along, and the next query makes it again).
+/// inside it along, and the next query makes it again). A view of that
+/// name is trusted only when its text is the one made here: one planted
+/// through `storage.db` (reading another partition, say) is dropped and
+/// made again.
 fn ensure_views(conn: &Connection, tables: &[(&Table, String)]) -> Result<()> {
     for (t, view) in tables {
-        let present = conn
-            .prepare_cached("SELECT 1 FROM temp.sqlite_master WHERE type = 'view' AND name = ?1")
-            .and_then(|mut st| st.exists([view]))
-            .map_err(map_err)?;
-        if present {
-            continue;
-        }
         let cols: Vec<String> = t.columns.iter().map(|c| quote_ident(&c.name)).collect();
-        let ddl = format!(
-            "CREATE TEMP VIEW IF NOT EXISTS {} AS SELECT {} FROM main.{} WHERE \"_sync_partition\" = {PARTITION_FN}()",
+        let body = format!(
+            "{} AS SELECT {} FROM main.{} WHERE \"_sync_partition\" = {PARTITION_FN}()",
             quote_ident(view),
             cols.join(", "),
             t.quoted,
         );
-        conn.execute_batch(&ddl).map_err(map_err)?;
+        // SQLite keeps the text as given, less TEMP and IF NOT EXISTS.
+        let expected = format!("CREATE VIEW {body}");
+        let found: Option<Option<String>> = conn
+            .prepare_cached("SELECT sql FROM temp.sqlite_master WHERE name = ?1")
+            .and_then(|mut st| st.query_row([view], |r| r.get(0)).optional())
+            .map_err(map_err)?;
+        match found {
+            Some(Some(sql)) if sql == expected => continue,
+            Some(_) => {
+                // Whatever holds the name (a planted view, table, index or
+                // trigger) goes: the name is the storage's.
+                let kind: String = conn
+                    .query_row(
+                        "SELECT type FROM temp.sqlite_master WHERE name = ?1",
+                        [view],
+                        |r| r.get(0),
+                    )
+                    .map_err(map_err)?;
+                let what = match kind.as_str() {
+                    "table" => "TABLE",
+                    "index" => "INDEX",
+                    "trigger" => "TRIGGER",
+                    _ => "VIEW",
+                };
+                conn.execute_batch(&format!("DROP {what} temp.{}", quote_ident(view)))
+                    .map_err(map_err)?;
+            }
+            None => {}
+        }
+        conn.execute_batch(&format!("CREATE TEMP VIEW {body}"))
+            .map_err(map_err)?;
     }
     Ok(())
 }

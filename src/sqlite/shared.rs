@@ -63,7 +63,34 @@ const SETTINGS: &[&str] = &[
     "recursive_triggers",
     "writable_schema",
     "read_uncommitted",
+    // The registered-query bounds and the storage's own guards: built-ins
+    // the isolation layer replaced (LIKE's case rule), the schema cookie,
+    // size and memory limits (the heap limits are process-wide), where
+    // temporary data goes, and checks the storage relies on.
+    "case_sensitive_like",
+    "schema_version",
+    "max_page_count",
+    "hard_heap_limit",
+    "soft_heap_limit",
+    "temp_store",
+    "temp_store_directory",
+    "data_store_directory",
+    "mmap_size",
+    "threads",
+    "trusted_schema",
+    "ignore_check_constraints",
+    "legacy_alter_table",
+    "cell_size_check",
 ];
+
+/// Names the storage keeps for its own objects (the registered queries'
+/// views): `db` may not create or drop one.
+const RESERVED_PREFIX: &str = "_syncular_";
+
+fn reserved(name: &str) -> bool {
+    name.len() >= RESERVED_PREFIX.len()
+        && name.as_bytes()[..RESERVED_PREFIX.len()].eq_ignore_ascii_case(RESERVED_PREFIX.as_bytes())
+}
 
 #[derive(Clone, Copy, PartialEq)]
 enum Scope {
@@ -107,6 +134,33 @@ pub(super) fn verdict(ctx: &AuthContext<'_>) -> Authorization {
                 pragma_name,
                 pragma_value: Some(_),
             } => SETTINGS.iter().any(|p| p.eq_ignore_ascii_case(pragma_name)),
+            // Another database on the storage's connection: its files are
+            // beyond the storage's locks and bounds.
+            AuthAction::Attach { .. } | AuthAction::Detach { .. } => true,
+            AuthAction::CreateIndex { index_name: n, .. }
+            | AuthAction::CreateTempIndex { index_name: n, .. }
+            | AuthAction::DropIndex { index_name: n, .. }
+            | AuthAction::DropTempIndex { index_name: n, .. }
+            | AuthAction::CreateTable { table_name: n }
+            | AuthAction::CreateTempTable { table_name: n }
+            | AuthAction::DropTable { table_name: n }
+            | AuthAction::DropTempTable { table_name: n }
+            | AuthAction::CreateTrigger {
+                trigger_name: n, ..
+            }
+            | AuthAction::CreateTempTrigger {
+                trigger_name: n, ..
+            }
+            | AuthAction::DropTrigger {
+                trigger_name: n, ..
+            }
+            | AuthAction::DropTempTrigger {
+                trigger_name: n, ..
+            }
+            | AuthAction::CreateView { view_name: n }
+            | AuthAction::CreateTempView { view_name: n }
+            | AuthAction::DropView { view_name: n }
+            | AuthAction::DropTempView { view_name: n } => reserved(n),
             _ => false,
         };
     if deny {
@@ -121,9 +175,11 @@ fn refused() -> Error {
     Error::plain(
         REFUSED,
         "storage.db shares the storage's connection: transaction control (BEGIN, COMMIT, \
-         ROLLBACK, SAVEPOINT, RELEASE) and connection settings (PRAGMA journal_mode=, \
-         busy_timeout=, …) belong to the storage. Each statement through db commits on its \
-         own, or with the storage transaction open at the time",
+         ROLLBACK, SAVEPOINT, RELEASE), connection settings and limits (PRAGMA journal_mode=, \
+         busy_timeout=, case_sensitive_like=, schema_version=, max_page_count=, \
+         hard_heap_limit=, …), ATTACH and DETACH, and objects named _syncular_… belong to the \
+         storage. Each statement through db commits on its own, or with the storage \
+         transaction open at the time",
     )
 }
 
