@@ -221,13 +221,28 @@ pub fn is_wrapper(name: &str) -> bool {
 /// and folding checks the size first: the operator of a call over the
 /// bound is never evaluated, not even by the planner.
 pub fn ddl() -> String {
+    ddl_where(|_| true)
+}
+
+/// [`ddl`] of only the wrappers `sql` calls (with the check they share
+/// when it calls any): what a transaction that makes them for one query
+/// needs (transaction pooling, where nothing is kept on a session).
+pub fn ddl_for(sql: &str) -> String {
+    let calls = |name: &str| sql.contains(&format!("pg_temp.{PREFIX}{name}("));
+    if !WRAPPERS.iter().any(|(name, _)| calls(name)) {
+        return String::new();
+    }
+    ddl_where(calls)
+}
+
+fn ddl_where(wanted: impl Fn(&str) -> bool) -> String {
     let mut out = format!(
         "CREATE OR REPLACE FUNCTION pg_temp.{PREFIX}fits(cost bigint, bound bigint, what text) RETURNS boolean \
          LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $syncular$SELECT CASE WHEN $1 <= $2 THEN true \
          ELSE pg_temp.{PREFIX}refuse('{}', $3, $1, $2) END$syncular$;",
         super::bounds::TOO_COSTLY,
     );
-    for (name, overloads) in WRAPPERS {
+    for (name, overloads) in WRAPPERS.iter().filter(|(name, _)| wanted(name)) {
         for (args, result, cost, body) in *overloads {
             let n = args.split(',').count() + 1;
             out.push_str(&format!(

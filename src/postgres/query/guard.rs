@@ -467,7 +467,28 @@ pub const PARTITION_SETTING: &str = "syncular.partition";
 pub fn view_ddl(schema: &str, tables: &[Table]) -> String {
     let mut out = String::from(super::bounds::REFUSE_DDL);
     out.push_str(&super::cost::ddl());
-    for t in tables.iter().filter(|t| t.materialize) {
+    push_views(&mut out, schema, tables, |_| true);
+    out
+}
+
+/// [`view_ddl`] of only what the guarded `sql` reads and calls: made in
+/// each query's own transaction under transaction pooling, where a few
+/// statements cost less than every view and wrapper.
+pub fn view_ddl_for(schema: &str, tables: &[Table], sql: &str) -> String {
+    // The refusal always: the result-size check that wraps every query
+    // when it runs (`bounds`) calls it too.
+    let mut out = String::from(super::bounds::REFUSE_DDL);
+    out.push_str(&super::cost::ddl_for(sql));
+    // A view's name ends in a hash: it appears in no other name.
+    push_views(&mut out, schema, tables, |view| sql.contains(view));
+    out
+}
+
+fn push_views(out: &mut String, schema: &str, tables: &[Table], wanted: impl Fn(&str) -> bool) {
+    for t in tables
+        .iter()
+        .filter(|t| t.materialize && wanted(&view_name(schema, t)))
+    {
         let cols: Vec<String> = t
             .columns
             .iter()
@@ -482,7 +503,6 @@ pub fn view_ddl(schema: &str, tables: &[Table]) -> String {
             crate::schema::quote_ident(&t.name),
         ));
     }
-    out
 }
 
 // ---- the partition-bound subquery, recognized ----------------------------------------

@@ -3,7 +3,8 @@
 //! view of it, `pg_temp."_syncular_q_…"`).
 
 use super::guard::{
-    cached, guard, view_ddl, view_name, Cache, Guarded, Scope, Slot, MAX_GUARDED_BYTES,
+    cached, guard, view_ddl, view_ddl_for, view_name, Cache, Guarded, Scope, Slot,
+    MAX_GUARDED_BYTES,
 };
 use crate::error::Error;
 use crate::query::{self, Bind, Request, Value};
@@ -632,4 +633,35 @@ fn the_guard_reads_bounded_text_only() {
     );
     assert!(sql.len() <= MAX_GUARDED_BYTES);
     direct(&sql, &[]).unwrap();
+}
+
+#[test]
+fn a_pooled_query_makes_only_the_views_and_wrappers_it_uses() {
+    let s = schema();
+    let plain = direct("SELECT id FROM tasks", &[]).unwrap();
+    let ddl = view_ddl_for(APP, &s.tables, &plain.sql);
+    assert!(ddl.contains(&view("tasks")), "{ddl}");
+    assert!(!ddl.contains(&view("accounts")), "{ddl}");
+    assert!(!ddl.contains("FUNCTION"), "no wrapper called: {ddl}");
+    let bounded = direct(
+        "SELECT a.id FROM tasks t JOIN accounts a ON strpos(a.email, t.title) > 0",
+        &[],
+    )
+    .unwrap();
+    let ddl = view_ddl_for(APP, &s.tables, &bounded.sql);
+    assert!(
+        ddl.contains(&view("tasks")) && ddl.contains(&view("accounts")),
+        "{ddl}"
+    );
+    assert!(
+        ddl.contains("_syncular_q_strpos(") && ddl.contains("_syncular_q_fits("),
+        "{ddl}"
+    );
+    assert!(ddl.contains("_syncular_q_refuse("), "{ddl}");
+    assert!(
+        !ddl.contains("_syncular_q_like("),
+        "only the wrappers called: {ddl}"
+    );
+    // Everything the full DDL makes for the query is in the smaller one.
+    assert!(view_ddl(APP, &s.tables).len() > ddl.len());
 }

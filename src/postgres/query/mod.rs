@@ -621,7 +621,7 @@ impl PgEngine {
                 Ok(l) => l,
                 Err(e) => return (Err(e), true),
             };
-            let ddl = guard::view_ddl(&w.schema, &loaded.schema.tables);
+            let ddl = guard::view_ddl_for(&w.schema, &loaded.schema.tables, &g.sql);
             let path = match &self.cfg.schema {
                 Some(s) => format!("SET LOCAL search_path TO {}; ", quote_ident(s)),
                 None => String::new(),
@@ -756,7 +756,7 @@ impl PgEngine {
             // the transaction's commit would leave them on a server session
             // that other clients get next.
             let views = if self.pooled() {
-                guard::view_ddl(&w.schema, &loaded.schema.tables)
+                guard::view_ddl_for(&w.schema, &loaded.schema.tables, &g.sql)
             } else {
                 String::new()
             };
