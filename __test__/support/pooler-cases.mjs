@@ -79,6 +79,21 @@ export function definePoolerCases(bouncer) {
     });
   });
 
+  describe('PgBouncer, transaction mode, with pooling left unset', () => {
+    test('the storage finds the server session moving at open and refuses (ERR_SYNCULAR_POOLER, naming the setting): no named statement is ever sent there', async () => {
+      const storage = new NativeStorage({ url: bouncer.url('transaction'), schema: freshPgSchema() });
+      try {
+        await assert.rejects(storage.ensureSchema(fixtureSchema()), (e) => {
+          assert.equal(e.code, 'ERR_SYNCULAR_POOLER', String(e));
+          assert.match(e.message, /pooling: 'transaction'/);
+          return true;
+        });
+      } finally {
+        await storage.close();
+      }
+    });
+  });
+
   describe('PgBouncer, transaction mode: the server session is left as it was found', () => {
     test('after pushes, pulls and registered queries, one shared server session holds no prepared statement, temporary object or changed setting', async () => {
       // A pool of one server session: every client's transactions run on it.

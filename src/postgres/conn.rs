@@ -220,15 +220,59 @@ pub async fn cancel_running(cfg: &Config, tag: &str) {
     let _ = tokio::time::timeout(Duration::from_secs(2), cancel).await;
 }
 
+fn cfg_at(opts: &PgConnectOptions) -> String {
+    match opts.get_socket() {
+        Some(socket) => format!("{}", socket.display()),
+        None => format!("{}:{}", opts.get_host(), opts.get_port()),
+    }
+}
+
+/// Whether `a`'s server session changes between its transactions, which
+/// only a pooler in transaction mode does: then the named statements of
+/// the default mode would meet other clients' sessions, where a name can
+/// stand for another client's statement. Checked once at open, with the
+/// session state a pool connection has (`settings`: RDS Proxy pins a
+/// connection that has it, and is then safe): `a` reads its backend, a
+/// second connection holds a transaction open (a transaction pooler hands
+/// it the server `a` just released), and `a` reads its backend again.
+/// Directly or in session mode `a` keeps its backend. A check that cannot
+/// run or finish (the second connection refused, a pool of one server
+/// session that makes `a` wait) finds nothing: a safety net, not proof.
+async fn session_moves(
+    a: &mut sqlx::PgConnection, opts: &PgConnectOptions, settings: &str,
+) -> bool {
+    async fn pid(c: &mut sqlx::PgConnection) -> Option<i32> {
+        // Simple protocol: one message, whatever session it reaches.
+        let row = c.fetch_one("SELECT pg_backend_pid()").await.ok()?;
+        sqlx::Row::try_get::<i32, _>(&row, 0).ok()
+    }
+    let check = async {
+        a.execute(AssertSqlSafe(settings.to_owned())).await.ok()?;
+        let before = pid(a).await?;
+        let mut b = sqlx::PgConnection::connect_with(opts).await.ok()?;
+        b.execute("BEGIN").await.ok()?;
+        let held = pid(&mut b).await;
+        let after = tokio::time::timeout(Duration::from_secs(2), pid(a)).await;
+        let _ = b.execute("ROLLBACK").await;
+        let _ = b.close().await;
+        // A read still waiting after 2 s (a pool of one server session,
+        // or a slow server) proves nothing.
+        let after = after.ok()??;
+        Some(after != before || held == Some(before))
+    };
+    tokio::time::timeout(Duration::from_secs(5), check)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(false)
+}
+
 /// One connection made directly, before the pool exists: a server that
 /// refuses, cannot be reached or rejects the login is reported now, with
 /// host, port and reason, where the pool would retry until
 /// `connect_timeout` and then say only `PG_POOL_TIMEOUT`.
 async fn first_connection(opts: &PgConnectOptions, cfg: &Config) -> Result<sqlx::PgConnection> {
-    let at = match opts.get_socket() {
-        Some(socket) => format!("{}", socket.display()),
-        None => format!("{}:{}", opts.get_host(), opts.get_port()),
-    };
+    let at = cfg_at(opts);
     match tokio::time::timeout(cfg.connect_timeout, sqlx::PgConnection::connect_with(opts)).await {
         Ok(Ok(conn)) => Ok(conn),
         Ok(Err(e)) => Err(connect_error(e, &at)),
@@ -295,8 +339,6 @@ pub const GENERIC_PLANS: &str = "SET plan_cache_mode = force_generic_plan";
 
 pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
     let opts = connect_options(cfg, tag)?;
-    // Closed at once: the pool opens its own (with the search_path set).
-    let _ = first_connection(&opts, cfg).await?.close().await;
     // Every pooled connection: the storage's schema, and generic plans for
     // the storage's own statements (`GENERIC_PLANS`).
     // Under transaction pooling nothing is set on a session: each
@@ -307,6 +349,16 @@ pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
         Some(s) => format!("SET search_path TO {}; {GENERIC_PLANS}", quote_ident(s)),
         None => GENERIC_PLANS.to_owned(),
     };
+    // Closed once checked: the pool opens its own (with the search_path set).
+    let mut first = first_connection(&opts, cfg).await?;
+    let moves = !pooled && session_moves(&mut first, &opts, &settings).await;
+    let _ = first.close().await;
+    if moves {
+        return Err(Error::plain(
+            POOLER,
+            format!("PostgreSQL at {}: {MOVED}", cfg_at(&opts)),
+        ));
+    }
     let pool = PgPoolOptions::new()
         .max_connections(cfg.max_connections)
         // sqlx retries a refused connect until this deadline, backing off
