@@ -638,11 +638,11 @@ fn the_guard_reads_bounded_text_only() {
 #[test]
 fn a_pooled_query_makes_only_the_views_and_wrappers_it_uses() {
     let s = schema();
-    let plain = direct("SELECT id FROM tasks", &[]).unwrap();
+    let plain = direct("SELECT id FROM tasks WHERE title = 'x'", &[]).unwrap();
     let ddl = view_ddl_for(APP, &s.tables, &plain.sql);
     assert!(ddl.contains(&view("tasks")), "{ddl}");
     assert!(!ddl.contains(&view("accounts")), "{ddl}");
-    assert!(!ddl.contains("FUNCTION"), "no wrapper called: {ddl}");
+    assert!(!ddl.contains("_syncular_q_fits("), "no wrapper called: {ddl}");
     let bounded = direct(
         "SELECT a.id FROM tasks t JOIN accounts a ON strpos(a.email, t.title) > 0",
         &[],
