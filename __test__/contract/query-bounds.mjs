@@ -306,6 +306,9 @@ export function define(engine) {
       ['array &&', `SELECT ${arr(30000)} && ${arr(30000, '-')} AS r`],
       ['array @>', `SELECT ${arr(30000)} @> array(SELECT -g FROM generate_series(-30000, -1) g) AS r`],
       ['jsonb @>', `SELECT to_jsonb(${arr(30000)}) @> to_jsonb(array(SELECT -g FROM generate_series(-30000, -1) g)) AS r`],
+      // Review 5: 60 bytes that kept a backend busy for 7 s past a 200 ms limit.
+      ['normalize of a repeat of a repeat', "SELECT length(normalize(repeat(repeat('é', 10000), 10000), NFD)) AS r"],
+      ['upper x8 of a repeat of a repeat', "SELECT length(upper(upper(upper(upper(upper(upper(upper(upper(repeat(repeat('é', 10000), 10000)))))))))) AS r"],
     ];
     for (const form of ['storage', 'tx']) {
       for (const [what, sql] of shapes) {
@@ -326,6 +329,16 @@ export function define(engine) {
         });
       }
     }
+
+    test('within the bounds, repeat, normalize and case mapping answer as PostgreSQL does', async () => {
+      await withStorage(engine, async (storage) => {
+        await seedTenants(storage);
+        const r = await forms(storage).storage(
+          "SELECT repeat('ab', 3) AS a, normalize('e\u0301', NFC) = 'é' AS b, normalize('é') AS c, upper('abc') AS d, lower('AB') AS e, initcap('hi there') AS f, length(upper(repeat('x', 10000))) AS g",
+        );
+        assert.deepEqual(r.rows, [{ a: 'ababab', b: 1, c: 'é', d: 'ABC', e: 'ab', f: 'Hi There', g: 10000 }]);
+      });
+    });
 
     test('within the bounds the same operators answer as PostgreSQL does', async () => {
       await withStorage(engine, async (storage) => {

@@ -665,3 +665,25 @@ fn a_pooled_query_makes_only_the_views_and_wrappers_it_uses() {
     // Everything the full DDL makes for the query is in the smaller one.
     assert!(view_ddl(APP, &s.tables).len() > ddl.len());
 }
+
+#[test]
+fn values_built_from_literals_go_through_their_cost_wrappers() {
+    // Review 5: 60 bytes of SQL that kept a backend busy for 7 s.
+    let g = direct(
+        "SELECT length(normalize(repeat(repeat('é', 10000), 10000), NFD))",
+        &[],
+    )
+    .unwrap();
+    for wrapper in ["_syncular_q_normalize(", "_syncular_q_repeat("] {
+        assert!(g.sql.contains(wrapper), "{wrapper} in {}", g.sql);
+    }
+    let g = direct("SELECT upper(lower(initcap('x')))", &[]).unwrap();
+    for wrapper in [
+        "_syncular_q_upper(",
+        "_syncular_q_lower(",
+        "_syncular_q_initcap(",
+    ] {
+        assert!(g.sql.contains(wrapper), "{wrapper} in {}", g.sql);
+    }
+    assert!(view_ddl(APP, &schema().tables).contains("_syncular_q_normalize(text, text, bigint)"));
+}
