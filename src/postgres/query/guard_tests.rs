@@ -642,7 +642,10 @@ fn a_pooled_query_makes_only_the_views_and_wrappers_it_uses() {
     let ddl = view_ddl_for(APP, &s.tables, &plain.sql);
     assert!(ddl.contains(&view("tasks")), "{ddl}");
     assert!(!ddl.contains(&view("accounts")), "{ddl}");
-    assert!(!ddl.contains("_syncular_q_fits("), "no wrapper called: {ddl}");
+    assert!(
+        !ddl.contains("_syncular_q_fits("),
+        "no wrapper called: {ddl}"
+    );
     let bounded = direct(
         "SELECT a.id FROM tasks t JOIN accounts a ON strpos(a.email, t.title) > 0",
         &[],
