@@ -33,6 +33,10 @@ pub struct Config {
     /// (a session `SET` would stay with a server session another client
     /// gets next).
     pub begin: String,
+    /// `SET LOCAL search_path TO <schema>; ` under transaction pooling with
+    /// a `schema`, else empty: what [`Config::begin`] adds to `BEGIN`, for
+    /// transactions that open themselves (registered queries).
+    pub local_schema: String,
 }
 
 /// How the storage's connections reach PostgreSQL (`pooling`; docs/poolers.md).
@@ -149,15 +153,19 @@ impl Config {
                 return Err(Error::invalid("schema must be 1..63 bytes"));
             }
         }
-        let begin = match (&schema, pooling) {
+        let local_schema = match (&schema, pooling) {
             (Some(s), Pooling::Transaction) => {
-                format!("BEGIN; SET LOCAL search_path TO {}", quote_ident(s))
+                format!("SET LOCAL search_path TO {}; ", quote_ident(s))
             }
-            _ => "BEGIN".to_owned(),
+            _ => String::new(),
         };
+        let begin = format!("BEGIN; {local_schema}")
+            .trim_end_matches("; ")
+            .to_owned();
         Ok(Config {
             url,
             pooling,
+            local_schema,
             begin,
             max_connections,
             schema,

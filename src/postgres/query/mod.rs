@@ -622,12 +622,9 @@ impl PgEngine {
                 Err(e) => return (Err(e), true),
             };
             let ddl = guard::view_ddl_for(&w.schema, &loaded.schema.tables, &g.sql);
-            let path = match &self.cfg.schema {
-                Some(s) => format!("SET LOCAL search_path TO {}; ", quote_ident(s)),
-                None => String::new(),
-            };
             pooled_begin = format!(
-                "BEGIN ISOLATION LEVEL REPEATABLE READ; {path}{ddl} SET TRANSACTION READ ONLY"
+                "BEGIN ISOLATION LEVEL REPEATABLE READ; {}{ddl} SET TRANSACTION READ ONLY",
+                self.cfg.local_schema
             );
             pooled_begin.as_str()
         } else {
