@@ -193,11 +193,16 @@ pub fn open_writer(cfg: &Config) -> Result<Connection> {
 }
 
 fn open_writer_at(cfg: &Config) -> Result<Connection> {
-    let mut conn = match &cfg.location {
-        Location::Memory => Connection::open_in_memory(),
-        Location::File(path) => Connection::open(path),
-    }
-    .map_err(map_err)?;
+    // Through the storage's VFS, which bounds registered queries'
+    // temporary files (`super::temp_vfs`).
+    super::temp_vfs::register()?;
+    let path = match &cfg.location {
+        Location::Memory => ":memory:",
+        Location::File(path) => path.as_str(),
+    };
+    let mut conn =
+        Connection::open_with_flags_and_vfs(path, OpenFlags::default(), super::temp_vfs::NAME)
+            .map_err(map_err)?;
     // SQLite falls back to read-only when the file cannot be written; the
     // writer would then fail on its first write instead of here.
     if conn.is_readonly(rusqlite::MAIN_DB).map_err(map_err)? {
@@ -262,11 +267,13 @@ pub fn open_reader(cfg: &Config) -> Result<Connection> {
 }
 
 fn open_reader_at(cfg: &Config, path: &str) -> Result<Connection> {
-    let mut conn = Connection::open_with_flags(
+    super::temp_vfs::register()?;
+    let mut conn = Connection::open_with_flags_and_vfs(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
             | OpenFlags::SQLITE_OPEN_URI,
+        super::temp_vfs::NAME,
     )
     .map_err(map_err)?;
     configure(&mut conn)?;

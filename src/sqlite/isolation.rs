@@ -703,6 +703,7 @@ impl Bounded<'_> {
             }
             Some(super::meter::Stop::Deadline) => return query::timed_out(limit),
             Some(super::meter::Stop::Memory) => return out_of_memory(),
+            Some(super::meter::Stop::Disk) => return out_of_temp_storage(),
             Some(super::meter::Stop::TooBig) => return self.too_big(),
             Some(super::meter::Stop::Stall) if !closed.load(Ordering::Relaxed) => {
                 return Error::plain(
@@ -751,6 +752,19 @@ fn out_of_memory() -> Error {
     Error::plain(
         query::result::TOO_LARGE,
         "registered query needed more working memory than it may use (maxResultBytes + 64 MiB of SQLite's heap)",
+    )
+}
+
+/// The error of a run whose temporary files (a sort or grouping that
+/// spilled) would have passed its budget or the process's
+/// (`super::temp_vfs`).
+fn out_of_temp_storage() -> Error {
+    Error::plain(
+        query::result::TOO_LARGE,
+        format!(
+            "registered query needed more temporary storage than it may use (maxResultBytes + 64 MiB per query, {} MiB for all queries of the process)",
+            super::temp_vfs::PROCESS_LIMIT >> 20
+        ),
     )
 }
 

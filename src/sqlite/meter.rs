@@ -38,6 +38,9 @@ pub enum Stop {
     Memory,
     /// A function would have made a value over the run's value limit.
     TooBig,
+    /// The run's temporary files would have held more than its budget
+    /// (`super::temp_vfs`).
+    Disk,
 }
 
 struct Meter {
@@ -50,6 +53,8 @@ struct Meter {
     /// Work since the last clock read.
     since: usize,
     stopped: Option<Stop>,
+    /// What the run's temporary files may hold (`super::temp_vfs`).
+    temp: Arc<super::temp_vfs::Budget>,
 }
 
 thread_local! {
@@ -118,6 +123,7 @@ pub fn start(
             closed: closed.clone(),
             since: 0,
             stopped: None,
+            temp: super::temp_vfs::Budget::new(limits.memory),
         })
     });
     Running(())
@@ -125,7 +131,21 @@ pub fn start(
 
 /// Why the run on this thread was stopped by a function, if it was.
 pub fn stopped() -> Option<Stop> {
-    METER.with(|m| m.borrow().as_ref().and_then(|m| m.stopped))
+    METER.with(|m| {
+        let m = m.borrow();
+        let m = m.as_ref()?;
+        match m.stopped {
+            Some(why) => Some(why),
+            None if m.temp.exceeded() => Some(Stop::Disk),
+            None => None,
+        }
+    })
+}
+
+/// The temporary-file budget of the registered query running on this
+/// thread, if one is.
+pub fn temp_budget() -> Option<Arc<super::temp_vfs::Budget>> {
+    METER.with(|m| m.borrow().as_ref().map(|m| m.temp.clone()))
 }
 
 /// The error a stopped function returns (the query's own error is made
@@ -138,6 +158,7 @@ fn stop_error(why: Stop) -> rusqlite::Error {
             Stop::Stall => "registered query exceeded its step budget",
             Stop::Memory => "registered query exceeded its working memory",
             Stop::TooBig => "string or blob too big",
+            Stop::Disk => "registered query exceeded its temporary storage",
         }
         .into(),
     )

@@ -1,0 +1,401 @@
+//! The temporary files of registered queries, counted and bounded.
+//!
+//! A sort, a GROUP BY, a window function or a DISTINCT that outgrows
+//! SQLite's cache spills to temporary files, whose bytes the heap limits
+//! (`super::meter`) do not see: a query sorting a client-chosen number of
+//! wide rows could fill the disk. Every storage connection opens through
+//! the VFS registered here ([`NAME`]), which is the platform's default VFS
+//! with one change: a temporary file (sorter, transient table, statement
+//! journal) opened while a registered query runs on the thread
+//! (`super::meter::temp_budget`) counts the bytes it holds, against the
+//! query's budget (its working memory: `maxResultBytes` + 64 MiB) and the
+//! process's ([`PROCESS_LIMIT`]). A write past either fails with
+//! SQLITE_FULL, and the query stops with `ERR_SYNCULAR_QUERY_RESULT_TOO_LARGE`
+//! (`super::isolation::Bounded::err`). The database files, their journals
+//! and WAL, and the storage's own temporary files (an index build's sort)
+//! go straight to the default VFS, unchanged and uncounted.
+//!
+//! A counted file's size is the furthest byte written (less after a
+//! truncate). Size hints and chunk sizes are not passed on, so the file
+//! grows only by writes, and its methods are version 1, so SQLite never
+//! maps it into memory.
+
+use rusqlite::ffi;
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// The VFS name storage connections open with.
+pub const NAME: &str = "syncular";
+const NAME_C: &[u8] = b"syncular\0";
+
+/// The most bytes all registered queries' temporary files of the process
+/// may hold at once.
+pub const PROCESS_LIMIT: i64 = 1 << 30;
+
+static PROCESS_USED: AtomicI64 = AtomicI64::new(0);
+
+/// One registered query run's temporary-file budget.
+#[derive(Debug)]
+pub struct Budget {
+    limit: i64,
+    used: AtomicI64,
+    /// Set when a write was refused for this budget (or the process's).
+    exceeded: AtomicBool,
+}
+
+impl Budget {
+    pub fn new(limit: i64) -> Arc<Budget> {
+        Arc::new(Budget {
+            limit,
+            used: AtomicI64::new(0),
+            exceeded: AtomicBool::new(false),
+        })
+    }
+
+    /// Whether a write of this run was refused.
+    pub fn exceeded(&self) -> bool {
+        self.exceeded.load(Ordering::Relaxed)
+    }
+
+    /// Bytes this run's temporary files hold now.
+    #[cfg(test)]
+    pub fn used(&self) -> i64 {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Takes `bytes` more, or refuses (and remembers) when that would pass
+    /// this run's budget or the process's.
+    fn take(&self, bytes: i64) -> bool {
+        let mine = self.used.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        let all = PROCESS_USED.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        if mine > self.limit || all > PROCESS_LIMIT {
+            self.give(bytes);
+            self.exceeded.store(true, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    fn give(&self, bytes: i64) {
+        self.used.fetch_sub(bytes, Ordering::Relaxed);
+        PROCESS_USED.fetch_sub(bytes, Ordering::Relaxed);
+    }
+}
+
+/// Bytes all counted temporary files of the process hold now.
+#[cfg(test)]
+pub fn process_used() -> i64 {
+    PROCESS_USED.load(Ordering::Relaxed)
+}
+
+/// A counted temporary file: the default VFS's file follows this header.
+#[repr(C)]
+struct Counted {
+    base: ffi::sqlite3_file,
+    budget: *const Budget,
+    size: i64,
+    real: ffi::sqlite3_file,
+}
+
+/// The default VFS, which this one forwards to.
+struct Parent(*mut ffi::sqlite3_vfs);
+// SAFETY: SQLite's VFS objects are process-wide and thread-safe; the
+// pointer is never freed.
+unsafe impl Send for Parent {}
+unsafe impl Sync for Parent {}
+
+static PARENT: OnceLock<Option<Parent>> = OnceLock::new();
+
+/// Registers the VFS (once per process). Storage connections then open
+/// with [`NAME`]; an error means SQLite has no default VFS to wrap.
+pub fn register() -> crate::error::Result<()> {
+    let parent = PARENT.get_or_init(|| {
+        // rusqlite configures SQLite's threading mode before SQLite's first
+        // initialisation, and refuses to open after anyone else's: a
+        // connection of its own goes first.
+        if rusqlite::Connection::open_in_memory().is_err() {
+            return None;
+        }
+        // SAFETY: SQLite's own initialisation and lookup; the new VFS is
+        // leaked, so it outlives every connection that names it.
+        unsafe {
+            let parent = ffi::sqlite3_vfs_find(std::ptr::null());
+            if parent.is_null() {
+                return None;
+            }
+            // The default VFS's methods, with its own app data: every
+            // method but xOpen is the parent's, called as it expects.
+            let mut vfs: ffi::sqlite3_vfs = *parent;
+            vfs.zName = NAME_C.as_ptr().cast::<c_char>();
+            vfs.pNext = std::ptr::null_mut();
+            vfs.szOsFile = std::mem::offset_of!(Counted, real) as c_int + (*parent).szOsFile;
+            vfs.xOpen = Some(open);
+            let leaked = Box::into_raw(Box::new(vfs));
+            if ffi::sqlite3_vfs_register(leaked, 0) != ffi::SQLITE_OK {
+                return None;
+            }
+            Some(Parent(parent))
+        }
+    });
+    match parent {
+        Some(_) => Ok(()),
+        None => Err(crate::error::Error::plain(
+            "ERR_SYNCULAR_OPEN",
+            "SQLite has no default VFS to open the database with",
+        )),
+    }
+}
+
+fn parent() -> *mut ffi::sqlite3_vfs {
+    match PARENT.get() {
+        Some(Some(p)) => p.0,
+        _ => std::ptr::null_mut(),
+    }
+}
+
+/// The temporary files whose bytes a registered query is charged for.
+const COUNTED_KINDS: c_int =
+    ffi::SQLITE_OPEN_TEMP_JOURNAL | ffi::SQLITE_OPEN_SUBJOURNAL | ffi::SQLITE_OPEN_TRANSIENT_DB;
+
+unsafe extern "C" fn open(
+    _vfs: *mut ffi::sqlite3_vfs, name: ffi::sqlite3_filename, file: *mut ffi::sqlite3_file,
+    flags: c_int, out_flags: *mut c_int,
+) -> c_int {
+    let parent = parent();
+    let Some(parent_open) = parent.as_ref().and_then(|p| p.xOpen) else {
+        return ffi::SQLITE_CANTOPEN;
+    };
+    let budget = if flags & COUNTED_KINDS != 0 {
+        super::meter::temp_budget()
+    } else {
+        None
+    };
+    let Some(budget) = budget else {
+        // Not counted: the parent's file fills the whole slot, with the
+        // parent's methods.
+        return parent_open(parent, name, file, flags, out_flags);
+    };
+    let counted = file.cast::<Counted>();
+    (*counted).base.pMethods = std::ptr::null();
+    let rc = parent_open(parent, name, &mut (*counted).real, flags, out_flags);
+    if rc != ffi::SQLITE_OK {
+        return rc;
+    }
+    (*counted).budget = Arc::into_raw(budget);
+    (*counted).size = 0;
+    (*counted).base.pMethods = &COUNTED_METHODS;
+    rc
+}
+
+/// The real file behind a counted one, and its methods.
+unsafe fn real(
+    file: *mut ffi::sqlite3_file,
+) -> (*mut ffi::sqlite3_file, &'static ffi::sqlite3_io_methods) {
+    let real = &mut (*file.cast::<Counted>()).real as *mut ffi::sqlite3_file;
+    // SAFETY (caller): the file opened, so its methods are set and live as
+    // long as the parent VFS.
+    (real, &*(*real).pMethods)
+}
+
+static COUNTED_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
+    iVersion: 1,
+    xClose: Some(close),
+    xRead: Some(read),
+    xWrite: Some(write),
+    xTruncate: Some(truncate),
+    xSync: Some(sync),
+    xFileSize: Some(file_size),
+    xLock: Some(lock),
+    xUnlock: Some(unlock),
+    xCheckReservedLock: Some(check_reserved_lock),
+    xFileControl: Some(file_control),
+    xSectorSize: Some(sector_size),
+    xDeviceCharacteristics: Some(device_characteristics),
+    xShmMap: None,
+    xShmLock: None,
+    xShmBarrier: None,
+    xShmUnmap: None,
+    xFetch: None,
+    xUnfetch: None,
+};
+
+unsafe extern "C" fn close(file: *mut ffi::sqlite3_file) -> c_int {
+    let counted = file.cast::<Counted>();
+    let budget = Arc::from_raw((*counted).budget);
+    budget.give((*counted).size);
+    (*counted).size = 0;
+    let (real, m) = real(file);
+    match m.xClose {
+        Some(f) => f(real),
+        None => ffi::SQLITE_OK,
+    }
+}
+
+unsafe extern "C" fn read(
+    file: *mut ffi::sqlite3_file, buf: *mut c_void, amt: c_int, off: i64,
+) -> c_int {
+    let (real, m) = real(file);
+    m.xRead
+        .map_or(ffi::SQLITE_IOERR_READ, |f| f(real, buf, amt, off))
+}
+
+/// Grows the file's count to `end` bytes, or refuses.
+unsafe fn grow(file: *mut ffi::sqlite3_file, end: i64) -> bool {
+    let counted = file.cast::<Counted>();
+    let more = end - (*counted).size;
+    if more <= 0 {
+        return true;
+    }
+    if !(*(*counted).budget).take(more) {
+        return false;
+    }
+    (*counted).size = end;
+    true
+}
+
+unsafe extern "C" fn write(
+    file: *mut ffi::sqlite3_file, buf: *const c_void, amt: c_int, off: i64,
+) -> c_int {
+    if !grow(file, off.saturating_add(i64::from(amt))) {
+        return ffi::SQLITE_FULL;
+    }
+    let (real, m) = real(file);
+    m.xWrite
+        .map_or(ffi::SQLITE_IOERR_WRITE, |f| f(real, buf, amt, off))
+}
+
+unsafe extern "C" fn truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_int {
+    let counted = file.cast::<Counted>();
+    if size > (*counted).size {
+        if !grow(file, size) {
+            return ffi::SQLITE_FULL;
+        }
+    } else {
+        (*(*counted).budget).give((*counted).size - size);
+        (*counted).size = size;
+    }
+    let (real, m) = real(file);
+    m.xTruncate
+        .map_or(ffi::SQLITE_IOERR_TRUNCATE, |f| f(real, size))
+}
+
+unsafe extern "C" fn sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
+    let (real, m) = real(file);
+    m.xSync.map_or(ffi::SQLITE_OK, |f| f(real, flags))
+}
+
+unsafe extern "C" fn file_size(file: *mut ffi::sqlite3_file, size: *mut i64) -> c_int {
+    let (real, m) = real(file);
+    m.xFileSize
+        .map_or(ffi::SQLITE_IOERR_FSTAT, |f| f(real, size))
+}
+
+unsafe extern "C" fn lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
+    let (real, m) = real(file);
+    m.xLock.map_or(ffi::SQLITE_OK, |f| f(real, level))
+}
+
+unsafe extern "C" fn unlock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
+    let (real, m) = real(file);
+    m.xUnlock.map_or(ffi::SQLITE_OK, |f| f(real, level))
+}
+
+unsafe extern "C" fn check_reserved_lock(file: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
+    let (real, m) = real(file);
+    m.xCheckReservedLock
+        .map_or(ffi::SQLITE_OK, |f| f(real, out))
+}
+
+unsafe extern "C" fn file_control(
+    file: *mut ffi::sqlite3_file, op: c_int, arg: *mut c_void,
+) -> c_int {
+    // Hints that would let the file grow without a counted write.
+    if matches!(
+        op,
+        ffi::SQLITE_FCNTL_SIZE_HINT | ffi::SQLITE_FCNTL_CHUNK_SIZE | ffi::SQLITE_FCNTL_MMAP_SIZE
+    ) {
+        return ffi::SQLITE_NOTFOUND;
+    }
+    let (real, m) = real(file);
+    m.xFileControl
+        .map_or(ffi::SQLITE_NOTFOUND, |f| f(real, op, arg))
+}
+
+unsafe extern "C" fn sector_size(file: *mut ffi::sqlite3_file) -> c_int {
+    let (real, m) = real(file);
+    m.xSectorSize.map_or(4096, |f| f(real))
+}
+
+unsafe extern "C" fn device_characteristics(file: *mut ffi::sqlite3_file) -> c_int {
+    let (real, m) = real(file);
+    m.xDeviceCharacteristics.map_or(0, |f| f(real))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_budget_refuses_past_its_limit_and_gives_back() {
+        let b = Budget::new(100);
+        assert!(b.take(60));
+        assert!(!b.take(60));
+        assert!(b.exceeded());
+        assert_eq!(b.used(), 60);
+        b.give(60);
+        assert_eq!(b.used(), 0);
+    }
+
+    /// A grouping of 300 values of 100 KB spills about 30 MB.
+    const SPILL: &str =
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM r WHERE n < 300) \
+        SELECT count(*) FROM (SELECT printf('%.*c', 100000, 'x') || n AS g FROM r GROUP BY g)";
+
+    #[test]
+    fn only_a_metered_runs_temporary_files_are_counted_and_bounded() {
+        use super::super::meter;
+        register().unwrap();
+        let conn = rusqlite::Connection::open_with_flags_and_vfs(
+            ":memory:",
+            rusqlite::OpenFlags::default(),
+            NAME,
+        )
+        .unwrap();
+        // The storage's own statements: uncounted, unbounded.
+        let n: i64 = conn.query_row(SPILL, [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 300);
+        let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        {
+            let limits = meter::Limits {
+                memory: 8 << 20,
+                ..meter::tests::TEST
+            };
+            let _run = meter::start(limits, deadline, None, &closed);
+            let e = conn
+                .query_row(SPILL, [], |r| r.get::<_, i64>(0))
+                .unwrap_err();
+            assert_eq!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DiskFull),
+                "{e}"
+            );
+            assert_eq!(meter::stopped(), Some(meter::Stop::Disk));
+            assert!(meter::temp_budget().unwrap().used() <= 8 << 20);
+        }
+        {
+            let limits = meter::Limits {
+                memory: 64 << 20,
+                ..meter::tests::TEST
+            };
+            let _run = meter::start(limits, deadline, None, &closed);
+            let n: i64 = conn.query_row(SPILL, [], |r| r.get(0)).unwrap();
+            assert_eq!(n, 300);
+            assert_eq!(meter::stopped(), None);
+            // The statement was reset: its files are closed and given back.
+            assert_eq!(meter::temp_budget().unwrap().used(), 0);
+        }
+        assert_eq!(process_used(), 0);
+    }
+}
