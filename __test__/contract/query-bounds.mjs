@@ -343,6 +343,20 @@ export function define(engine) {
     const hay = "(SELECT string_agg(repeat('a', 10000), '') AS h FROM generate_series(1, 200)) AS x";
     const needle = "'b' || repeat('a', 2000)";
     const arr = (n, sign = '') => `array(SELECT ${sign}generate_series(1, ${n}))`;
+    // 20 KB (and the marker the server-side check looks for).
+    const piece = "repeat('0123456789', 2000)";
+    const md5s = (v) => Array.from({ length: 32 }, () => `md5(${v})`).join(' || ');
+    // `levels` subqueries, each making four copies of the one below.
+    const nest = (base, levels) => {
+      let from = `(SELECT ${base} AS a OFFSET 0) AS l0`;
+      let col = 'a';
+      for (let i = 1; i <= levels; i += 1) {
+        const next = i === levels ? 'g' : `c${i}`;
+        from = `(SELECT concat(${col}, ${col}, ${col}, ${col}) AS ${next} FROM ${from} OFFSET 0) AS l${i}`;
+        col = next;
+      }
+      return from;
+    };
     const shapes = [
       ['LIKE', `SELECT h LIKE '%' || repeat('a', 2000) || 'b%' AS r FROM ${hay}`],
       ['NOT ILIKE', `SELECT h NOT ILIKE '%' || repeat('a', 2000) || 'b%' AS r FROM ${hay}`],
@@ -359,6 +373,14 @@ export function define(engine) {
       // Review 5: 60 bytes that kept a backend busy for 7 s past a 200 ms limit.
       ['normalize of a repeat of a repeat', "SELECT length(normalize(repeat(repeat('é', 10000), 10000), NFD)) AS r"],
       ['upper x8 of a repeat of a repeat', "SELECT length(upper(upper(upper(upper(upper(upper(upper(upper(repeat(repeat('é', 10000), 10000)))))))))) AS r"],
+      // Review 5, the rest of finding 2: a value of 10-20 MB built within
+      // the limit with an aggregate, nested building functions or a
+      // recursive ||, then read by 32 md5 calls in one row (0.4-0.8 s with
+      // no check for cancellation). Each built value is now checked as it
+      // is made.
+      ['md5 x32 of a string_agg', `SELECT ${md5s('h')} AS r FROM (SELECT string_agg(${piece}, '') AS h FROM generate_series(1, 1000)) AS x`],
+      ['md5 x32 of nested concat', `SELECT ${md5s('g')} AS r FROM ${nest(piece, 5)}`],
+      ['md5 x32 of a recursive ||', `WITH RECURSIVE d(v, i) AS (SELECT ${piece}, 0 UNION ALL SELECT v || v, i + 1 FROM d WHERE i < 9) SELECT ${md5s('v')} AS r FROM d WHERE i = 9`],
     ];
     for (const form of ['storage', 'tx']) {
       for (const [what, sql] of shapes) {
@@ -379,6 +401,23 @@ export function define(engine) {
         });
       }
     }
+
+    test('within the bounds, aggregates, || and building functions answer as PostgreSQL does', async () => {
+      await withStorage(engine, async (storage) => {
+        await seedTenants(storage);
+        const r = await storage.queryAuthoritative(OWN, {
+          sql: "SELECT string_agg(id, ',' ORDER BY id) AS a, array_to_string(array_agg(id ORDER BY id), '|') AS b, CAST(jsonb_agg(id ORDER BY id) AS text) AS c, 'x' || 'y' || count(*) AS d, concat('a', 1, NULL, 'b') AS e, format('%s-%s', 'p', 'q') AS f, CAST(jsonb_build_object('k', 1) || jsonb_build_object('j', 2) AS text) AS g, array_length(array_cat(ARRAY[1], ARRAY[2, 3]), 1) AS h, encode(CAST('hi' AS bytea), 'hex') AS i FROM tasks GROUP BY owner_id ORDER BY 1",
+          params: [],
+          tables: ['tasks'],
+        });
+        assert.deepEqual(r.rows, [{ a: 'own-1,own-2,shared-1', b: 'own-1|own-2|shared-1', c: '["own-1", "own-2", "shared-1"]', d: 'xy3', e: 'a1b', f: 'p-q', g: '{"j": 2, "k": 1}', h: 3, i: '6869' }]);
+        // A value over the statement's bound is refused, naming it.
+        const big = await measured(() => forms(storage).storage("SELECT length(string_agg(repeat('x', 10000), '')) AS n FROM generate_series(1, 2000)"));
+        assert.equal(big.ok, false);
+        assert.equal(big.error.code, 'ERR_SYNCULAR_QUERY_REFUSED', big.error.message);
+        assert.match(big.error.message, /one value built by an aggregate/);
+      });
+    });
 
     test('within the bounds, repeat, normalize and case mapping answer as PostgreSQL does', async () => {
       await withStorage(engine, async (storage) => {

@@ -31,6 +31,20 @@
 //! each argument is evaluated once otherwise. `LIKE`/`ILIKE` against a
 //! subquery (`x LIKE ANY (SELECT …)`) and containment with `ANY`/`ALL`
 //! cannot be bounded this way and are refused.
+//!
+//! A third class builds values: the aggregates that collect their inputs
+//! (`string_agg`, `array_agg`, the JSON aggregates), `||`, and the
+//! functions whose result is about the size of all their arguments
+//! together (`concat`, `format`, `array_cat`, `jsonb_build_object`, …, see
+//! [`BUILDERS`]). Nested, or fed back through a recursive query, they make
+//! a value of hundreds of MB within the time limit, and then every linear
+//! function that reads it runs for seconds without checking for
+//! cancellation. Each such call's result passes through
+//! `pg_temp._syncular_q_cap`, which refuses (`ERR_SYNCULAR_QUERY_REFUSED`) a
+//! value of more than [`ROW_WORK`] bytes over the number of calls and
+//! operators in the statement (at least [`MIN_VALUE_BYTES`]): the calls of
+//! one row then read at most about [`ROW_WORK`] bytes of built values
+//! together. A chain `a || b || c` is checked once, at its end.
 
 use crate::error::{Error, Result};
 use crate::query::REFUSED;
@@ -40,6 +54,48 @@ use pg_query::NodeEnum as N;
 /// The work, in byte pairs, that the bounded calls of one row may do
 /// together.
 pub const ROW_WORK: i64 = 1 << 24;
+
+/// The least a built value may hold, however many calls a statement has.
+pub const MIN_VALUE_BYTES: i64 = 4 << 10;
+
+/// Functions whose result a query builds from its arguments, about their
+/// size together (or, for the aggregates, all their input rows'): their
+/// results are checked against the statement's value bound.
+const BUILDERS: &[&str] = &[
+    "string_agg",
+    "array_agg",
+    "json_agg",
+    "jsonb_agg",
+    "json_object_agg",
+    "jsonb_object_agg",
+    "concat",
+    "concat_ws",
+    "format",
+    "overlay",
+    "regexp_replace",
+    "encode",
+    "quote_ident",
+    "quote_literal",
+    "quote_nullable",
+    "array_to_string",
+    "array_append",
+    "array_prepend",
+    "array_cat",
+    "jsonb_set",
+    "jsonb_insert",
+    "jsonb_pretty",
+    "to_json",
+    "to_jsonb",
+    "array_to_json",
+    "row_to_json",
+    "json_build_object",
+    "jsonb_build_object",
+    "json_build_array",
+    "jsonb_build_array",
+];
+
+/// The value check's name (after [`PREFIX`]).
+const CAP: &str = "cap";
 
 /// One overload of a wrapper: argument types, result type, the size of
 /// one call (`$n` are the call's arguments), and the call itself.
@@ -246,7 +302,7 @@ pub const PREFIX: &str = "_syncular_q_";
 /// Whether `name` is one of the wrappers (for the guard's allowlist).
 pub fn is_wrapper(name: &str) -> bool {
     name.strip_prefix(PREFIX)
-        .is_some_and(|n| WRAPPERS.iter().any(|(w, _)| *w == n))
+        .is_some_and(|n| n == CAP || WRAPPERS.iter().any(|(w, _)| *w == n))
 }
 
 /// `CREATE OR REPLACE FUNCTION` statements of every wrapper and of the
@@ -265,7 +321,7 @@ pub fn ddl() -> String {
 /// needs (transaction pooling, where nothing is kept on a session).
 pub fn ddl_for(sql: &str) -> String {
     let calls = |name: &str| sql.contains(&format!("pg_temp.{PREFIX}{name}("));
-    if !WRAPPERS.iter().any(|(name, _)| calls(name)) {
+    if !calls(CAP) && !WRAPPERS.iter().any(|(name, _)| calls(name)) {
         return String::new();
     }
     ddl_where(calls)
@@ -278,6 +334,18 @@ fn ddl_where(wanted: impl Fn(&str) -> bool) -> String {
          ELSE pg_temp.{PREFIX}refuse('{}', $3, $1, $2) END$syncular$;",
         super::bounds::TOO_COSTLY,
     );
+    if wanted(CAP) {
+        // STABLE, as pg_column_size: then PostgreSQL inlines it into the
+        // statement (an IMMUTABLE function calling a STABLE one is never
+        // inlined, and a call through the SQL-function executor costs
+        // about 10 µs).
+        out.push_str(&format!(
+            "CREATE OR REPLACE FUNCTION pg_temp.{PREFIX}{CAP}(anyelement, bigint) RETURNS anyelement \
+             LANGUAGE sql STABLE PARALLEL SAFE AS $syncular$SELECT CASE WHEN \
+             pg_temp.{PREFIX}fits(pg_catalog.pg_column_size($1)::int8, $2, '{}') THEN $1 END$syncular$;",
+            "one value built by an aggregate, || or a building function (concat, format, …) would hold this many bytes",
+        ));
+    }
     for (name, overloads) in WRAPPERS.iter().filter(|(name, _)| wanted(name)) {
         for (args, result, cost, body) in *overloads {
             let n = args.split(',').count() + 1;
@@ -405,20 +473,32 @@ fn last_name(list: &[pb::Node]) -> Option<&str> {
     }
 }
 
-/// The number of calls of the two classes in `tree` (each gets its share of
-/// [`ROW_WORK`]); refuses what cannot be bounded.
-pub fn count(tree: &pb::ParseResult) -> Result<i64> {
-    let mut n = 0;
+/// What each bounded call of one statement may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shares {
+    /// Each call of the two comparing classes: its share of [`ROW_WORK`].
+    pub work: i64,
+    /// The most bytes a built value may hold: [`ROW_WORK`] over the calls
+    /// and operators of the statement, at least [`MIN_VALUE_BYTES`].
+    pub value: i64,
+}
+
+/// The shares of `tree`'s bounded calls; refuses what cannot be bounded.
+pub fn shares(tree: &pb::ParseResult) -> Result<Shares> {
+    let mut sites = 0i64;
+    let mut calls = 0i64;
     for (node, _, _, _) in tree.nodes() {
         match node {
             pg_query::NodeRef::AExpr(e) => {
+                calls += 1;
                 if op_site(e)?.is_some() {
-                    n += 1;
+                    sites += 1;
                 }
             }
             pg_query::NodeRef::FuncCall(f) => {
+                calls += 1;
                 if call_site(f).is_some() {
-                    n += 1;
+                    sites += 1;
                 }
             }
             pg_query::NodeRef::SubLink(s) => {
@@ -435,7 +515,10 @@ pub fn count(tree: &pb::ParseResult) -> Result<i64> {
             _ => {}
         }
     }
-    Ok(n)
+    Ok(Shares {
+        work: ROW_WORK / sites.max(1),
+        value: (ROW_WORK / calls.max(1)).max(MIN_VALUE_BYTES),
+    })
 }
 
 fn string(s: &str) -> pb::Node {
@@ -467,10 +550,69 @@ fn wrapper_call(name: &str, mut args: Vec<pb::Node>, share: i64) -> N {
     }))
 }
 
+/// Whether `f` builds a value from its arguments ([`BUILDERS`]): only
+/// PostgreSQL's own functions, as [`call_site`].
+fn builds(f: &pb::FuncCall) -> bool {
+    let own = match f.funcname.len() {
+        1 => true,
+        2 => matches!(f.funcname[0].node.as_ref(), Some(N::String(s)) if s.sval == "pg_catalog"),
+        _ => false,
+    };
+    own && last_name(&f.funcname).is_some_and(|n| BUILDERS.contains(&n))
+}
+
+/// Whether `e` is the text, array or `jsonb` concatenation operator.
+fn concatenates(e: &pb::AExpr) -> bool {
+    e.kind == pb::AExprKind::AexprOp as i32 && last_name(&e.name) == Some("||")
+}
+
+/// The value check around `node`.
+fn capped(node: N, value: i64) -> N {
+    wrapper_call(CAP, vec![pb::Node { node: Some(node) }], value)
+}
+
+/// `node` without the value check of a `||` inside it: a chain is checked
+/// once, at its end (its parts are never larger than the whole).
+fn uncap_concat(node: &mut pb::Node) {
+    let Some(N::FuncCall(f)) = node.node.as_mut() else {
+        return;
+    };
+    let is_cap = matches!(f.funcname.as_slice(), [a, b]
+        if matches!(a.node.as_ref(), Some(N::String(s)) if s.sval == "pg_temp")
+        && matches!(b.node.as_ref(), Some(N::String(s)) if s.sval == format!("{PREFIX}{CAP}")));
+    if !is_cap
+        || !matches!(f.args.first().and_then(|a| a.node.as_ref()), Some(N::AExpr(e)) if concatenates(e))
+    {
+        return;
+    }
+    let inner = f.args.swap_remove(0);
+    *node = inner;
+}
+
 /// Rewrites `node` (whose children are already walked) into its bounded
-/// form when it is a call of the two classes; `share` is each call's share
-/// of [`ROW_WORK`].
-pub fn bound(node: &mut N, share: i64) -> Result<()> {
+/// form when it is a call of the comparing classes, or a value check
+/// around it when it builds a value.
+pub fn bound(node: &mut N, share: Shares) -> Result<()> {
+    match node {
+        N::FuncCall(f) if builds(f) => {
+            let call = std::mem::replace(node, N::Integer(pb::Integer { ival: 0 }));
+            *node = capped(call, share.value);
+            return Ok(());
+        }
+        N::AExpr(e) if concatenates(e) => {
+            if let Some(l) = e.lexpr.as_mut() {
+                uncap_concat(l);
+            }
+            if let Some(r) = e.rexpr.as_mut() {
+                uncap_concat(r);
+            }
+            let call = std::mem::replace(node, N::Integer(pb::Integer { ival: 0 }));
+            *node = capped(call, share.value);
+            return Ok(());
+        }
+        _ => {}
+    }
+    let share = share.work;
     let replaced = match node {
         N::FuncCall(f) => call_site(f).map(|w| wrapper_call(w, std::mem::take(&mut f.args), share)),
         N::AExpr(e) => match op_site(e)? {

@@ -113,8 +113,9 @@ pub fn guard(sql: &str, binds: &[Bind], scope: &Scope) -> Result<Guarded> {
         other => refused(format!("it cannot be parsed ({other})")),
     })?;
     let mut tree = parsed.protobuf;
-    // Each bounded call's share of a row's work (see `super::cost`).
-    let share = super::cost::ROW_WORK / super::cost::count(&tree)?.max(1);
+    // Each bounded call's share of a row's work, and the most a built
+    // value may hold (see `super::cost`).
+    let share = super::cost::shares(&tree)?;
     let mut binder = Binder::new(binds, scope, share);
     {
         let [raw] = tree.stmts.as_mut_slice() else {
@@ -160,12 +161,12 @@ struct Binder<'a> {
     /// Numbers of the parameters the tree references.
     used: Vec<i32>,
     /// Each bounded call's share of a row's work (`super::cost`).
-    share: i64,
+    share: super::cost::Shares,
     error: Option<Error>,
 }
 
 impl<'a> Binder<'a> {
-    fn new(binds: &'a [Bind], scope: &'a Scope<'a>, share: i64) -> Binder<'a> {
+    fn new(binds: &'a [Bind], scope: &'a Scope<'a>, share: super::cost::Shares) -> Binder<'a> {
         let mut next = 0;
         let mut renumber = Vec::with_capacity(binds.len());
         for b in binds {
