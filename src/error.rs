@@ -42,6 +42,10 @@ pub enum Error {
     },
 }
 
+/// The code of a call in, or the commit of, a transaction the database
+/// already rolled back.
+pub const TX_ABORTED: &str = "ERR_SYNCULAR_TX_ABORTED";
+
 impl Error {
     pub fn query(code: &'static str) -> Self {
         Error::Query {
@@ -114,6 +118,15 @@ impl Error {
 
     pub fn tx_finished() -> Self {
         Error::plain("ERR_SYNCULAR_TX_FINISHED", "transaction already finished")
+    }
+
+    /// The engine rolled the transaction back under a call: nothing of it
+    /// is stored, and its commit is refused.
+    pub fn tx_aborted() -> Self {
+        Error::plain(
+            TX_ABORTED,
+            "the transaction was rolled back by the database after an error; nothing of it was stored",
+        )
     }
 
     pub fn kind(&self) -> &'static str {

@@ -499,7 +499,7 @@ async fn ensure_meta(
 }
 
 /// The code of a call on a transaction an earlier error aborted.
-pub const TX_ABORTED: &str = "ERR_SYNCULAR_TX_ABORTED";
+pub use crate::error::TX_ABORTED;
 
 /// The code of an error that says a pooler broke an assumption of the
 /// storage's `pooling` setting.

@@ -230,3 +230,91 @@ fn a_write_in_its_own_call_runs_nothing_while_another_connection_holds_the_lock(
     assert_eq!(count(&e, "parent"), 1, "in autocommit, committed");
     assert!(e.db().unwrap().writer.lock().unwrap().conn.is_autocommit());
 }
+
+/// Runs `sql` under lease `id` with every VM step interrupted: SQLite rolls
+/// back the whole transaction of an interrupted write.
+fn interrupted(e: &SqliteEngine, id: u32, sql: &str) -> Error {
+    extern "C" fn stop(_: *mut std::ffi::c_void) -> std::ffi::c_int {
+        1
+    }
+    e.with_lease(id, |h| {
+        // SAFETY: this open connection's handle; removed before returning.
+        unsafe {
+            rusqlite::ffi::sqlite3_progress_handler(
+                h.conn.handle(),
+                1,
+                Some(stop),
+                std::ptr::null_mut(),
+            )
+        };
+        let out = h.conn.execute_batch(sql).map_err(map_err);
+        unsafe {
+            rusqlite::ffi::sqlite3_progress_handler(h.conn.handle(), 0, None, std::ptr::null_mut())
+        };
+        out
+    })
+    .unwrap_err()
+}
+
+const MANY_CTE: &str = "WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 1000) INSERT INTO parent SELECT n + 100 FROM s";
+
+#[test]
+fn a_transaction_the_database_rolled_back_refuses_its_calls_and_its_commit() {
+    let e = engine();
+    let a = e.try_lock(None).unwrap().unwrap();
+    run(&e, a, "INSERT INTO parent VALUES (1)");
+    let _ = interrupted(&e, a, MANY_CTE);
+    // Without the check, this write would commit on its own.
+    let next = e.with_lease(a, |h| {
+        h.conn
+            .execute_batch("INSERT INTO parent VALUES (2)")
+            .map_err(map_err)
+    });
+    assert_eq!(code(&next.unwrap_err()), crate::error::TX_ABORTED);
+    assert_eq!(
+        code(&e.unlock(a, true).unwrap_err()),
+        crate::error::TX_ABORTED
+    );
+    assert_eq!(count(&e, "parent"), 0, "nothing of it stored");
+    // The writer serves the next transaction.
+    let b = e.try_lock(None).unwrap().unwrap();
+    run(&e, b, "INSERT INTO parent VALUES (3)");
+    e.unlock(b, true).unwrap();
+    assert_eq!(count(&e, "parent"), 1);
+}
+
+#[test]
+fn a_member_rolled_back_by_the_database_fails_the_held_commits_of_its_group() {
+    let e = engine();
+    let a = e.try_lock(None).unwrap().unwrap();
+    run(&e, a, "INSERT INTO parent VALUES (1)");
+    e.hold(a).unwrap();
+    let b = e.try_lock(None).unwrap().unwrap();
+    let _ = interrupted(&e, b, MANY_CTE);
+    // The member rolls back (as upstream's handler does after an error);
+    // the group's held commit was lost with the transaction, and the flush
+    // that would have made it durable says so.
+    e.unlock(b, false).unwrap();
+    assert_eq!(code(&e.flush().unwrap_err()), crate::error::TX_ABORTED);
+    assert_eq!(count(&e, "parent"), 0);
+    assert!(e.flush().unwrap(), "reported once");
+    // A lease begun before the flush is told too, and its work undone.
+    let a = e.try_lock(None).unwrap().unwrap();
+    run(&e, a, "INSERT INTO parent VALUES (1)");
+    e.hold(a).unwrap();
+    let b = e.try_lock(None).unwrap().unwrap();
+    let _ = interrupted(&e, b, MANY_CTE);
+    e.unlock(b, false).unwrap();
+    let c = e.try_lock(None).unwrap().unwrap();
+    run(&e, c, "INSERT INTO parent VALUES (5)");
+    assert_eq!(
+        code(&e.unlock(c, true).unwrap_err()),
+        crate::error::TX_ABORTED
+    );
+    assert_eq!(count(&e, "parent"), 0);
+    let d = e.try_lock(None).unwrap().unwrap();
+    run(&e, d, "INSERT INTO parent VALUES (6)");
+    e.unlock(d, true).unwrap();
+    assert!(e.flush().unwrap());
+    assert_eq!(count(&e, "parent"), 1);
+}

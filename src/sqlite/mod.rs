@@ -71,6 +71,11 @@ struct Lease {
     /// rollback to either undoes (see `shared`).
     mark: usize,
     savepoint_mark: usize,
+    /// SQLite rolled the whole transaction back under a call (an
+    /// interrupted write, or an I/O, disk-full or out-of-memory error it
+    /// could not undo one statement of): nothing more runs under the
+    /// lease, and its commit is refused (see `with_lease_timed`).
+    aborted: bool,
 }
 
 struct Writer {
@@ -81,6 +86,11 @@ struct Writer {
     /// durable (group commit): that transaction stays open between leases
     /// until [`SqliteEngine::flush`] or a plain commit ends it.
     held: u32,
+    /// The physical transaction was rolled back while it held leases'
+    /// commits (`held` > 0): those commits are lost, and the next call
+    /// that would make the group durable (`hold`, a commit, `flush`) says
+    /// so instead (see [`SqliteEngine::group_lost`]).
+    lost: bool,
     /// File databases: WAL checkpoints on a thread of their own.
     checkpointer: Option<checkpointer::Checkpointer>,
     /// Writes through `storage.db` in the open physical transaction, kept
@@ -294,6 +304,7 @@ impl SqliteEngine {
                 lease: None,
                 next_id: 1,
                 held: 0,
+                lost: false,
                 checkpointer,
                 staged: Vec::new(),
                 busy_timeout: cfg.busy_timeout,
@@ -358,6 +369,7 @@ impl SqliteEngine {
             used: false,
             mark: w.staged.len(),
             savepoint_mark: w.staged.len(),
+            aborted: false,
         });
         id
     }
@@ -460,12 +472,26 @@ impl SqliteEngine {
     pub fn unlock(&self, id: u32, commit: bool) -> Result<()> {
         let db = self.db()?;
         let mut w = lock(&db.writer);
-        let (member, mark) = match &w.lease {
-            Some(l) if l.id == id => (l.member, l.mark),
+        let (member, mark, aborted) = match &w.lease {
+            Some(l) if l.id == id => (l.member, l.mark, l.aborted),
             _ if commit => return Err(Error::tx_finished()),
             _ => return Ok(()),
         };
         w.lease = None;
+        if aborted {
+            // Already rolled back (with the group it was a member of, which
+            // `lost` reports).
+            shared::replay_fresh(&mut w);
+            if !commit {
+                return Ok(());
+            }
+            // The caller fails the open group with this error.
+            w.lost = false;
+            return Err(Error::tx_aborted());
+        }
+        if commit && w.lost {
+            return Err(Self::group_lost(&mut w));
+        }
         if commit {
             if member {
                 if let Err(e) = conn::exec(&w.conn, sql::RELEASE_GROUP_MEMBER) {
@@ -502,10 +528,19 @@ impl SqliteEngine {
     pub fn hold(&self, id: u32) -> Result<()> {
         let db = self.db()?;
         let mut w = lock(&db.writer);
-        let (member, savepoint) = match &w.lease {
-            Some(l) if l.id == id => (l.member, l.savepoint),
+        let (member, savepoint, aborted) = match &w.lease {
+            Some(l) if l.id == id => (l.member, l.savepoint, l.aborted),
             _ => return Err(Error::tx_finished()),
         };
+        if aborted || w.lost {
+            w.lease = None;
+            if aborted {
+                shared::replay_fresh(&mut w);
+                w.lost = false;
+                return Err(Error::tx_aborted());
+            }
+            return Err(Self::group_lost(&mut w));
+        }
         w.lease = None;
         // Releasing the member's savepoint releases the apply savepoint
         // nested in it; a first lease may still have its own open.
@@ -531,6 +566,10 @@ impl SqliteEngine {
     pub fn flush(&self) -> Result<bool> {
         let db = self.db()?;
         let mut w = lock(&db.writer);
+        if w.lost {
+            w.lost = false;
+            return Err(group_lost_error());
+        }
         if w.held == 0 {
             return Ok(true);
         }
@@ -584,9 +623,23 @@ impl SqliteEngine {
         Ok(())
     }
 
+    /// The group's commits were lost (see `Writer::lost`): the open
+    /// transaction, if any (a lease begun since, whose caller is told its
+    /// work was not stored either), is rolled back, and the error says so.
+    fn group_lost(w: &mut Writer) -> Error {
+        w.lost = false;
+        w.held = 0;
+        if !w.conn.is_autocommit() {
+            let _ = conn::exec(&w.conn, "ROLLBACK");
+        }
+        shared::replay_fresh(w);
+        group_lost_error()
+    }
+
     /// A control statement of a group failed: nothing of it can be trusted
     /// any more, so it is rolled back whole.
     fn abort_group(w: &mut Writer, e: rusqlite::Error) -> Error {
+        w.lost |= w.held > 0;
         w.held = 0;
         w.lease = None;
         let e = conn::rollback_after(&w.conn, map_err(e));
@@ -632,14 +685,32 @@ impl SqliteEngine {
         let Some(lease) = w.lease.as_mut().filter(|l| l.id == id) else {
             return Err(Error::tx_finished());
         };
+        if lease.aborted {
+            return Err(Error::tx_aborted());
+        }
         lease.used = true;
-        f(Held {
+        let out = f(Held {
             conn: &w.conn,
             partition: lease.partition.as_deref(),
             savepoint: &mut lease.savepoint,
             savepoint_mark: &mut lease.savepoint_mark,
             staged: &w.staged,
-        })
+        });
+        // Every lease runs inside a transaction: in autocommit now, SQLite
+        // rolled it back, and the lease's next statement would otherwise
+        // commit on its own.
+        if w.conn.is_autocommit() {
+            lease.aborted = true;
+            if w.held > 0 {
+                w.held = 0;
+                w.lost = true;
+            }
+            return Err(match out {
+                Err(e) => e,
+                Ok(_) => Error::tx_aborted(),
+            });
+        }
+        out
     }
 
     /// [`with_lease`](Self::with_lease) for `f` that runs exactly one
@@ -823,3 +894,11 @@ impl<'a> Held<'a> {
 
 #[cfg(test)]
 mod group_tests;
+
+/// The error of the calls that would have made a lost group durable.
+fn group_lost_error() -> Error {
+    Error::plain(
+        crate::error::TX_ABORTED,
+        "the database rolled back the open group of commits after an error; none of them was stored",
+    )
+}
