@@ -6,6 +6,7 @@ import { describe, test } from 'node:test';
 import { tempDbPath, sqliteFileUrl } from './support/engines.mjs';
 import { NativeStorage, StorageQueryError, SyncError } from './support/package.mjs';
 import { exec, noShell, query, sqliteCliAvailable } from './support/sqlite-cli.mjs';
+import { TIME_SCALE } from './support/emulation.mjs';
 import { accountsTable, col, fixtureSchema, schema, table, tasksTable, notesTable } from './support/schema.mjs';
 import { accountRow, hostPush, noteRow, rejectsQueryError, taskRow, writeCommit } from './support/harness.mjs';
 import { hostErrors, HostSyncError } from './contract/errors.mjs';
@@ -207,6 +208,54 @@ describe('sqlite physical layout', { skip: noShell }, () => {
       assert.deepEqual(query(path, 'SELECT row_id FROM sync_row_scopes').map((r) => r.row_id), ['r2', 'r2']);
       assert.deepEqual(query(path, 'SELECT * FROM sync_blob_refs'), []);
     }));
+});
+
+describe('sqlite layout repair on a large file', { skip: noShell }, () => {
+  // Issue 48: the first ensureSchema on a file another version wrote may
+  // rebuild a declared index over every row. That runs on a worker: the
+  // event loop keeps turning (it stalled for the whole repair before, 1.5 s
+  // on a 928 MB in-tree file), and a reader of the file is never refused.
+  test('ensureSchema repairs a missing index over 600k rows without stalling the event loop', async () => {
+    const v1 = schema(1, [table('items', [col('id', 'string'), col('title', 'string')], { indexes: [{ name: 'items_by_title', columns: ['title'] }] })]);
+    const path = tempDbPath();
+    const a = reopen(path);
+    await a.ensureSchema(v1);
+    await a.close();
+    // Rows written straight into the layout, then the index dropped: the
+    // next ensureSchema must build it again.
+    exec(
+      path,
+      `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 600000)
+       INSERT INTO items (_sync_partition, _sync_row_id, _sync_server_version, _sync_scopes, _sync_payload, id, title)
+       SELECT 'p' || (i % 50), 'r' || i, 1, '{}', x'', 'r' || i, hex(randomblob(12)) FROM n;
+       DROP INDEX sync_ix_items_by_title;`,
+    );
+    const b = reopen(path);
+    let worst = 0;
+    let last = performance.now();
+    const timer = setInterval(() => {
+      const now = performance.now();
+      worst = Math.max(worst, now - last);
+      last = now;
+    }, 5);
+    try {
+      const started = performance.now();
+      await b.ensureSchema(v1);
+      const took = performance.now() - started;
+      // A stall ends with the timer's next turn, after the await resumes.
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      clearInterval(timer);
+      assert.deepEqual(query(path, "SELECT count(*) AS n FROM pragma_index_list('items') WHERE name = 'sync_ix_items_by_title'"), [{ n: 1 }]);
+      // The timer kept firing while the index was built (the repair took
+      // `took` ms); a debug build or an emulated CPU gets its scale.
+      assert.ok(worst < 100 * TIME_SCALE, `the event loop stalled ${worst.toFixed(0)} ms during a ${took.toFixed(0)} ms repair`);
+      // The storage serves as before.
+      assert.equal(await b.getMaxCommitSeq('p1'), 0);
+    } finally {
+      clearInterval(timer);
+      await b.close();
+    }
+  });
 });
 
 describe('sqlite schema bumps', { skip: noShell }, () => {

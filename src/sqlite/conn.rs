@@ -243,7 +243,7 @@ fn open_writer_at(cfg: &Config) -> Result<Connection> {
 
 /// Runs `f` again while it fails with SQLITE_BUSY or SQLITE_LOCKED, for up
 /// to `timeout`, pausing 1 ms, then up to 20 ms, between tries.
-fn retry_busy<T>(
+pub(super) fn retry_busy<T>(
     timeout: Duration, mut f: impl FnMut() -> rusqlite::Result<T>,
 ) -> rusqlite::Result<T> {
     let deadline = std::time::Instant::now() + timeout;

@@ -116,7 +116,17 @@ impl Engine for Arc<SqliteEngine> {
     fn ensure_schema(
         &self, lease: u32, schema: Schema, declarations: Vec<CheckpointDeclaration>, now_ms: i64,
     ) -> Call<bool> {
-        SqliteEngine::ensure_schema(self, lease, schema, &declarations, now_ms).into()
+        // The first ensureSchema of a file an older version wrote may repair
+        // its layout (an index built over every row of a table: seconds on
+        // a large file), so it is work for the worker pool. Under a lease
+        // of its own, never in one call (`OWN_TRANSACTION`): the JS queue
+        // then keeps every other write behind it, and the calling thread
+        // never waits for the writer while the repair holds it.
+        if lease == super::OWN_TRANSACTION {
+            return Call::Now(Err(super::would_block()));
+        }
+        let e = Arc::clone(self);
+        blocking(move || SqliteEngine::ensure_schema(&e, lease, schema, &declarations, now_ms))
     }
 
     fn touch_partition(

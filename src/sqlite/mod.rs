@@ -76,6 +76,10 @@ struct Lease {
     /// could not undo one statement of): nothing more runs under the
     /// lease, and its commit is refused (see `with_lease_timed`).
     aborted: bool,
+    /// Its work was committed early ([`SqliteEngine::commit_early`]) and
+    /// no new transaction could be begun for it: its commit and rollback
+    /// have nothing left to do.
+    settled: bool,
 }
 
 struct Writer {
@@ -370,6 +374,7 @@ impl SqliteEngine {
             mark: w.staged.len(),
             savepoint_mark: w.staged.len(),
             aborted: false,
+            settled: false,
         });
         id
     }
@@ -472,12 +477,15 @@ impl SqliteEngine {
     pub fn unlock(&self, id: u32, commit: bool) -> Result<()> {
         let db = self.db()?;
         let mut w = lock(&db.writer);
-        let (member, mark, aborted) = match &w.lease {
-            Some(l) if l.id == id => (l.member, l.mark, l.aborted),
+        let (member, mark, aborted, settled) = match &w.lease {
+            Some(l) if l.id == id => (l.member, l.mark, l.aborted, l.settled),
             _ if commit => return Err(Error::tx_finished()),
             _ => return Ok(()),
         };
         w.lease = None;
+        if settled {
+            return Ok(());
+        }
         if aborted {
             // Already rolled back (with the group it was a member of, which
             // `lost` reports).
@@ -610,6 +618,45 @@ impl SqliteEngine {
         committed.map(|()| true)
     }
 
+    /// Makes lease `id`'s work durable now, from the thread that did it
+    /// (a layout repair's COMMIT writes every page of the indexes it built
+    /// to the WAL: tens of milliseconds that would otherwise run on the
+    /// calling thread when the host commits), and begins a new transaction
+    /// for the rest of the lease, waiting for the write lock as long as the
+    /// busy timeout allows. Only a lease with a transaction of its own (not
+    /// a group member, no held commits in it); otherwise nothing happens
+    /// and the host's commit makes it durable as usual.
+    pub fn commit_early(&self, id: u32) -> Result<()> {
+        let db = self.db()?;
+        let mut w = lock(&db.writer);
+        let own = w.held == 0
+            && !w.lost
+            && w.lease
+                .as_ref()
+                .is_some_and(|l| l.id == id && !l.member && !l.aborted && !l.settled);
+        if !own || w.conn.is_autocommit() {
+            return Ok(());
+        }
+        if let Err(e) = conn::exec(&w.conn, "COMMIT") {
+            let e = conn::rollback_after(&w.conn, map_err(e));
+            shared::replay_fresh(&mut w);
+            if let Some(l) = w.lease.as_mut() {
+                l.aborted = true;
+            }
+            return Err(e);
+        }
+        w.staged.clear();
+        let timeout = w.busy_timeout;
+        let begun = conn::retry_busy(timeout, || w.conn.execute_batch("BEGIN IMMEDIATE"));
+        if let Some(l) = w.lease.as_mut() {
+            l.savepoint = false;
+            l.mark = 0;
+            l.savepoint_mark = 0;
+            l.settled = begun.is_err();
+        }
+        Ok(())
+    }
+
     /// COMMIT of the physical transaction (every held lease with it).
     fn commit_physical(w: &mut Writer) -> Result<()> {
         w.held = 0;
@@ -687,6 +734,9 @@ impl SqliteEngine {
         };
         if lease.aborted {
             return Err(Error::tx_aborted());
+        }
+        if lease.settled {
+            return Err(Error::tx_finished());
         }
         lease.used = true;
         let out = f(Held {

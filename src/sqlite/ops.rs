@@ -25,6 +25,11 @@ impl SqliteEngine {
         let outcome = self.with_lease(id, |h| {
             schema_sync::ensure_schema(h.conn, &schema, declarations, now_ms)
         })?;
+        // A repair or migration may have written a lot: its COMMIT runs
+        // here, off the calling thread (see `commit_early`).
+        if !matches!(outcome, schema_sync::Outcome::Unchanged) {
+            self.commit_early(id)?;
+        }
         self.set_loaded(schema);
         Ok(matches!(outcome, schema_sync::Outcome::Migrated { .. }))
     }
