@@ -153,6 +153,45 @@ if (pg) {
     });
   });
 
+  describe('postgres: first use beside an in-tree host starting at the same instant', () => {
+    // Issue 48: a 0.15.48 host creating the same tables on an empty
+    // database at the same instant made ours fail at startup (23505 on
+    // pg_type_typname_nsp_index; the in-tree storages take no lock). Ours
+    // retries and starts.
+    for (const table of ['sync_commits', 'tasks']) {
+      test(`another session creating ${table} while ours does: ours retries and starts`, async () => {
+        const ref = freshPgSchema();
+        const target = freshPgSchema();
+        const a = new NativeStorage({ url: pg.url, schema: ref });
+        await a.ensureSchema(fixtureSchema());
+        await a.close();
+        const psql = new Psql(pg.url);
+        const b = new NativeStorage({ url: pg.url, schema: target, maxConnections: 2 });
+        try {
+          await psql.exec(`CREATE SCHEMA "${target}"`);
+          if (table === 'tasks') {
+            // The meta tables exist; the race is on the app table.
+            const c = new NativeStorage({ url: pg.url, schema: target });
+            await c.ping();
+            await c.close();
+          }
+          await psql.exec('BEGIN');
+          await psql.exec(`CREATE TABLE "${target}"."${table}" (LIKE "${ref}"."${table}" INCLUDING ALL)`);
+          const started = b.ensureSchema(fixtureSchema());
+          // Ours reaches the same CREATE and waits for the other session.
+          await new Promise((r) => setTimeout(r, 400));
+          await psql.exec('COMMIT');
+          await within(started, 10_000, 'ensureSchema');
+          await hostPush(b, 'p1', { clientId: 'c1', clientCommitId: 'k1', ops: [{ table: 'tasks', row: taskRow('t1') }] });
+          assert.equal(await b.getMaxCommitSeq('p1'), 1);
+        } finally {
+          await b.close();
+          await psql.close();
+        }
+      });
+    }
+  });
+
   describe('postgres: connections that died while idle', () => {
     // The pool hands out connections without a ping first; a connection the
     // server ended meanwhile (a restart, pg_terminate_backend, an idle

@@ -406,21 +406,41 @@ pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
     if pooled {
         // All in one transaction: outside one, the pooler may hand the
         // next statement to another server session.
-        conn.execute(AssertSqlSafe(cfg.begin.clone()))
-            .await
-            .map_err(map_err)?;
-        match ensure_meta(&mut conn, cfg.schema.as_deref(), true).await {
-            Ok(()) => conn.execute("COMMIT").await.map_err(map_err)?,
-            Err(e) => {
-                if conn.execute("ROLLBACK").await.is_err() {
-                    conn.close_on_drop();
+        let mut tries = 0;
+        loop {
+            conn.execute(AssertSqlSafe(cfg.begin.clone()))
+                .await
+                .map_err(map_err)?;
+            match ensure_meta(&mut conn, cfg.schema.as_deref(), true).await {
+                Ok(()) => {
+                    conn.execute("COMMIT").await.map_err(map_err)?;
+                    break;
                 }
-                return Err(e);
+                Err(e) => {
+                    if conn.execute("ROLLBACK").await.is_err() {
+                        conn.close_on_drop();
+                        return Err(e);
+                    }
+                    if !ddl_race(&e) || tries == DDL_RETRIES {
+                        return Err(e);
+                    }
+                    tries += 1;
+                    tokio::time::sleep(DDL_PAUSE * tries).await;
+                }
             }
-        };
+        }
         return Ok(pool);
     }
-    ensure_meta(&mut conn, cfg.schema.as_deref(), false).await?;
+    let mut tries = 0;
+    loop {
+        match ensure_meta(&mut conn, cfg.schema.as_deref(), false).await {
+            Err(e) if ddl_race(&e) && tries < DDL_RETRIES => {
+                tries += 1;
+                tokio::time::sleep(DDL_PAUSE * tries).await;
+            }
+            other => break other?,
+        }
+    }
     // This connection may predate the tables `ensure_meta` made. A failure
     // (no plpgsql) only leaves the lock batch sending its reads whole.
     let _ = sqlx::raw_sql(AssertSqlSafe(super::after_lock::prepare()))
@@ -428,6 +448,24 @@ pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
         .await;
     drop(conn);
     Ok(pool)
+}
+
+/// How often a first use retries its DDL after another session created the
+/// same object at the same instant ([`ddl_race`]), and the pause before
+/// the first retry (longer before each next one).
+pub const DDL_RETRIES: u32 = 5;
+pub const DDL_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Whether `e` is what PostgreSQL answers a `CREATE … IF NOT EXISTS` that
+/// met another session creating the same object at the same instant: a
+/// unique violation in the catalog (`pg_type_typname_nsp_index`,
+/// `pg_namespace_nspname_index`) or the duplicate-object codes. The
+/// storage's own first uses take an advisory lock and never meet here; an
+/// in-tree host starting beside it does not take it (issue 48: 3 of 3
+/// simultaneous starts failed). Retrying then finds the object made.
+pub fn ddl_race(e: &Error) -> bool {
+    matches!(e.primary(), Error::Engine { code, .. }
+        if matches!(code.as_str(), "23505" | "42P07" | "42710" | "42P06"))
 }
 
 /// Creates the schema and the meta layout when anything is missing, under
