@@ -899,6 +899,16 @@ export declare class NativeStorage {
    * `ERR_SYNCULAR_BACKUP_UNSUPPORTED` (use `pg_dump`).
    */
   backup(path: string): Promise<void>;
+  /**
+   * Swap back: the declared indexes that the first `ensureSchema` rebuilt
+   * to lead with `_sync_partition` get back the form the older version
+   * created (recorded at the repair; a 0.15.48 `unique` index spans
+   * partitions again). Resolves with their physical names (`sync_ix_*`).
+   * Rejects with `ERR_SYNCULAR_RESTORE_CONFLICT`, changing nothing, when
+   * rows written since violate an original form. Run it last, before the
+   * host swaps back: a later `ensureSchema` of this storage repairs again.
+   */
+  restoreLayout(): Promise<string[]>;
 
   /** Releases the connections. */
   close(): Promise<void>;
@@ -1004,6 +1014,7 @@ export type NativeErrorCode =
   | 'ERR_SYNCULAR_QUERY_PLAN'
   | 'ERR_SYNCULAR_QUERY_REFUSED'
   | 'ERR_SYNCULAR_QUERY_TIMEOUT'
+  | 'ERR_SYNCULAR_RESTORE_CONFLICT'
   | 'ERR_SYNCULAR_SCHEMA_NEWER'
   | 'ERR_SYNCULAR_TX_ABORTED'
   | 'ERR_SYNCULAR_TX_FINISHED'

@@ -71,6 +71,7 @@ const METHODS = [
   'ping',
   'stats',
   'backup',
+  'restoreLayout',
   'close',
 ];
 
@@ -80,7 +81,7 @@ const SETTLED = new Set(['getRow', 'getPushResult', 'getClientRecord', 'getMaxCo
 
 // Members whose first argument is not a partition; every other member's
 // must be a string (ERR_SYNCULAR_INVALID_ARGUMENT otherwise).
-const UNPARTITIONED = new Set(['ensureSchema', 'listPartitionRegistry', 'listPartitions', 'ping', 'stats', 'backup', 'close']);
+const UNPARTITIONED = new Set(['ensureSchema', 'listPartitionRegistry', 'listPartitions', 'ping', 'stats', 'backup', 'restoreLayout', 'close']);
 
 /** The gate of close() itself, which is never refused. */
 const OPEN = Object.freeze({ closed: false });
@@ -745,6 +746,15 @@ class NativeStorage {
    * Not queued behind writes: it copies what is committed, and a write
    * still in line (behind an open transaction, say) is not acknowledged.
    */
+  /**
+   * Swap back (README, migration runbook): gives the declared indexes the
+   * first ensureSchema rebuilt the form the older version created; the
+   * physical names restored.
+   */
+  async restoreLayout() {
+    return this.#write(undefined, (n, id) => n.restoreLayout(id));
+  }
+
   async backup(path) {
     if (typeof path !== 'string' || path.length === 0) throw invalidArgument('backup: path must be a non-empty string');
     await this.#settle(() => this.#engine.native.backup(path));

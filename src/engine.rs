@@ -162,6 +162,10 @@ pub trait Engine: Send + Sync + 'static {
     fn ensure_schema(
         &self, lease: u32, schema: Schema, declarations: Vec<CheckpointDeclaration>, now_ms: i64,
     ) -> Call<bool>;
+    /// Gives the declared indexes a layout repair replaced the form the
+    /// older version created (recorded at the repair); the names restored.
+    /// A storage-level write under `lease`.
+    fn restore_layout(&self, lease: u32) -> Call<Vec<String>>;
     fn touch_partition(
         &self, lease: u32, partition: String, at_ms: i64, epoch: String,
     ) -> Call<RegistryEntry>;

@@ -145,9 +145,41 @@ pub struct PhysicalIndex {
     pub unique: bool,
 }
 
+/// Where a layout repair records each declared index it replaced, with
+/// the statement that created the index it found (the older version's
+/// form, for instance a 0.15.48 `unique` index spanning partitions), so
+/// `restoreLayout()` can give that form back when the host swaps back
+/// (README, swap runbook). Made only when a repair replaces an index; the
+/// in-tree storages never name it.
+pub const REPLACED_INDEXES_DDL: &str = "CREATE TABLE IF NOT EXISTS sync_native_replaced_indexes (\
+    index_name TEXT PRIMARY KEY, table_name TEXT NOT NULL, original_sql TEXT NOT NULL)";
+/// Records one replaced index (the first record of a name stays: it is
+/// the form the older version created).
+pub const RECORD_REPLACED_INDEX: &str = "INSERT INTO sync_native_replaced_indexes \
+    (index_name, table_name, original_sql) VALUES ($1, $2, $3) ON CONFLICT (index_name) DO NOTHING";
+/// The recorded indexes, in name order.
+pub const REPLACED_INDEXES: &str =
+    "SELECT index_name, table_name, original_sql FROM sync_native_replaced_indexes ORDER BY index_name";
+pub const DROP_REPLACED_INDEXES: &str = "DROP TABLE sync_native_replaced_indexes";
+
+/// The refusal of `restoreLayout()` when rows written since the repair
+/// violate an index's original form.
+pub fn restore_conflict(
+    index: &str, table: &str, original: &str, cause: &str,
+) -> crate::error::Error {
+    crate::error::Error::plain(
+        "ERR_SYNCULAR_RESTORE_CONFLICT",
+        format!(
+            "restoreLayout: index {index} on {table} cannot be given back its original form ({original}): rows written since violate it ({cause}); nothing was changed. Remove the rows that hold the same value in two partitions, or swap back without restoring it"
+        ),
+    )
+}
+
 #[derive(Debug, PartialEq, Eq)]
 pub struct IndexDdl {
-    /// The physical name (`sync_ix_…`), quoted.
+    /// The physical name (`sync_ix_…`).
+    pub name: String,
+    /// The physical name, quoted.
     pub quoted_name: String,
     /// Whether an index of that name exists and must be dropped first.
     pub replace: bool,
@@ -276,6 +308,7 @@ pub fn check_physical(
         let have = index_of(&physical)?;
         if have.as_ref() != Some(&want) {
             repairs.indexes.push(IndexDdl {
+                name: physical.clone(),
                 quoted_name: quote_ident(&physical),
                 replace: have.is_some(),
                 create,

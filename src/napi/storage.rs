@@ -205,6 +205,13 @@ impl NativeEngine {
         })
     }
 
+    /// Swap back: the declared indexes a layout repair replaced get the
+    /// form the older version created; the names restored.
+    #[napi(ts_return_type = "string[] | Promise<string[]>")]
+    pub fn restore_layout(&self, lease: u32) -> Reply<Vec<String>> {
+        self.run("restoreLayout", |e| Ok(e.restore_layout(lease)))
+    }
+
     #[napi]
     pub fn schema_version(&self) -> i64 {
         self.engine().schema_version()

@@ -87,6 +87,10 @@ impl Engine for Arc<PgEngine> {
             .await)
     }
 
+    fn restore_layout(&self, _lease: u32) -> Call<Vec<String>> {
+        pg!(self, |e| e.restore_layout().await)
+    }
+
     fn touch_partition(
         &self, _lease: u32, p: String, at_ms: i64, epoch: String,
     ) -> Call<RegistryEntry> {

@@ -36,6 +36,11 @@ impl PgEngine {
         Ok(migrated)
     }
 
+    /// `restoreLayout()` in a transaction of its own.
+    pub async fn restore_layout(&self) -> Result<Vec<String>> {
+        write!(self, |c| schema_sync::restore_layout(c).await)
+    }
+
     // ---- partitions -----------------------------------------------------------
 
     pub async fn touch_partition(

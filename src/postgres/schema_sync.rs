@@ -113,11 +113,75 @@ async fn apply_repairs(c: &mut PgConnection, t: &Table, repairs: &migrate::Repai
     }
     for ix in &repairs.indexes {
         if ix.replace {
+            record_replaced(c, &t.name, &ix.name).await?;
             run(c, format!("DROP INDEX IF EXISTS {}", ix.quoted_name)).await?;
         }
         run(c, ix.create.clone()).await?;
     }
     Ok(())
+}
+
+/// Records the statement that made index `name` before the repair
+/// replaces it (`migrate::REPLACED_INDEXES_DDL`).
+async fn record_replaced(c: &mut PgConnection, table: &str, name: &str) -> Result<()> {
+    let original: Option<String> = crate::postgres::stmt::query_scalar(
+        "SELECT pg_get_indexdef(i.oid) FROM pg_class i JOIN pg_namespace n ON n.oid = i.relnamespace
+         WHERE n.nspname = current_schema() AND i.relname = $1 AND i.relkind = 'i'",
+    )
+    .bind(name)
+    .fetch_optional(&mut *c)
+    .await
+    .map_err(map_err)?;
+    let Some(original) = original else {
+        return Ok(());
+    };
+    run(c, migrate::REPLACED_INDEXES_DDL.to_owned()).await?;
+    crate::postgres::stmt::query(migrate::RECORD_REPLACED_INDEX)
+        .bind(name)
+        .bind(table)
+        .bind(original)
+        .execute(&mut *c)
+        .await
+        .map_err(map_err)?;
+    Ok(())
+}
+
+/// `restoreLayout()`: gives every index a repair replaced the form it had
+/// (its recorded statement), in the open transaction, then drops the
+/// record; the names restored. Refused, and rolled back by the caller,
+/// when rows written since violate an original form.
+pub async fn restore_layout(c: &mut PgConnection) -> Result<Vec<String>> {
+    if !table_exists(c, "sync_native_replaced_indexes").await? {
+        return Ok(Vec::new());
+    }
+    let rows: Vec<(String, String, String)> =
+        crate::postgres::stmt::query(migrate::REPLACED_INDEXES)
+            .fetch_all(&mut *c)
+            .await
+            .map_err(map_err)?
+            .iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+            .collect::<std::result::Result<_, sqlx::Error>>()
+            .map_err(map_err)?;
+    let mut restored = Vec::new();
+    for (name, table, original) in rows {
+        if !table_exists(c, &table).await? {
+            continue;
+        }
+        run(c, format!("DROP INDEX IF EXISTS {}", quote_ident(&name))).await?;
+        if let Err(e) = c.execute(AssertSqlSafe(original.clone())).await {
+            let unique =
+                matches!(&e, sqlx::Error::Database(d) if d.code().as_deref() == Some("23505"));
+            return Err(if unique {
+                migrate::restore_conflict(&name, &table, &original, &e.to_string())
+            } else {
+                map_err(e)
+            });
+        }
+        restored.push(name);
+    }
+    run(c, migrate::DROP_REPLACED_INDEXES.to_owned()).await?;
+    Ok(restored)
 }
 
 async fn table_exists(c: &mut PgConnection, table: &str) -> Result<bool> {

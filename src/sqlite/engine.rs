@@ -129,6 +129,16 @@ impl Engine for Arc<SqliteEngine> {
         blocking(move || SqliteEngine::ensure_schema(&e, lease, schema, &declarations, now_ms))
     }
 
+    fn restore_layout(&self, lease: u32) -> Call<Vec<String>> {
+        // Index builds over every row, as a repair's: on a worker, under a
+        // lease of its own (see `ensure_schema`).
+        if lease == super::OWN_TRANSACTION {
+            return Call::Now(Err(super::would_block()));
+        }
+        let e = Arc::clone(self);
+        blocking(move || SqliteEngine::restore_layout(&e, lease))
+    }
+
     fn touch_partition(
         &self, lease: u32, p: String, at_ms: i64, epoch: String,
     ) -> Call<RegistryEntry> {

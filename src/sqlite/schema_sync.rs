@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::migrate::{self, check_append_only, check_stored_layout, PhysicalColumn, PhysicalIndex};
 use crate::model::CheckpointDeclaration;
 use crate::schema::{parse_layouts, quote_ident, LayoutColumn, Schema, Table};
-use rusqlite::{params, Connection, ToSql};
+use rusqlite::{params, Connection, OptionalExtension, ToSql};
 
 pub fn sqlite_type(ty: ColumnType) -> &'static str {
     match ty {
@@ -166,12 +166,83 @@ fn apply_repairs(conn: &Connection, t: &Table, repairs: &migrate::Repairs) -> Re
     }
     for ix in &repairs.indexes {
         if ix.replace {
+            record_replaced(conn, &t.name, &ix.name)?;
             conn.execute_batch(&format!("DROP INDEX IF EXISTS {}", ix.quoted_name))
                 .map_err(map_err)?;
         }
         conn.execute_batch(&ix.create).map_err(map_err)?;
     }
     Ok(())
+}
+
+/// Records the statement that made index `name` before the repair
+/// replaces it (`migrate::REPLACED_INDEXES_DDL`).
+fn record_replaced(conn: &Connection, table: &str, name: &str) -> Result<()> {
+    let original: Option<String> = conn
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?1",
+            [name],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(map_err)?
+        .flatten();
+    let Some(original) = original else {
+        return Ok(());
+    };
+    conn.execute_batch(migrate::REPLACED_INDEXES_DDL)
+        .map_err(map_err)?;
+    conn.execute(
+        migrate::RECORD_REPLACED_INDEX,
+        params![name, table, original],
+    )
+    .map_err(map_err)?;
+    Ok(())
+}
+
+/// `restoreLayout()`: gives every index a repair replaced the form it had
+/// (its recorded statement), in the open write transaction, then drops the
+/// record; the names restored. Refused, with nothing changed once the
+/// caller rolls back, when rows written since violate an original form.
+pub fn restore_layout(conn: &Connection) -> Result<Vec<String>> {
+    let recorded: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'sync_native_replaced_indexes'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(map_err)?;
+    if recorded == 0 {
+        return Ok(Vec::new());
+    }
+    let rows: Vec<(String, String, String)> = {
+        let mut st = conn.prepare(migrate::REPLACED_INDEXES).map_err(map_err)?;
+        let rows = st
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .map_err(map_err)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(map_err)?
+    };
+    let mut restored = Vec::new();
+    for (name, table, original) in rows {
+        if physical_columns(conn, &table)?.is_empty() {
+            // The table is gone (retired since): nothing to give back.
+            continue;
+        }
+        conn.execute_batch(&format!("DROP INDEX IF EXISTS {}", quote_ident(&name)))
+            .map_err(map_err)?;
+        if let Err(e) = conn.execute_batch(&original) {
+            return Err(match e.sqlite_error_code() {
+                Some(rusqlite::ErrorCode::ConstraintViolation) => {
+                    migrate::restore_conflict(&name, &table, &original, &e.to_string())
+                }
+                _ => map_err(e),
+            });
+        }
+        restored.push(name);
+    }
+    conn.execute_batch(migrate::DROP_REPLACED_INDEXES)
+        .map_err(map_err)?;
+    Ok(restored)
 }
 
 fn migrate(conn: &Connection, schema: &Schema, old: &[(String, Vec<LayoutColumn>)]) -> Result<()> {
