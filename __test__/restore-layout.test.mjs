@@ -14,6 +14,7 @@ import { accountRow, hostPush } from './support/harness.mjs';
 import { fixtureSchema } from './support/schema.mjs';
 import { exec, noShell, query } from './support/sqlite-cli.mjs';
 import { Psql } from '../stress/lib/sql.mjs';
+import { hostTest, runHost } from './support/upstream.mjs';
 
 const INDEX = 'sync_ix_accounts_email';
 const CONFLICT = 'ERR_SYNCULAR_RESTORE_CONFLICT';
@@ -105,5 +106,20 @@ describe('restoreLayout', () => {
     } finally {
       await psql.close();
     }
+  });
+
+  test('through upstream\'s handler: the in-tree 0.15.48 host swapped back refuses the cross-partition duplicate again', hostTest, async () => {
+    const r = await runHost('restore.ts', [tempDbPath()]);
+    assert.deepEqual(r.first, { status: 'applied' });
+    assert.deepEqual(r.refusedBefore, { status: 'rejected' }, 'the in-tree host refuses a title another partition holds');
+    assert.deepEqual(r.acceptedByOurs, { status: 'applied' }, 'swapped in, uniqueness is per partition');
+    assert.equal(r.conflict.code, CONFLICT, r.conflict.message);
+    assert.deepEqual(r.deleted, { status: 'applied' });
+    assert.deepEqual(r.restored, { value: ['sync_ix_tasks_title_unique'] });
+    assert.deepEqual(r.refusedAfter, { status: 'rejected' }, 'swapped back with the restore step: refused again');
+    assert.deepEqual(r.stillServes, { status: 'applied' });
+    // The control: without the restore step, the swapped-back host accepts it.
+    const control = await runHost('restore.ts', [tempDbPath(), '--no-restore']);
+    assert.deepEqual(control.refusedAfter, { status: 'applied' });
   });
 });
