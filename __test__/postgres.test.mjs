@@ -153,6 +153,67 @@ if (pg) {
     });
   });
 
+  describe('postgres: the index added to an in-tree sync_row_scopes', () => {
+    // Issue 48: on a database the in-tree storage wrote, the first open adds
+    // sync_row_scopes_by_row. Built inside the meta transaction it held every
+    // writer of the table (the in-tree hosts' too) for the whole build; now
+    // it is built concurrently, and an interrupted build is redone.
+    const valid = async (psql) =>
+      (await psql.query("SELECT indisvalid AS v, indisunique AS u FROM pg_index WHERE indexrelid = to_regclass('sync_row_scopes_by_row')"));
+
+    test('writers of sync_row_scopes go on while ours builds it', async () => {
+      const schema = freshPgSchema();
+      const a = new NativeStorage({ url: pg.url, schema });
+      await a.ensureSchema(fixtureSchema());
+      await a.close();
+      const holder = new Psql(pg.url, { schema });
+      const writer = new Psql(pg.url, { schema });
+      const b = new NativeStorage({ url: pg.url, schema });
+      try {
+        // As the in-tree storage left it, with a writer's transaction open:
+        // the build waits for that transaction, as any index build must.
+        await holder.exec('DROP INDEX sync_row_scopes_by_row');
+        await holder.exec('BEGIN');
+        await holder.exec("INSERT INTO sync_row_scopes VALUES ('p1', 'tasks', 'v', 'x', 'r1')");
+        const opening = b.ping();
+        await new Promise((r) => setTimeout(r, 400));
+        // Another writer is not queued behind the build (inside a
+        // transaction, its SHARE lock request held this insert until the
+        // lock timeout).
+        await writer.exec("SET lock_timeout = '1s'");
+        await writer.exec("INSERT INTO sync_row_scopes VALUES ('p1', 'tasks', 'v', 'y', 'r2')");
+        await holder.exec('COMMIT');
+        await within(opening, 10_000, 'open');
+        assert.deepEqual(await valid(writer), [{ v: true, u: false }]);
+      } finally {
+        await b.close();
+        await holder.close();
+        await writer.close();
+      }
+    });
+
+    test('a build interrupted earlier (an invalid index) is done again at the next open', async () => {
+      const schema = freshPgSchema();
+      const a = new NativeStorage({ url: pg.url, schema });
+      await a.ensureSchema(fixtureSchema());
+      await a.close();
+      const psql = new Psql(pg.url, { schema });
+      const b = new NativeStorage({ url: pg.url, schema });
+      try {
+        // A concurrent build that failed leaves its index invalid.
+        await psql.exec('DROP INDEX sync_row_scopes_by_row');
+        await psql.exec("INSERT INTO sync_row_scopes VALUES ('p1', 'tasks', 'v1', 'a', 'r1'), ('p1', 'tasks', 'v2', 'b', 'r1')");
+        await assert.rejects(psql.exec('CREATE UNIQUE INDEX CONCURRENTLY sync_row_scopes_by_row ON sync_row_scopes(partition, tbl, row_id)'));
+        assert.deepEqual(await valid(psql), [{ v: false, u: true }]);
+        await b.ping();
+        assert.deepEqual(await valid(psql), [{ v: true, u: false }]);
+      } finally {
+        await b.close();
+        await psql.close();
+      }
+    });
+  });
+
   describe('postgres: first use beside an in-tree host starting at the same instant', () => {
     // Issue 48: a 0.15.48 host creating the same tables on an empty
     // database at the same instant made ours fail at startup (23505 on

@@ -441,6 +441,7 @@ pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
             other => break other?,
         }
     }
+    build_row_scopes_index(&mut conn).await?;
     // This connection may predate the tables `ensure_meta` made. A failure
     // (no plpgsql) only leaves the lock batch sending its reads whole.
     let _ = sqlx::raw_sql(AssertSqlSafe(super::after_lock::prepare()))
@@ -448,6 +449,84 @@ pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
         .await;
     drop(conn);
     Ok(pool)
+}
+
+/// The index this storage adds to the in-tree `sync_row_scopes`.
+const ROW_SCOPES_INDEX: &str = "sync_row_scopes_by_row";
+
+/// Where `sync_row_scopes` and its added index stand.
+#[derive(Debug, PartialEq, Eq)]
+enum RowScopesIndex {
+    /// No `sync_row_scopes` table yet: the meta DDL makes both.
+    Missing,
+    /// The table, without a usable index (none, or one a concurrent build
+    /// left invalid when it was interrupted).
+    Needed {
+        invalid: bool,
+    },
+    Built,
+}
+
+async fn row_scopes_index(conn: &mut sqlx::PgConnection) -> Result<RowScopesIndex> {
+    let row = super::stmt::query(
+        "SELECT to_regclass('sync_row_scopes') IS NOT NULL,
+                (SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass('sync_row_scopes_by_row'))",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(map_err)?;
+    let table: bool = sqlx::Row::try_get(&row, 0).map_err(map_err)?;
+    let valid: Option<bool> = sqlx::Row::try_get(&row, 1).map_err(map_err)?;
+    Ok(match (table, valid) {
+        (false, _) => RowScopesIndex::Missing,
+        (true, Some(true)) => RowScopesIndex::Built,
+        (true, Some(false)) => RowScopesIndex::Needed { invalid: true },
+        (true, None) => RowScopesIndex::Needed { invalid: false },
+    })
+}
+
+/// Builds `sync_row_scopes_by_row` on an existing `sync_row_scopes` with
+/// `CREATE INDEX CONCURRENTLY`, which lets writers go on (issue 48). One
+/// process builds at a time, under a session advisory lock; the others go
+/// on without waiting (the index only speeds up deleting a row's scopes).
+/// A build interrupted earlier left an invalid index: the lock holder
+/// drops it and builds again, so the step resumes on the next start.
+async fn build_row_scopes_index(conn: &mut sqlx::PgConnection) -> Result<()> {
+    let RowScopesIndex::Needed { .. } = row_scopes_index(conn).await? else {
+        return Ok(());
+    };
+    const LOCK: &str = "7079567413725542662";
+    let got: bool = super::stmt::query_scalar(AssertSqlSafe(format!(
+        "SELECT pg_try_advisory_lock({LOCK})"
+    )))
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(map_err)?;
+    if !got {
+        return Ok(());
+    }
+    let built = async {
+        // Read again under the lock: another process may have finished.
+        if let RowScopesIndex::Needed { invalid } = row_scopes_index(conn).await? {
+            if invalid {
+                conn.execute("DROP INDEX CONCURRENTLY IF EXISTS sync_row_scopes_by_row")
+                    .await
+                    .map_err(map_err)?;
+            }
+            conn.execute(
+                "CREATE INDEX CONCURRENTLY IF NOT EXISTS sync_row_scopes_by_row \
+                 ON sync_row_scopes(partition, tbl, row_id)",
+            )
+            .await
+            .map_err(map_err)?;
+        }
+        Ok::<(), Error>(())
+    }
+    .await;
+    let _ = conn
+        .execute(AssertSqlSafe(format!("SELECT pg_advisory_unlock({LOCK})")))
+        .await;
+    built
 }
 
 /// How often a first use retries its DDL after another session created the
@@ -483,6 +562,13 @@ async fn ensure_meta(
     if present as usize == sql::META_OBJECTS.len() {
         return Ok(());
     }
+    // On a database the in-tree storage wrote, `sync_row_scopes` exists
+    // without the index this storage adds: building it in this transaction
+    // would hold writes to the table (the in-tree hosts' too, in a rolling
+    // deploy) for the whole build. Outside a pooler it is built after,
+    // concurrently (`build_row_scopes_index`); in a transaction pooler's
+    // single transaction it stays here.
+    let defer_index = !in_tx && row_scopes_index(conn).await? != RowScopesIndex::Missing;
     if !in_tx {
         conn.execute("BEGIN").await.map_err(map_err)?;
     }
@@ -502,6 +588,7 @@ async fn ensure_meta(
             .split(';')
             .map(str::trim)
             .filter(|s| !s.is_empty())
+            .filter(|s| !(defer_index && s.contains(ROW_SCOPES_INDEX)))
         {
             conn.execute(AssertSqlSafe(stmt)).await.map_err(map_err)?;
         }
