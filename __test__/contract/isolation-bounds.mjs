@@ -20,7 +20,7 @@ const INVALID = 'ERR_SYNCULAR_INVALID_ARGUMENT';
 const TIMEOUT = 'ERR_SYNCULAR_QUERY_TIMEOUT';
 
 // Storage members whose first argument is not a partition.
-const UNPARTITIONED = new Set(['ensureSchema', 'listPartitionRegistry', 'listPartitions', 'ping', 'stats', 'backup', 'close']);
+const UNPARTITIONED = new Set(['ensureSchema', 'listPartitionRegistry', 'listPartitions', 'ping', 'stats', 'backup', 'restoreLayout', 'close']);
 
 /** Settles `fn()` as { ok, value } or { ok: false, error }; a synchronous throw counts as a rejection. */
 async function settle(fn) {
