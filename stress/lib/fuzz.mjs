@@ -175,6 +175,8 @@ const STORAGE = {
   listReferencedBlobIds: () => [P],
   ping: () => [],
   stats: () => [],
+  // Nothing recorded in the fuzzed database: restores nothing, writes nothing.
+  restoreLayout: () => [],
 };
 
 /** Valid arguments per transaction member. */
