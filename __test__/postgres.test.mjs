@@ -153,6 +153,15 @@ if (pg) {
     });
   });
 
+  /** A fresh schema with the fixture's layout, made by this package. */
+  async function ensuredSchema() {
+    const schema = freshPgSchema();
+    const storage = new NativeStorage({ url: pg.url, schema });
+    await storage.ensureSchema(fixtureSchema());
+    await storage.close();
+    return schema;
+  }
+
   describe('postgres: the index added to an in-tree sync_row_scopes', () => {
     // Issue 48: on a database the in-tree storage wrote, the first open adds
     // sync_row_scopes_by_row. Built inside the meta transaction it held every
@@ -162,10 +171,7 @@ if (pg) {
       (await psql.query("SELECT indisvalid AS v, indisunique AS u FROM pg_index WHERE indexrelid = to_regclass('sync_row_scopes_by_row')"));
 
     test('writers of sync_row_scopes go on while ours builds it', async () => {
-      const schema = freshPgSchema();
-      const a = new NativeStorage({ url: pg.url, schema });
-      await a.ensureSchema(fixtureSchema());
-      await a.close();
+      const schema = await ensuredSchema();
       const holder = new Psql(pg.url, { schema });
       const writer = new Psql(pg.url, { schema });
       const b = new NativeStorage({ url: pg.url, schema });
@@ -193,10 +199,7 @@ if (pg) {
     });
 
     test('a build interrupted earlier (an invalid index) is done again at the next open', async () => {
-      const schema = freshPgSchema();
-      const a = new NativeStorage({ url: pg.url, schema });
-      await a.ensureSchema(fixtureSchema());
-      await a.close();
+      const schema = await ensuredSchema();
       const psql = new Psql(pg.url, { schema });
       const b = new NativeStorage({ url: pg.url, schema });
       try {
@@ -221,11 +224,8 @@ if (pg) {
     // retries and starts.
     for (const table of ['sync_commits', 'tasks']) {
       test(`another session creating ${table} while ours does: ours retries and starts`, async () => {
-        const ref = freshPgSchema();
+        const ref = await ensuredSchema();
         const target = freshPgSchema();
-        const a = new NativeStorage({ url: pg.url, schema: ref });
-        await a.ensureSchema(fixtureSchema());
-        await a.close();
         const psql = new Psql(pg.url);
         const b = new NativeStorage({ url: pg.url, schema: target, maxConnections: 2 });
         try {

@@ -406,41 +406,33 @@ pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
     if pooled {
         // All in one transaction: outside one, the pooler may hand the
         // next statement to another server session.
-        let mut tries = 0;
-        loop {
-            conn.execute(AssertSqlSafe(cfg.begin.clone()))
-                .await
-                .map_err(map_err)?;
-            match ensure_meta(&mut conn, cfg.schema.as_deref(), true).await {
-                Ok(()) => {
-                    conn.execute("COMMIT").await.map_err(map_err)?;
-                    break;
-                }
-                Err(e) => {
-                    if conn.execute("ROLLBACK").await.is_err() {
-                        conn.close_on_drop();
-                        return Err(e);
+        // A connection whose ROLLBACK failed is closed, never retried on.
+        let broken = std::sync::atomic::AtomicBool::new(false);
+        retry_ddl_race!(
+            |e| !broken.load(std::sync::atomic::Ordering::Relaxed) && ddl_race(e),
+            async {
+                conn.execute(AssertSqlSafe(cfg.begin.clone()))
+                    .await
+                    .map_err(map_err)?;
+                match ensure_meta(&mut conn, cfg.schema.as_deref(), true).await {
+                    Ok(()) => conn.execute("COMMIT").await.map(drop).map_err(map_err),
+                    Err(e) => {
+                        if conn.execute("ROLLBACK").await.is_err() {
+                            conn.close_on_drop();
+                            broken.store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        Err(e)
                     }
-                    if !ddl_race(&e) || tries == DDL_RETRIES {
-                        return Err(e);
-                    }
-                    tries += 1;
-                    tokio::time::sleep(DDL_PAUSE * tries).await;
                 }
             }
-        }
+            .await
+        )?;
         return Ok(pool);
     }
-    let mut tries = 0;
-    loop {
-        match ensure_meta(&mut conn, cfg.schema.as_deref(), false).await {
-            Err(e) if ddl_race(&e) && tries < DDL_RETRIES => {
-                tries += 1;
-                tokio::time::sleep(DDL_PAUSE * tries).await;
-            }
-            other => break other?,
-        }
-    }
+    retry_ddl_race!(
+        ddl_race,
+        ensure_meta(&mut conn, cfg.schema.as_deref(), false).await
+    )?;
     build_row_scopes_index(&mut conn).await?;
     // This connection may predate the tables `ensure_meta` made. A failure
     // (no plpgsql) only leaves the lock batch sending its reads whole.
@@ -546,6 +538,26 @@ pub fn ddl_race(e: &Error) -> bool {
     matches!(e.primary(), Error::Engine { code, .. }
         if matches!(code.as_str(), "23505" | "42P07" | "42710" | "42P06"))
 }
+
+/// Evaluates `$attempt` (one awaited try) again, up to [`DDL_RETRIES`]
+/// times with growing pauses, while it fails with an error `$retry`
+/// admits (a [`ddl_race`]). A macro: an async closure's future is not
+/// `Send` for every lifetime it borrows, which the engine's futures must be.
+macro_rules! retry_ddl_race {
+    ($retry:expr, $attempt:expr) => {{
+        let mut tries = 0;
+        loop {
+            match $attempt {
+                Err(e) if tries < $crate::postgres::conn::DDL_RETRIES && ($retry)(&e) => {
+                    tries += 1;
+                    tokio::time::sleep($crate::postgres::conn::DDL_PAUSE * tries).await;
+                }
+                other => break other,
+            }
+        }
+    }};
+}
+pub(crate) use retry_ddl_race;
 
 /// Creates the schema and the meta layout when anything is missing, under
 /// a transaction-scoped advisory lock so concurrent first uses do not race

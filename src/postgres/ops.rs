@@ -18,20 +18,13 @@ impl PgEngine {
     ) -> Result<bool> {
         // An in-tree host creating the same tables at the same instant makes
         // this fail with a catalog conflict: the next try finds them made.
-        let mut tries = 0;
-        let (migrated, deferrable) = loop {
-            let out = write!(self, |c| {
+        let (migrated, deferrable) = super::conn::retry_ddl_race!(
+            super::conn::ddl_race,
+            write!(self, |c| {
                 let migrated = schema_sync::ensure_schema(c, &schema, declarations, now_ms).await?;
                 Ok((migrated, deferred_upsert::check(c, &schema).await?))
-            });
-            match out {
-                Err(e) if super::conn::ddl_race(&e) && tries < super::conn::DDL_RETRIES => {
-                    tries += 1;
-                    tokio::time::sleep(super::conn::DDL_PAUSE * tries).await;
-                }
-                other => break other?,
-            }
-        };
+            })
+        )?;
         self.set_loaded(schema, &deferrable);
         Ok(migrated)
     }

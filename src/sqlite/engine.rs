@@ -19,6 +19,22 @@ use crate::scope::ScopeFilter;
 use crate::window::Window;
 use std::sync::Arc;
 
+/// Storage-level work that may take seconds (index builds over every row):
+/// on the worker pool, and under a lease of its own, never in one call
+/// (`OWN_TRANSACTION`, answered `would_block`): the JS queue then keeps
+/// every other write behind it, and the calling thread never waits for the
+/// writer while the work holds it.
+fn leased_on_worker<T: Send + 'static>(
+    engine: &Arc<SqliteEngine>, lease: u32,
+    f: impl FnOnce(&SqliteEngine) -> crate::error::Result<T> + Send + 'static,
+) -> Call<T> {
+    if lease == super::OWN_TRANSACTION {
+        return Call::Now(Err(super::would_block()));
+    }
+    let e = Arc::clone(engine);
+    blocking(move || f(&e))
+}
+
 /// A window or scan on one scope value runs on the calling thread
 /// (`Call::Now`) when its limit, or a bound on its candidates, is at most
 /// this: a pull's 100-change window, a bootstrap's 1000-row page. A
@@ -117,26 +133,15 @@ impl Engine for Arc<SqliteEngine> {
         &self, lease: u32, schema: Schema, declarations: Vec<CheckpointDeclaration>, now_ms: i64,
     ) -> Call<bool> {
         // The first ensureSchema of a file an older version wrote may repair
-        // its layout (an index built over every row of a table: seconds on
-        // a large file), so it is work for the worker pool. Under a lease
-        // of its own, never in one call (`OWN_TRANSACTION`): the JS queue
-        // then keeps every other write behind it, and the calling thread
-        // never waits for the writer while the repair holds it.
-        if lease == super::OWN_TRANSACTION {
-            return Call::Now(Err(super::would_block()));
-        }
-        let e = Arc::clone(self);
-        blocking(move || SqliteEngine::ensure_schema(&e, lease, schema, &declarations, now_ms))
+        // its layout (an index built over every row of a table).
+        leased_on_worker(self, lease, move |e| {
+            SqliteEngine::ensure_schema(e, lease, schema, &declarations, now_ms)
+        })
     }
 
     fn restore_layout(&self, lease: u32) -> Call<Vec<String>> {
-        // Index builds over every row, as a repair's: on a worker, under a
-        // lease of its own (see `ensure_schema`).
-        if lease == super::OWN_TRANSACTION {
-            return Call::Now(Err(super::would_block()));
-        }
-        let e = Arc::clone(self);
-        blocking(move || SqliteEngine::restore_layout(&e, lease))
+        // Index builds over every row, as a repair's.
+        leased_on_worker(self, lease, move |e| SqliteEngine::restore_layout(e, lease))
     }
 
     fn touch_partition(

@@ -155,6 +155,14 @@ pub struct Held<'a> {
 
 const MAX_IDLE_READERS: usize = 4;
 
+/// The error of the calls that would have made a lost group durable.
+fn group_lost_error() -> Error {
+    Error::plain(
+        crate::error::TX_ABORTED,
+        "the database rolled back the open group of commits after an error; none of them was stored",
+    )
+}
+
 /// Internal: a read tried on the calling thread needed more rows, or more
 /// payload bytes, than its budget; the engine runs it again off-thread.
 /// Never reaches the host.
@@ -486,16 +494,14 @@ impl SqliteEngine {
         if settled {
             return Ok(());
         }
-        if aborted {
+        if aborted && !commit {
             // Already rolled back (with the group it was a member of, which
             // `lost` reports).
             shared::replay_fresh(&mut w);
-            if !commit {
-                return Ok(());
-            }
-            // The caller fails the open group with this error.
-            w.lost = false;
-            return Err(Error::tx_aborted());
+            return Ok(());
+        }
+        if aborted {
+            return Err(Self::refuse_aborted(&mut w));
         }
         if commit && w.lost {
             return Err(Self::group_lost(&mut w));
@@ -540,16 +546,13 @@ impl SqliteEngine {
             Some(l) if l.id == id => (l.member, l.savepoint, l.aborted),
             _ => return Err(Error::tx_finished()),
         };
-        if aborted || w.lost {
-            w.lease = None;
-            if aborted {
-                shared::replay_fresh(&mut w);
-                w.lost = false;
-                return Err(Error::tx_aborted());
-            }
+        w.lease = None;
+        if aborted {
+            return Err(Self::refuse_aborted(&mut w));
+        }
+        if w.lost {
             return Err(Self::group_lost(&mut w));
         }
-        w.lease = None;
         // Releasing the member's savepoint releases the apply savepoint
         // nested in it; a first lease may still have its own open.
         let released = if member {
@@ -668,6 +671,15 @@ impl SqliteEngine {
         }
         w.staged.clear();
         Ok(())
+    }
+
+    /// An aborted lease (already rolled back) asked to be made durable: its
+    /// caller fails the open group with this error, which so reports a
+    /// group lost with it.
+    fn refuse_aborted(w: &mut Writer) -> Error {
+        shared::replay_fresh(w);
+        w.lost = false;
+        Error::tx_aborted()
     }
 
     /// The group's commits were lost (see `Writer::lost`): the open
@@ -944,11 +956,3 @@ impl<'a> Held<'a> {
 
 #[cfg(test)]
 mod group_tests;
-
-/// The error of the calls that would have made a lost group durable.
-fn group_lost_error() -> Error {
-    Error::plain(
-        crate::error::TX_ABORTED,
-        "the database rolled back the open group of commits after an error; none of them was stored",
-    )
-}

@@ -389,15 +389,7 @@ fn call_site(f: &pb::FuncCall) -> Option<&'static str> {
     {
         return None;
     }
-    // Only PostgreSQL's own function: a call qualified with another schema
-    // is left to the guard, which refuses it.
-    match f.funcname.len() {
-        1 => {}
-        2 if matches!(f.funcname[0].node.as_ref(), Some(N::String(s)) if s.sval == "pg_catalog") => {
-        }
-        _ => return None,
-    }
-    let name = last_name(&f.funcname)?;
+    let name = own_function(f)?;
     let n = f.args.len();
     // repeat's count is checked by the guard (an integer literal of at most
     // `MAX_SIZE_ARGUMENT`): any other form stays as written, to be refused.
@@ -553,12 +545,20 @@ fn wrapper_call(name: &str, mut args: Vec<pb::Node>, share: i64) -> N {
 /// Whether `f` builds a value from its arguments ([`BUILDERS`]): only
 /// PostgreSQL's own functions, as [`call_site`].
 fn builds(f: &pb::FuncCall) -> bool {
-    let own = match f.funcname.len() {
-        1 => true,
-        2 => matches!(f.funcname[0].node.as_ref(), Some(N::String(s)) if s.sval == "pg_catalog"),
-        _ => false,
-    };
-    own && last_name(&f.funcname).is_some_and(|n| BUILDERS.contains(&n))
+    own_function(f).is_some_and(|n| BUILDERS.contains(&n))
+}
+
+/// The name of a call of PostgreSQL's own function (unqualified, or
+/// qualified with `pg_catalog`); `None` for a call qualified with another
+/// schema, which is left to the guard, which refuses it.
+fn own_function(f: &pb::FuncCall) -> Option<&str> {
+    match f.funcname.as_slice() {
+        [_] => {}
+        [schema, _] if matches!(schema.node.as_ref(), Some(N::String(s)) if s.sval == "pg_catalog") =>
+            {}
+        _ => return None,
+    }
+    last_name(&f.funcname)
 }
 
 /// Whether `e` is the text, array or `jsonb` concatenation operator.
@@ -577,9 +577,11 @@ fn uncap_concat(node: &mut pb::Node) {
     let Some(N::FuncCall(f)) = node.node.as_mut() else {
         return;
     };
-    let is_cap = matches!(f.funcname.as_slice(), [a, b]
-        if matches!(a.node.as_ref(), Some(N::String(s)) if s.sval == "pg_temp")
-        && matches!(b.node.as_ref(), Some(N::String(s)) if s.sval == format!("{PREFIX}{CAP}")));
+    let is_cap = matches!(f.funcname.as_slice(), [schema, _]
+        if matches!(schema.node.as_ref(), Some(N::String(s)) if s.sval == "pg_temp"))
+        && last_name(&f.funcname)
+            .and_then(|n| n.strip_prefix(PREFIX))
+            .is_some_and(|n| n == CAP);
     if !is_cap
         || !matches!(f.args.first().and_then(|a| a.node.as_ref()), Some(N::AExpr(e)) if concatenates(e))
     {
@@ -593,24 +595,20 @@ fn uncap_concat(node: &mut pb::Node) {
 /// form when it is a call of the comparing classes, or a value check
 /// around it when it builds a value.
 pub fn bound(node: &mut N, share: Shares) -> Result<()> {
-    match node {
-        N::FuncCall(f) if builds(f) => {
-            let call = std::mem::replace(node, N::Integer(pb::Integer { ival: 0 }));
-            *node = capped(call, share.value);
-            return Ok(());
-        }
+    let builds_value = match node {
+        N::FuncCall(f) => builds(f),
         N::AExpr(e) if concatenates(e) => {
-            if let Some(l) = e.lexpr.as_mut() {
-                uncap_concat(l);
+            for side in [e.lexpr.as_mut(), e.rexpr.as_mut()].into_iter().flatten() {
+                uncap_concat(side);
             }
-            if let Some(r) = e.rexpr.as_mut() {
-                uncap_concat(r);
-            }
-            let call = std::mem::replace(node, N::Integer(pb::Integer { ival: 0 }));
-            *node = capped(call, share.value);
-            return Ok(());
+            true
         }
-        _ => {}
+        _ => false,
+    };
+    if builds_value {
+        let call = std::mem::replace(node, N::Integer(pb::Integer { ival: 0 }));
+        *node = capped(call, share.value);
+        return Ok(());
     }
     let share = share.work;
     let replaced = match node {
