@@ -343,7 +343,7 @@ fn ddl_where(wanted: impl Fn(&str) -> bool) -> String {
             "CREATE OR REPLACE FUNCTION pg_temp.{PREFIX}{CAP}(anyelement, bigint) RETURNS anyelement \
              LANGUAGE sql STABLE PARALLEL SAFE AS $syncular$SELECT CASE WHEN \
              pg_temp.{PREFIX}fits(pg_catalog.pg_column_size($1)::int8, $2, '{}') THEN $1 END$syncular$;",
-            "one value built by an aggregate, || or a building function (concat, format, …) would hold this many bytes",
+            "one value built by an aggregate, ||, a building function (concat, format, …) or an array or row constructor would hold this many bytes",
         ));
     }
     for (name, overloads) in WRAPPERS.iter().filter(|(name, _)| wanted(name)) {
@@ -493,6 +493,8 @@ pub fn shares(tree: &pb::ParseResult) -> Result<Shares> {
                     sites += 1;
                 }
             }
+            pg_query::NodeRef::AArrayExpr(a) if caps_array(a) => calls += 1,
+            pg_query::NodeRef::RowExpr(r) if caps_row(r) => calls += 1,
             pg_query::NodeRef::SubLink(s) => {
                 let op = last_name(&s.oper_name);
                 if matches!(
@@ -571,24 +573,99 @@ fn capped(node: N, value: i64) -> N {
     wrapper_call(CAP, vec![pb::Node { node: Some(node) }], value)
 }
 
-/// `node` without the value check of a `||` inside it: a chain is checked
-/// once, at its end (its parts are never larger than the whole).
-fn uncap_concat(node: &mut pb::Node) {
+/// `node` without the value check around it, when what it checks is
+/// `inner`: a chain `a || b || c` is checked once, at its end, and an
+/// array constructor once, outermost (their parts are never larger than
+/// the whole, and an inner bracket list must stay a direct child of its
+/// constructor).
+fn uncap(node: &mut pb::Node, inner: impl Fn(&N) -> bool) {
     let Some(N::FuncCall(f)) = node.node.as_mut() else {
         return;
     };
-    let is_cap = matches!(f.funcname.as_slice(), [schema, _]
-        if matches!(schema.node.as_ref(), Some(N::String(s)) if s.sval == "pg_temp"))
-        && last_name(&f.funcname)
-            .and_then(|n| n.strip_prefix(PREFIX))
-            .is_some_and(|n| n == CAP);
-    if !is_cap
-        || !matches!(f.args.first().and_then(|a| a.node.as_ref()), Some(N::AExpr(e)) if concatenates(e))
+    if !is_cap(f)
+        || !f
+            .args
+            .first()
+            .and_then(|a| a.node.as_ref())
+            .is_some_and(inner)
     {
         return;
     }
-    let inner = f.args.swap_remove(0);
-    *node = inner;
+    let checked = f.args.swap_remove(0);
+    *node = checked;
+}
+
+/// Whether `f` is the value check (made by [`capped`]).
+fn is_cap(f: &pb::FuncCall) -> bool {
+    matches!(f.funcname.as_slice(), [schema, _]
+        if matches!(schema.node.as_ref(), Some(N::String(s)) if s.sval == "pg_temp"))
+        && last_name(&f.funcname)
+            .and_then(|n| n.strip_prefix(PREFIX))
+            .is_some_and(|n| n == CAP)
+}
+
+/// A value the statement's text or the host's parameters give: its size
+/// is bounded by theirs.
+fn given(n: &pb::Node) -> bool {
+    match n.node.as_ref() {
+        Some(N::AConst(_) | N::ParamRef(_)) => true,
+        Some(N::TypeCast(c)) => c.arg.as_deref().is_some_and(given),
+        Some(N::AArrayExpr(a)) => a.elements.iter().all(given),
+        _ => false,
+    }
+}
+
+/// Whether an array constructor is checked: `ARRAY[…]` builds a value of
+/// all its elements (nested, or over subqueries, four copies a level make
+/// megabytes in a few levels); one of only literals and parameters, or an
+/// empty one (whose type only its cast gives), is not.
+fn caps_array(a: &pb::AArrayExpr) -> bool {
+    !a.elements.is_empty() && !a.elements.iter().all(given)
+}
+
+/// Whether a row constructor is checked: `ROW(…)` (or `(a, b)`) builds
+/// a composite of all its fields, which a cast to text, `=`/`ANY` or a
+/// function reads whole. One of only literals and parameters is not. Where
+/// a row is compared as a row (`(a, b) < (c, d)`, `IN`, a subquery's
+/// test) or grouped by its columns (`GROUP BY (a, b)`), its parent takes
+/// the check off again: PostgreSQL reads those field by field.
+fn caps_row(r: &pb::RowExpr) -> bool {
+    !r.args.is_empty() && !r.args.iter().all(given)
+}
+
+/// Whether `n` is a row constructor, checked or not.
+fn is_row(n: &N) -> bool {
+    match n {
+        N::RowExpr(_) => true,
+        N::FuncCall(f) => {
+            is_cap(f)
+                && matches!(
+                    f.args.first().and_then(|a| a.node.as_ref()),
+                    Some(N::RowExpr(_))
+                )
+        }
+        _ => false,
+    }
+}
+
+/// A `GROUP BY` list's rows without their checks: `GROUP BY (a, b)` groups
+/// by `a` and `b` (the guard calls this after walking the list).
+pub fn grouped(items: &mut [pb::Node]) {
+    uncap_rows(items);
+}
+
+fn uncap_rows<'a>(nodes: impl IntoIterator<Item = &'a mut pb::Node>) {
+    for n in nodes {
+        uncap(n, |n| matches!(n, N::RowExpr(_)));
+    }
+}
+
+/// The elements of an array constructor, through its inner bracket lists.
+fn leaves(a: &pb::AArrayExpr) -> Box<dyn Iterator<Item = &pb::Node> + '_> {
+    Box::new(a.elements.iter().flat_map(|e| match e.node.as_ref() {
+        Some(N::AArrayExpr(inner)) => leaves(inner),
+        _ => Box::new(std::iter::once(e)) as Box<dyn Iterator<Item = &pb::Node>>,
+    }))
 }
 
 /// Rewrites `node` (whose children are already walked) into its bounded
@@ -599,9 +676,41 @@ pub fn bound(node: &mut N, share: Shares) -> Result<()> {
         N::FuncCall(f) => builds(f),
         N::AExpr(e) if concatenates(e) => {
             for side in [e.lexpr.as_mut(), e.rexpr.as_mut()].into_iter().flatten() {
-                uncap_concat(side);
+                uncap(side, |n| matches!(n, N::AExpr(e) if concatenates(e)));
             }
             true
+        }
+        N::AArrayExpr(a) => {
+            for element in &mut a.elements {
+                uncap(element, |n| matches!(n, N::AArrayExpr(_)));
+            }
+            // PostgreSQL's SQL functions cannot return `record[]`, so an
+            // array of anonymous rows cannot pass the check.
+            if leaves(a).any(|e| e.node.as_ref().is_some_and(is_row)) {
+                return Err(refused(
+                    "an array of rows (ARRAY[ROW(…)]) is not allowed (its size cannot be checked); use json_build_array or jsonb_agg",
+                ));
+            }
+            caps_array(a)
+        }
+        N::RowExpr(r) => caps_row(r),
+        N::AExpr(e) => {
+            uncap_rows(e.lexpr.as_deref_mut());
+            match e.rexpr.as_deref_mut() {
+                Some(pb::Node {
+                    node: Some(N::List(l)),
+                }) => uncap_rows(&mut l.items),
+                other => uncap_rows(other),
+            }
+            false
+        }
+        N::SubLink(l) => {
+            uncap_rows(l.testexpr.as_deref_mut());
+            false
+        }
+        N::GroupingSet(g) => {
+            uncap_rows(&mut g.content);
+            false
         }
         _ => false,
     };

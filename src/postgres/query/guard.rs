@@ -256,6 +256,7 @@ impl<'a> Binder<'a> {
         }
         self.opt(&mut s.where_clause);
         self.nodes(&mut s.group_clause);
+        super::cost::grouped(&mut s.group_clause);
         self.opt(&mut s.having_clause);
         self.nodes(&mut s.window_clause);
         self.nodes(&mut s.values_lists);

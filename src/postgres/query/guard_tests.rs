@@ -690,3 +690,39 @@ fn values_built_from_literals_go_through_their_cost_wrappers() {
     }
     assert!(view_ddl(APP, &schema().tables).contains("_syncular_q_normalize(text, text, bigint)"));
 }
+
+#[test]
+fn array_and_row_constructors_are_checked_outermost_and_rows_compared_as_rows() {
+    let tasks = &["tasks"];
+    let sql = |q: &str| full(q, &[], tasks).map(|g| g.sql);
+    let cap = "pg_temp._syncular_q_cap(";
+    // The outermost constructor is checked once; inner brackets stay its
+    // direct children.
+    let g = sql("SELECT ARRAY[[id, owner_id], [title, id]] AS a FROM tasks").unwrap();
+    assert_eq!(g.matches(cap).count(), 1, "{g}");
+    assert!(
+        g.contains("cap(ARRAY[ARRAY[id, owner_id], ARRAY[title, id]], "),
+        "{g}"
+    );
+    // Literals and parameters only: not checked.
+    let g = sql("SELECT ARRAY[1, 2] AS a, (1, 'x') AS b, CAST(ARRAY[] AS int[]) AS c FROM tasks")
+        .unwrap();
+    assert!(!g.contains(cap), "{g}");
+    // A row read as a value is checked; compared or grouped as a row, not.
+    let g = sql("SELECT ROW(id, 1) AS r, (id, title) AS s FROM tasks").unwrap();
+    assert_eq!(g.matches(cap).count(), 2, "{g}");
+    for q in [
+        "SELECT id FROM tasks WHERE (id, title) < (owner_id, title)",
+        "SELECT id FROM tasks WHERE (id, title) IN ((owner_id, title), ('a', 'b'))",
+        "SELECT id FROM tasks WHERE (id, title) IN (SELECT id, title FROM tasks)",
+        "SELECT owner_id FROM tasks GROUP BY (owner_id, project_id)",
+        "SELECT owner_id FROM tasks GROUP BY GROUPING SETS ((owner_id, project_id), ())",
+    ] {
+        let g = sql(q).unwrap();
+        assert!(!g.contains(cap), "{q}: {g}");
+    }
+    // An array of rows cannot pass the check (PostgreSQL's SQL functions
+    // return no record[]): refused.
+    let e = sql("SELECT ARRAY[ROW(1, id)] AS a FROM tasks").unwrap_err();
+    assert!(e.to_string().contains("array of rows"), "{e}");
+}
