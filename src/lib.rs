@@ -16,6 +16,7 @@ pub mod engine;
 pub mod error;
 pub mod migrate;
 pub mod model;
+pub mod open;
 pub mod postgres;
 pub mod query;
 pub mod scan;

@@ -23,7 +23,7 @@
 //! down, the queue closes and the function is aborted; answers that finish
 //! after that are dropped, as they are with napi-rs's own path.
 
-use super::reply::panicked;
+use super::panicked;
 use napi::sys;
 use std::cell::RefCell;
 use std::ffi::c_void;

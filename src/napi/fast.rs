@@ -26,7 +26,7 @@
 #![cfg_attr(test, allow(dead_code))]
 
 use super::args::{Buf, Str};
-use super::reply::panicked;
+use super::panicked;
 use super::storage::NativeEngine;
 use super::to_napi;
 use napi::bindgen_prelude::{

@@ -46,6 +46,17 @@ pub fn guard<T>(f: impl FnOnce() -> crate::Result<T>) -> napi::Result<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(to_napi(e)),
-        Err(p) => Err(to_napi(reply::panicked(p))),
+        Err(p) => Err(to_napi(panicked(p))),
     }
+}
+
+/// A contained panic as the error a member answers with.
+pub fn panicked(p: Box<dyn std::any::Any + Send>) -> Error {
+    Error::plain(
+        "ERR_SYNCULAR_INTERNAL",
+        format!(
+            "internal error (panic contained): {}",
+            crate::error::panic_message(p)
+        ),
+    )
 }

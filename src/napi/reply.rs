@@ -5,9 +5,10 @@
 //! thread's one completion channel (`super::completion`). Panics are contained
 //! on every path; none unwinds into Node.
 
+use super::panicked;
 use super::to_napi;
 use crate::engine::{Call, Pending, Work};
-use crate::error::{panic_message, Error};
+use crate::error::Error;
 use napi::bindgen_prelude::{AsyncTask, Env, Task, ToNapiValue, TypeName, ValueType};
 use napi::sys;
 use std::future::Future;
@@ -15,13 +16,6 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
-
-pub fn panicked(p: Box<dyn std::any::Any + Send>) -> Error {
-    Error::plain(
-        "ERR_SYNCULAR_INTERNAL",
-        format!("internal error (panic contained): {}", panic_message(p)),
-    )
-}
 
 pub struct Reply<T> {
     call: Call<T>,

@@ -9,11 +9,13 @@ use super::args::{At, Buf, Str};
 use super::convert::*;
 use super::lifecycle;
 use super::packed::{self, Packed, Records};
-use super::reply::{panicked, Reply};
+use super::panicked;
+use super::reply::Reply;
 use super::rowpack::{unpack_changes, RowTuple};
-use crate::engine::{Call, Engine, Options};
+use crate::engine::{Call, Engine};
 use crate::error::Error;
 use crate::model::{ClientRecord, CursorAdvance, NewCommit, PruneResult, RegistryEntry, StoredRow};
+use crate::open::Options;
 use crate::schema::Schema;
 use crate::scope::ScopeFilter;
 use crate::window::Window;
@@ -74,10 +76,15 @@ impl EngineOptions {
 #[napi]
 pub struct NativeEngine {
     engine: Option<Box<dyn Engine>>,
+    /// The same engine by its type when it is SQLite, for `storage.db`.
+    sqlite: Option<std::sync::Arc<crate::sqlite::SqliteEngine>>,
 }
 
 impl Drop for NativeEngine {
     fn drop(&mut self) {
+        // Released first, so the engine's last reference goes with
+        // `dispose` (which closes it off the JS thread).
+        self.sqlite = None;
         if let Some(engine) = self.engine.take() {
             lifecycle::dispose(engine);
         }
@@ -95,7 +102,7 @@ impl NativeEngine {
 
     /// The SQLite engine behind this storage, for `storage.db`.
     pub(super) fn sqlite_engine(&self) -> Option<std::sync::Arc<crate::sqlite::SqliteEngine>> {
-        self.engine().sqlite()
+        self.sqlite.clone()
     }
 
     pub(super) fn with_engine<T>(&self, f: impl FnOnce(&dyn Engine) -> T) -> T {
@@ -125,8 +132,10 @@ impl NativeEngine {
     pub fn new(env: Env, options: EngineOptions) -> Result<Self> {
         lifecycle::hook_env(&env)?;
         super::guard(|| {
+            let opened = crate::open::open(options.into_options()?)?;
             Ok(NativeEngine {
-                engine: Some(crate::engine::open(options.into_options()?)?),
+                engine: Some(opened.engine),
+                sqlite: opened.sqlite,
             })
         })
     }

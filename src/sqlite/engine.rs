@@ -72,10 +72,6 @@ impl Engine for Arc<SqliteEngine> {
         true
     }
 
-    fn sqlite(&self) -> Option<Arc<SqliteEngine>> {
-        Some(self.clone())
-    }
-
     fn close(&self) -> Call<()> {
         SqliteEngine::close(self);
         Call::Now(Ok(()))
