@@ -763,7 +763,7 @@ fn out_of_temp_storage() -> Error {
         query::result::TOO_LARGE,
         format!(
             "registered query needed more temporary storage than it may use (maxResultBytes + 64 MiB per query, {} MiB for all queries of the process)",
-            super::temp_vfs::PROCESS_LIMIT >> 20
+            super::temp_budget::PROCESS_LIMIT >> 20
         ),
     )
 }

@@ -54,7 +54,7 @@ struct Meter {
     since: usize,
     stopped: Option<Stop>,
     /// What the run's temporary files may hold (`super::temp_vfs`).
-    temp: Arc<super::temp_vfs::Budget>,
+    temp: Arc<super::temp_budget::Budget>,
 }
 
 thread_local! {
@@ -123,7 +123,7 @@ pub fn start(
             closed: closed.clone(),
             since: 0,
             stopped: None,
-            temp: super::temp_vfs::Budget::new(limits.memory),
+            temp: super::temp_budget::Budget::new(limits.memory),
         })
     });
     Running(())
@@ -144,7 +144,7 @@ pub fn stopped() -> Option<Stop> {
 
 /// The temporary-file budget of the registered query running on this
 /// thread, if one is.
-pub fn temp_budget() -> Option<Arc<super::temp_vfs::Budget>> {
+pub fn temp_budget() -> Option<Arc<super::temp_budget::Budget>> {
     METER.with(|m| m.borrow().as_ref().map(|m| m.temp.clone()))
 }
 

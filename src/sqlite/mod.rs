@@ -35,6 +35,7 @@ mod shape;
 pub mod shared;
 pub mod sql;
 mod standin;
+mod temp_budget;
 mod temp_vfs;
 mod window;
 

@@ -9,7 +9,7 @@
 //! journal) opened while a registered query runs on the thread
 //! (`super::meter::temp_budget`) counts the bytes it holds, against the
 //! query's budget (its working memory: `maxResultBytes` + 64 MiB) and the
-//! process's ([`PROCESS_LIMIT`]). A write past either fails with
+//! process's ([`super::temp_budget::PROCESS_LIMIT`]). A write past either fails with
 //! SQLITE_FULL, and the query stops with `ERR_SYNCULAR_QUERY_RESULT_TOO_LARGE`
 //! (`super::isolation::Bounded::err`). The database files, their journals
 //! and WAL, and the storage's own temporary files (an index build's sort)
@@ -20,74 +20,14 @@
 //! grows only by writes, and its methods are version 1, so SQLite never
 //! maps it into memory.
 
+use super::temp_budget::Budget;
 use rusqlite::ffi;
 use std::ffi::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// The VFS name storage connections open with.
 pub const NAME: &str = "syncular";
 const NAME_C: &[u8] = b"syncular\0";
-
-/// The most bytes all registered queries' temporary files of the process
-/// may hold at once.
-pub const PROCESS_LIMIT: i64 = 1 << 30;
-
-static PROCESS_USED: AtomicI64 = AtomicI64::new(0);
-
-/// One registered query run's temporary-file budget.
-#[derive(Debug)]
-pub struct Budget {
-    limit: i64,
-    used: AtomicI64,
-    /// Set when a write was refused for this budget (or the process's).
-    exceeded: AtomicBool,
-}
-
-impl Budget {
-    pub fn new(limit: i64) -> Arc<Budget> {
-        Arc::new(Budget {
-            limit,
-            used: AtomicI64::new(0),
-            exceeded: AtomicBool::new(false),
-        })
-    }
-
-    /// Whether a write of this run was refused.
-    pub fn exceeded(&self) -> bool {
-        self.exceeded.load(Ordering::Relaxed)
-    }
-
-    /// Bytes this run's temporary files hold now.
-    #[cfg(test)]
-    pub fn used(&self) -> i64 {
-        self.used.load(Ordering::Relaxed)
-    }
-
-    /// Takes `bytes` more, or refuses (and remembers) when that would pass
-    /// this run's budget or the process's.
-    fn take(&self, bytes: i64) -> bool {
-        let mine = self.used.fetch_add(bytes, Ordering::Relaxed) + bytes;
-        let all = PROCESS_USED.fetch_add(bytes, Ordering::Relaxed) + bytes;
-        if mine > self.limit || all > PROCESS_LIMIT {
-            self.give(bytes);
-            self.exceeded.store(true, Ordering::Relaxed);
-            return false;
-        }
-        true
-    }
-
-    fn give(&self, bytes: i64) {
-        self.used.fetch_sub(bytes, Ordering::Relaxed);
-        PROCESS_USED.fetch_sub(bytes, Ordering::Relaxed);
-    }
-}
-
-/// Bytes all counted temporary files of the process hold now.
-#[cfg(test)]
-pub fn process_used() -> i64 {
-    PROCESS_USED.load(Ordering::Relaxed)
-}
 
 /// A counted temporary file: the default VFS's file follows this header.
 #[repr(C)]
@@ -396,6 +336,6 @@ mod tests {
             // The statement was reset: its files are closed and given back.
             assert_eq!(meter::temp_budget().unwrap().used(), 0);
         }
-        assert_eq!(process_used(), 0);
+        assert_eq!(super::super::temp_budget::process_used(), 0);
     }
 }
