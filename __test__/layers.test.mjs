@@ -1,0 +1,44 @@
+// The plan of the tree (issue 49): scripts/layers.mjs reads the Rust
+// sources' imports and fails on a module cycle or an arrow up the layers
+// beyond the ones it lists as known. Here: the real tree passes, and a
+// small tree with a cycle and an engine using the other is caught.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const script = join(dirname(fileURLToPath(import.meta.url)), '..', 'scripts', 'layers.mjs');
+const run = (...args) => spawnSync(process.execPath, [script, '--check', ...args], { encoding: 'utf8' });
+
+test('the source tree has no new cycle and no arrow up the layers', () => {
+  const r = run();
+  assert.equal(r.status, 0, r.stdout + r.stderr);
+  assert.match(r.stdout, /arrows up the layers or across the engines: 0/);
+});
+
+test('a cycle between files and an engine using the other engine are caught', () => {
+  const repo = mkdtempSync(join(tmpdir(), 'layers-'));
+  try {
+    const put = (p, text) => {
+      mkdirSync(dirname(join(repo, p)), { recursive: true });
+      writeFileSync(join(repo, p), text);
+    };
+    put('src/lib.rs', 'pub mod engine;\npub mod sqlite;\npub mod postgres;\n');
+    put('src/engine.rs', 'pub trait Engine {}\n');
+    put('src/sqlite/mod.rs', 'mod a;\nmod b;\npub fn f() { a::g() }\n');
+    put('src/sqlite/a.rs', 'pub fn g() { super::b::h() }\n');
+    put('src/sqlite/b.rs', 'pub fn h() { crate::sqlite::a::g(); crate::postgres::k() }\n');
+    put('src/postgres/mod.rs', 'pub fn k() { let _ = "crate::sqlite::f"; }\n');
+    const r = run('--repo', repo);
+    assert.equal(r.status, 1, r.stdout);
+    assert.match(r.stdout, /NEW {3}crate::sqlite::a crate::sqlite::b/);
+    assert.match(r.stdout, /crate::sqlite::b -> crate::postgres/);
+    // Paths inside strings and comments are not uses.
+    assert.doesNotMatch(r.stdout, /crate::postgres -> crate::sqlite/);
+  } finally {
+    rmSync(repo, { recursive: true, force: true });
+  }
+});
