@@ -316,6 +316,19 @@ fn ensure_meta(conn: &Connection) -> Result<()> {
         }
         conn.execute_batch(sql::WRITER_FENCE_TRIGGER)
             .map_err(map_err)?;
+        // On a new file at once; over existing entries by ensureSchema
+        // (`sql::ROW_SCOPES_BY_ROW_DDL`).
+        let empty: bool = conn
+            .query_row(
+                "SELECT NOT EXISTS (SELECT 1 FROM sync_row_scopes)",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(map_err)?;
+        if empty {
+            conn.execute_batch(sql::ROW_SCOPES_BY_ROW_DDL)
+                .map_err(map_err)?;
+        }
         Ok(())
     };
     match run() {
