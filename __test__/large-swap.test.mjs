@@ -111,7 +111,32 @@ test(`first ensureSchema on an in-tree 0.15.48 file of ${COMMITS} commits: the e
     query(path, "SELECT name FROM pragma_index_info('sync_ix_tasks_slug_unique') ORDER BY seqno").map((r) => r.name),
     ['_sync_partition', 'slug'],
   );
+  assert.deepEqual(query(path, "SELECT name FROM sqlite_master WHERE name = 'sync_row_scopes_by_row'"), [{ name: 'sync_row_scopes_by_row' }]);
   assert.deepEqual(query(path, 'PRAGMA integrity_check'), [{ integrity_check: 'ok' }]);
+});
+
+test('an open on the calling thread (storage.db first) leaves the row scope index over existing entries to ensureSchema', { skip: noShell }, async () => {
+  const path = tempDbPath();
+  await promisify(execFile)(process.execPath, [join(import.meta.dirname ?? new URL('.', import.meta.url).pathname, '..', 'scripts', 'large-fixture.mjs'), path, '--commits', '300', '--partitions', '3']);
+  const byRow = "SELECT count(*) AS n FROM sqlite_master WHERE name = 'sync_row_scopes_by_row'";
+  const storage = new NativeStorage({ url: sqliteFileUrl(path) });
+  try {
+    // storage.db opens the file synchronously; the meta tables are
+    // completed, the index over the existing entries is not built there.
+    assert.deepEqual(storage.db.query(byRow).all(), [{ n: 0 }]);
+    assert.deepEqual(storage.db.query("SELECT count(*) AS n FROM sqlite_master WHERE name = 'sync_tombstones'").all(), [{ n: 1 }]);
+    await storage.ensureSchema(largeSchema());
+    assert.deepEqual(storage.db.query(byRow).all(), [{ n: 1 }]);
+  } finally {
+    await storage.close();
+  }
+  // A new file gets it at open.
+  const fresh = new NativeStorage({ url: sqliteFileUrl(tempDbPath()) });
+  try {
+    assert.deepEqual(fresh.db.query(byRow).all(), [{ n: 1 }]);
+  } finally {
+    await fresh.close();
+  }
 });
 
 test(`pulls through upstream's handler are byte-identical on that file: in-tree, then ours, then in-tree again`, { ...hostTest, skip: hostTest.skip ?? noShell, timeout: 600_000 }, async (t) => {
