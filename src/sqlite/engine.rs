@@ -95,6 +95,14 @@ impl Engine for Arc<SqliteEngine> {
     }
 
     fn begin(&self, partition: Option<String>) -> Call<u32> {
+        // The first write of a host (ensureSchema, usually) opens the file
+        // on a worker (`unopened_file`): on the calling thread the switch to
+        // WAL stalled the event loop for 200 ms beside two processes
+        // reading the file (issue 48).
+        if self.unopened_file() {
+            let e = self.clone();
+            return blocking(move || SqliteEngine::lock_blocking(&e, partition.as_deref()));
+        }
         match self.try_lock(partition.as_deref()) {
             Ok(Some(id)) => Call::Now(Ok(id)),
             Ok(None) => {

@@ -391,6 +391,15 @@ impl SqliteEngine {
     /// Tries to take the write lock without waiting. `Ok(None)`: another
     /// connection holds it; retry with [`lock_blocking`](Self::lock_blocking)
     /// off the calling thread.
+    /// True while a file database is not open yet: its first open switches
+    /// the file to WAL, which waits (as the busy timeout allows) for other
+    /// processes' readers to let go of it, and completes the meta layout.
+    pub fn unopened_file(&self) -> bool {
+        matches!(self.cfg.location, Location::File(_))
+            && !self.closed.load(std::sync::atomic::Ordering::Acquire)
+            && lock(&self.db).is_none()
+    }
+
     pub fn try_lock(&self, partition: Option<&str>) -> Result<Option<u32>> {
         let db = match self.db() {
             Ok(db) => db,

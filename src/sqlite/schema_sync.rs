@@ -80,6 +80,8 @@ pub fn ensure_schema(
 ) -> Result<Outcome> {
     check_incomplete_checkpoints(conn, schema.version, declarations)?;
     conn.execute_batch(sql::SCHEMA_META_DDL).map_err(map_err)?;
+    // Left by the open when the file already held row scope entries.
+    let built_by_row = ensure_row_scopes_by_row(conn)?;
     let stored = meta::stored_schema_version(conn)?;
     match stored {
         Some((v, _)) if v > schema.version => Err(Error::plain(
@@ -97,7 +99,7 @@ pub fn ensure_schema(
                 repaired |= !repairs.is_empty();
                 apply_repairs(conn, t, &repairs)?;
             }
-            Ok(if repaired {
+            Ok(if repaired || built_by_row {
                 Outcome::Repaired
             } else {
                 Outcome::Unchanged
@@ -120,6 +122,24 @@ pub fn ensure_schema(
             Ok(Outcome::Migrated { from })
         }
     }
+}
+
+/// Builds `sync_row_scopes_by_row` when it is missing (see
+/// `sql::ROW_SCOPES_BY_ROW_DDL`); true when it did.
+fn ensure_row_scopes_by_row(conn: &Connection) -> Result<bool> {
+    let present: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?1)",
+            [sql::ROW_SCOPES_BY_ROW],
+            |r| r.get(0),
+        )
+        .map_err(map_err)?;
+    if present {
+        return Ok(false);
+    }
+    conn.execute_batch(sql::ROW_SCOPES_BY_ROW_DDL)
+        .map_err(map_err)?;
+    Ok(true)
 }
 
 fn check_physical(conn: &Connection, t: &Table) -> Result<migrate::Repairs> {

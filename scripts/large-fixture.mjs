@@ -1,0 +1,469 @@
+// A large database as the in-tree 0.15.48 SqliteServerStorage leaves it
+// after upstream's handler applied N pushes over P partitions (issue 48),
+// written fast: the pushes are modelled here (versions, scopes, push
+// results as the handler computes them) and their end state is written by
+// direct SQL, piped to the sqlite3 shell, instead of one handler request
+// each (which takes hours at a million commits). Tests and the bench use it
+// to exercise swap-in on files of that size; __test__/host/large-fixture.ts
+// checks it against the in-tree storage driven with the same pushes.
+// Nothing of upstream is copied: the layout below is the database's own
+// (the DDL text each object's sqlite_master entry holds in a 0.15.48 file,
+// see __test__/fixtures/intree-0.15.48.db), the row codec is written from
+// the wire format (storage-layout.md).
+//
+//   node scripts/large-fixture.mjs OUT.db [--commits N] [--partitions P] [--seed S] [--rows R]
+//
+// Deterministic: the same options give the same contents, byte for byte.
+import { spawn } from 'node:child_process';
+import { existsSync, rmSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+
+export const BASE_MS = 1_750_000_000_000;
+export const UPSTREAM_VERSION = '0.15.48';
+/** The wire version of the requests (and so of the client records). */
+export const WIRE_VERSION = 2;
+
+// ---------------------------------------------------------------------------
+// The host's schema (ServerSchema form, what a host hands compileSchema).
+
+const s = (name, nullable = false) => ({ name, type: 'string', nullable });
+export const serverSchema = {
+  version: 1,
+  tables: [
+    {
+      name: 'tasks',
+      columns: [s('id'), s('project_id'), s('owner_id'), s('slug'), s('title'), { name: 'n', type: 'integer', nullable: false }, { name: 'done', type: 'boolean', nullable: false }, s('note', true)],
+      primaryKey: 'id',
+      scopes: ['project:{project_id}', 'user:{owner_id}'],
+      indexes: [
+        { name: 'tasks_by_owner', columns: ['owner_id'] },
+        // Unique, and (as 0.15.48 creates it) across partitions.
+        { name: 'tasks_slug_unique', columns: ['slug'], unique: true },
+        { name: 'tasks_by_project_n', columns: ['project_id', 'n'] },
+      ],
+      materialize: true,
+    },
+    {
+      name: 'notes',
+      columns: [s('id'), s('project_id'), s('body', true)],
+      primaryKey: 'id',
+      scopes: ['project:{project_id}'],
+      indexes: [{ name: 'notes_by_project', columns: ['project_id'] }],
+      materialize: true,
+    },
+    {
+      name: 'audit',
+      columns: [s('id'), s('project_id'), s('kind')],
+      primaryKey: 'id',
+      scopes: ['project:{project_id}'],
+      materialize: false,
+    },
+  ],
+};
+
+/** Scope variable → column, per table, in the order of its scope patterns. */
+const SCOPES = {
+  tasks: [['project_id', 1], ['owner_id', 2]],
+  notes: [['project_id', 1]],
+  audit: [['project_id', 1]],
+};
+export const PROJECTS = 4;
+
+// ---------------------------------------------------------------------------
+// Row codec (null bitmap, then each non-null value: strings u32 LE length
+// + UTF-8, integers i64 LE, booleans one byte).
+
+function encodeRow(columns, values) {
+  const parts = [];
+  const bitmap = Buffer.alloc(Math.ceil(columns.length / 8));
+  columns.forEach((c, i) => {
+    const v = values[i];
+    if (v === null) {
+      bitmap[i >> 3] |= 1 << (i & 7);
+      return;
+    }
+    if (c.type === 'string') {
+      const b = Buffer.from(v, 'utf8');
+      const len = Buffer.alloc(4);
+      len.writeUInt32LE(b.length);
+      parts.push(len, b);
+    } else if (c.type === 'integer') {
+      const b = Buffer.alloc(8);
+      b.writeBigInt64LE(BigInt(v));
+      parts.push(b);
+    } else if (c.type === 'boolean') {
+      parts.push(Buffer.from([v ? 1 : 0]));
+    } else throw new Error(`no codec for ${c.type}`);
+  });
+  return Buffer.concat([bitmap, ...parts]);
+}
+
+const columnsOf = Object.fromEntries(serverSchema.tables.map((t) => [t.name, t.columns]));
+
+// ---------------------------------------------------------------------------
+// The pushes, and what the handler makes of them.
+
+/** mulberry32: a small seeded generator, the same sequence everywhere. */
+function prng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export function partitionName(i) {
+  return `part-${String(i).padStart(3, '0')}`;
+}
+
+function uuid(rand) {
+  const hex = () => Math.floor(rand() * 0x10000).toString(16).padStart(4, '0');
+  return `${hex()}${hex()}-${hex()}-4${hex().slice(1)}-a${hex().slice(1)}-${hex()}${hex()}${hex()}`;
+}
+
+/**
+ * The logical history, commit by commit in the order the host received
+ * them (partitions interleaved): for each, the request a client sent
+ * (`clientId`, `clientCommitId`, `actorId`, `ops` as PUSH_COMMIT
+ * operations), the handler's clock and cacheIdentity for it, and what the
+ * handler writes (`seq`, `changes` with versions and scopes). `end(state)`
+ * is called once with every partition's rows as they stand at the end.
+ */
+export function* history({ commits, partitions, seed = 1, rows = 500 }) {
+  const rand = prng(seed);
+  const parts = Array.from({ length: partitions }, (_, i) => ({
+    name: partitionName(i),
+    seq: 0,
+    live: { tasks: new Map(), notes: new Map(), audit: new Map() },
+    notesQueue: [],
+    clients: new Map(),
+  }));
+  for (let g = 0; g < commits; g++) {
+    const p = parts[g % partitions];
+    const seq = ++p.seq;
+    const ops = [];
+    const upsert = (table, rowId, values) => ops.push({ table, rowId, op: 'upsert', values });
+    const first = Math.floor(rand() * rows);
+    const picks = [first];
+    if (rand() < 0.25) picks.push((first + 1 + Math.floor(rand() * (rows - 1))) % rows);
+    for (const t of picks) {
+      upsert('tasks', `t${t}`, [`t${t}`, `proj${t % PROJECTS}`, `u${t % 7}`, `${p.name}/t${t}`, `title ${seq}`, seq, seq % 2 === 0, seq % 3 === 0 ? null : `note ${g}`]);
+    }
+    if (rand() < 0.5) {
+      upsert('notes', `n${seq}`, [`n${seq}`, `proj${seq % PROJECTS}`, seq % 4 === 0 ? null : `body ${seq} ✓`]);
+    }
+    if (seq % 5 === 0 && p.notesQueue.length > 0) ops.push({ table: 'notes', rowId: p.notesQueue.shift(), op: 'delete' });
+    if (rand() < 0.2) {
+      // Scope values never change on update (the handler would put the
+      // stored ones back into the payload).
+      const a = Math.floor(rand() * rows);
+      upsert('audit', `a${a}`, [`a${a}`, `proj${a % PROJECTS}`, `kind-${seq % 3}`]);
+    }
+
+    const changes = [];
+    for (const op of ops) {
+      const live = p.live[op.table];
+      const stored = live.get(op.rowId);
+      if (op.op === 'delete') {
+        live.delete(op.rowId);
+        changes.push({ table: op.table, rowId: op.rowId, op: 'delete', rowVersion: null, scopes: stored.scopes, payload: null });
+        continue;
+      }
+      op.payload = encodeRow(columnsOf[op.table], op.values);
+      const version = stored ? stored.version + 1 : 1;
+      // The handler keeps a row's scopes from its first write.
+      const scopes = stored ? stored.scopes : Object.fromEntries(SCOPES[op.table].map(([v, i]) => [v, op.values[i]]));
+      live.set(op.rowId, { version, scopes, payload: op.payload, values: op.values });
+      if (!stored && op.table === 'notes') p.notesQueue.push(op.rowId);
+      changes.push({ table: op.table, rowId: op.rowId, op: 'upsert', rowVersion: version, scopes, payload: op.payload });
+    }
+    const createdAtMs = BASE_MS + g;
+    // A client id stays bound to one actor (the handler refuses another).
+    const clientId = `client-${seq % 3}`;
+    const actorId = `actor-${seq % 3}`;
+    // Each request leaves the client's record: no pull yet, so cursor -1
+    // and no subscriptions, stamped with the handler's clock.
+    p.clients.set(clientId, { actorId, updatedAtMs: createdAtMs });
+    yield {
+      g,
+      partition: p.name,
+      seq,
+      clientId,
+      clientCommitId: `cc-${seq}`,
+      actorId,
+      createdAtMs,
+      cacheIdentity: uuid(rand),
+      ops: ops.map(({ table, rowId, op, payload }) => (op === 'delete' ? { table, rowId, op } : { table, rowId, op, payload })),
+      changes,
+    };
+  }
+  return parts;
+}
+
+// ---------------------------------------------------------------------------
+// The layout, as 0.15.48 creates it: the storage's constructor runs its meta
+// DDL, ensureSchema creates sync_schema_meta, then each declared table and
+// its indexes, then records the schema version and the column layouts.
+
+const META_DDL = `
+CREATE TABLE IF NOT EXISTS sync_partitions(
+  partition TEXT PRIMARY KEY,
+  max_commit_seq INTEGER NOT NULL DEFAULT 0,
+  horizon_seq INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS sync_partition_registry(
+  partition TEXT PRIMARY KEY,
+  log_epoch TEXT NOT NULL,
+  epoch_required INTEGER NOT NULL DEFAULT 0,
+  last_authenticated_at_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sync_row_scopes(
+  partition TEXT NOT NULL, tbl TEXT NOT NULL,
+  var TEXT NOT NULL, value TEXT NOT NULL, row_id TEXT NOT NULL,
+  PRIMARY KEY(partition, tbl, var, value, row_id)
+);
+CREATE TABLE IF NOT EXISTS sync_commits(
+  partition TEXT NOT NULL, commit_seq INTEGER NOT NULL,
+  client_id TEXT NOT NULL, client_commit_id TEXT NOT NULL,
+  actor_id TEXT NOT NULL, created_at_ms INTEGER NOT NULL,
+  PRIMARY KEY(partition, commit_seq)
+);
+CREATE INDEX IF NOT EXISTS sync_commits_by_time
+  ON sync_commits(partition, created_at_ms);
+CREATE TABLE IF NOT EXISTS sync_changes(
+  partition TEXT NOT NULL, commit_seq INTEGER NOT NULL, idx INTEGER NOT NULL,
+  tbl TEXT NOT NULL, row_id TEXT NOT NULL, op INTEGER NOT NULL,
+  row_version INTEGER, scopes TEXT NOT NULL, payload BLOB,
+  PRIMARY KEY(partition, commit_seq, idx)
+);
+CREATE INDEX IF NOT EXISTS sync_changes_by_table
+  ON sync_changes(partition, commit_seq, tbl, idx);
+CREATE TABLE IF NOT EXISTS sync_change_scopes(
+  partition TEXT NOT NULL, tbl TEXT NOT NULL,
+  var TEXT NOT NULL, value TEXT NOT NULL, commit_seq INTEGER NOT NULL,
+  PRIMARY KEY(partition, tbl, var, value, commit_seq)
+);
+CREATE TABLE IF NOT EXISTS sync_push_results(
+  partition TEXT NOT NULL, client_id TEXT NOT NULL,
+  client_commit_id TEXT NOT NULL, result TEXT NOT NULL,
+  PRIMARY KEY(partition, client_id, client_commit_id)
+);
+CREATE TABLE IF NOT EXISTS sync_reactions(
+  partition TEXT NOT NULL, idempotency_key TEXT NOT NULL,
+  type TEXT NOT NULL, version INTEGER NOT NULL, payload TEXT NOT NULL,
+  source_client_id TEXT NOT NULL, source_client_commit_id TEXT NOT NULL,
+  source_commit_seq INTEGER NOT NULL, created_at_ms INTEGER NOT NULL,
+  available_at_ms INTEGER NOT NULL, status TEXT NOT NULL,
+  attempts INTEGER NOT NULL, max_attempts INTEGER NOT NULL,
+  lease_owner TEXT, lease_expires_at_ms INTEGER, completed_at_ms INTEGER,
+  last_failure TEXT,
+  PRIMARY KEY(partition, idempotency_key),
+  CHECK(status IN ('pending', 'leased', 'completed', 'dead-letter'))
+);
+CREATE INDEX IF NOT EXISTS sync_reactions_due
+  ON sync_reactions(partition, status, available_at_ms, created_at_ms, idempotency_key);
+CREATE INDEX IF NOT EXISTS sync_reactions_lease
+  ON sync_reactions(partition, status, lease_expires_at_ms);
+CREATE INDEX IF NOT EXISTS sync_reactions_completed
+  ON sync_reactions(partition, status, completed_at_ms, idempotency_key);
+CREATE INDEX IF NOT EXISTS sync_reactions_dead_letter
+  ON sync_reactions(partition, status, available_at_ms, idempotency_key);
+CREATE TABLE IF NOT EXISTS sync_clients(
+  partition TEXT NOT NULL, client_id TEXT NOT NULL, actor_id TEXT NOT NULL,
+  wire_version INTEGER NOT NULL DEFAULT 1,
+  cursor INTEGER NOT NULL, subscriptions TEXT NOT NULL,
+  updated_at_ms INTEGER NOT NULL,
+  PRIMARY KEY(partition, client_id)
+);
+CREATE TABLE IF NOT EXISTS sync_blob_refs(
+  partition TEXT NOT NULL, tbl TEXT NOT NULL, row_id TEXT NOT NULL,
+  blob_id TEXT NOT NULL,
+  PRIMARY KEY(partition, tbl, row_id, blob_id)
+);
+CREATE INDEX IF NOT EXISTS sync_blob_refs_by_blob
+  ON sync_blob_refs(partition, blob_id);
+`;
+
+const SCHEMA_META_DDL = `CREATE TABLE IF NOT EXISTS sync_schema_meta(
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  schema_version INTEGER NOT NULL,
+  layouts TEXT NOT NULL DEFAULT '{}'
+)`;
+
+const q = (name) => `"${name.replaceAll('"', '""')}"`;
+const sqlType = (c) => ({ string: 'TEXT', integer: 'INTEGER', boolean: 'INTEGER' })[c.type];
+
+function appTableDdl(t) {
+  const defs = [
+    `${q('_sync_partition')} TEXT NOT NULL`,
+    `${q('_sync_row_id')} TEXT NOT NULL`,
+    ...(t.materialize ? t.columns.map((c) => `${q(c.name)} ${sqlType(c)}${c.nullable ? '' : ' NOT NULL'}`) : []),
+    `${q('_sync_server_version')} INTEGER NOT NULL`,
+    `${q('_sync_scopes')} TEXT NOT NULL`,
+    `${q('_sync_payload')} BLOB NOT NULL`,
+    `PRIMARY KEY (${q('_sync_partition')}, ${q('_sync_row_id')})`,
+  ];
+  const out = [`CREATE TABLE IF NOT EXISTS ${q(t.name)} (${defs.join(', ')})`];
+  if (t.materialize) {
+    for (const ix of t.indexes ?? []) {
+      out.push(`CREATE ${ix.unique ? 'UNIQUE ' : ''}INDEX IF NOT EXISTS ${q(`sync_ix_${ix.name}`)} ON ${q(t.name)} (${ix.columns.map(q).join(', ')})`);
+    }
+  }
+  return out;
+}
+
+function layoutsJson() {
+  return JSON.stringify(Object.fromEntries(serverSchema.tables.map((t) => [t.name, t.columns.map((c) => ({ name: c.name, type: c.type, nullable: c.nullable }))])));
+}
+
+/** The push result as the storage stores it (sync_push_results.result). */
+export function pushResultJson(c) {
+  return JSON.stringify({
+    status: 'applied',
+    commitSeq: c.seq,
+    recordedAtMs: c.createdAtMs,
+    cacheIdentity: c.cacheIdentity,
+    results: c.ops.map((_, opIndex) => ({ opIndex, status: 'applied' })),
+  });
+}
+
+// ---------------------------------------------------------------------------
+// SQL text.
+
+const lit = (v) => {
+  if (v === null || v === undefined) return 'NULL';
+  if (typeof v === 'number') return String(v);
+  if (typeof v === 'boolean') return v ? '1' : '0';
+  if (Buffer.isBuffer(v)) return `x'${v.toString('hex')}'`;
+  return `'${String(v).replaceAll("'", "''")}'`;
+};
+
+/** Multi-row INSERTs, flushed every `size` rows. */
+class Batch {
+  constructor(head, write, size = 400) {
+    this.head = head;
+    this.write = write;
+    this.size = size;
+    this.rows = [];
+  }
+  add(values) {
+    this.rows.push(`(${values.map(lit).join(',')})`);
+    if (this.rows.length >= this.size) this.flush();
+  }
+  flush() {
+    if (this.rows.length === 0) return;
+    this.write(`${this.head} VALUES ${this.rows.join(',')};\n`);
+    this.rows = [];
+  }
+}
+
+/**
+ * Writes the file. Resolves with what it wrote:
+ * `{ commits, changes, rows, partitions, ms, bytes }`.
+ */
+export async function writeLargeFixture(path, { commits, partitions = 50, seed = 1, rows = 500, sqlite3 = 'sqlite3' } = {}) {
+  if (!Number.isInteger(commits) || commits < 1) throw new Error('commits must be a positive integer');
+  for (const suffix of ['', '-wal', '-shm', '-journal']) rmSync(path + suffix, { force: true });
+  const started = performance.now();
+  const child = spawn(sqlite3, ['-bail', path], { stdio: ['pipe', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (d) => (stderr += d));
+  const exited = new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 && stderr === '' ? resolve() : reject(new Error(`sqlite3 exited ${code}: ${stderr}`))));
+  });
+  // Backpressure: wait for the pipe to drain now and then.
+  let pending = [];
+  let pendingBytes = 0;
+  const write = (text) => {
+    pending.push(text);
+    pendingBytes += text.length;
+  };
+  const drain = async () => {
+    if (pending.length === 0) return;
+    const chunk = pending.join('');
+    pending = [];
+    pendingBytes = 0;
+    if (!child.stdin.write(chunk)) await new Promise((resolve) => child.stdin.once('drain', resolve));
+  };
+
+  // Only for the writing itself, none persists in the file (journal_mode
+  // OFF is not recorded; the file stays in rollback-journal mode, `delete`,
+  // as a bun:sqlite Database leaves it).
+  write('PRAGMA journal_mode=OFF;\nPRAGMA synchronous=OFF;\nPRAGMA cache_size=-262144;\n');
+  write(`${META_DDL}\n${SCHEMA_META_DDL};\n`);
+  write('BEGIN;\n');
+  for (const t of serverSchema.tables) for (const stmt of appTableDdl(t)) write(`${stmt};\n`);
+  write(`INSERT INTO sync_schema_meta(id, schema_version, layouts) VALUES (1, ${serverSchema.version}, ${lit(layoutsJson())});\n`);
+  const commitsB = new Batch('INSERT INTO sync_commits(partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms)', write);
+  const changesB = new Batch('INSERT INTO sync_changes(partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload)', write);
+  const scopesB = new Batch('INSERT OR IGNORE INTO sync_change_scopes(partition, tbl, var, value, commit_seq)', write);
+  const resultsB = new Batch('INSERT INTO sync_push_results(partition, client_id, client_commit_id, result)', write);
+  let changes = 0;
+  const it = history({ commits, partitions, seed, rows });
+  let step;
+  while (!(step = it.next()).done) {
+    const c = step.value;
+    commitsB.add([c.partition, c.seq, c.clientId, c.clientCommitId, c.actorId, c.createdAtMs]);
+    c.changes.forEach((ch, idx) => {
+      changesB.add([c.partition, c.seq, idx, ch.table, ch.rowId, ch.op === 'upsert' ? 1 : 2, ch.rowVersion, JSON.stringify(ch.scopes), ch.payload]);
+      for (const [v, value] of Object.entries(ch.scopes)) scopesB.add([c.partition, ch.table, v, value, c.seq]);
+    });
+    changes += c.changes.length;
+    resultsB.add([c.partition, c.clientId, c.clientCommitId, pushResultJson(c)]);
+    if (pendingBytes > 1 << 20) await drain();
+  }
+  for (const b of [commitsB, changesB, scopesB, resultsB]) b.flush();
+  // The end state: each partition's counter, its rows and their scope entries.
+  const parts = step.value;
+  let rowCount = 0;
+  const rowScopesB = new Batch('INSERT OR IGNORE INTO sync_row_scopes(partition, tbl, var, value, row_id)', write);
+  for (const p of parts) {
+    // The host touched each partition before its first request (at
+    // BASE_MS); the handler touches it again with every request.
+    const lastMs = p.seq === 0 ? BASE_MS : Math.max(...[...p.clients.values()].map((c) => c.updatedAtMs));
+    write(`INSERT INTO sync_partition_registry(partition, log_epoch, last_authenticated_at_ms) VALUES (${lit(p.name)}, ${lit(`epoch-${p.name}`)}, ${lastMs});\n`);
+    write(`INSERT INTO sync_partitions(partition, max_commit_seq) VALUES (${lit(p.name)}, ${p.seq});\n`);
+    for (const [clientId, c] of p.clients) {
+      write(`INSERT INTO sync_clients(partition, client_id, actor_id, wire_version, cursor, subscriptions, updated_at_ms) VALUES (${lit(p.name)}, ${lit(clientId)}, ${lit(c.actorId)}, ${WIRE_VERSION}, -1, '[]', ${c.updatedAtMs});\n`);
+    }
+    for (const t of serverSchema.tables) {
+      const cols = ['_sync_partition', '_sync_row_id', ...(t.materialize ? t.columns.map((c) => c.name) : []), '_sync_server_version', '_sync_scopes', '_sync_payload'];
+      const b = new Batch(`INSERT INTO ${q(t.name)} (${cols.map(q).join(', ')})`, write);
+      for (const [rowId, r] of p.live[t.name]) {
+        b.add([p.name, rowId, ...(t.materialize ? r.values : []), r.version, JSON.stringify(r.scopes), r.payload]);
+        for (const [v, value] of Object.entries(r.scopes)) rowScopesB.add([p.name, t.name, v, value, rowId]);
+        rowCount += 1;
+      }
+      b.flush();
+      if (pendingBytes > 1 << 20) await drain();
+    }
+  }
+  rowScopesB.flush();
+  write('COMMIT;\n');
+  await drain();
+  child.stdin.end();
+  await exited;
+  if (existsSync(`${path}-journal`) || existsSync(`${path}-wal`)) throw new Error(`left-over journal beside ${path}`);
+  return { commits, changes, rows: rowCount, partitions, ms: Math.round(performance.now() - started) };
+}
+
+// ---------------------------------------------------------------------------
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const [out, ...rest] = process.argv.slice(2);
+  const opts = { commits: 200_000, partitions: 50, seed: 1, rows: 500 };
+  for (let i = 0; i < rest.length; i += 2) {
+    const key = rest[i].replace(/^--/, '');
+    if (!(key in opts)) throw new Error(`unknown option ${rest[i]}`);
+    opts[key] = Number(rest[i + 1]);
+  }
+  if (!out) {
+    console.error('usage: node scripts/large-fixture.mjs OUT.db [--commits N] [--partitions P] [--seed S] [--rows R]');
+    process.exit(2);
+  }
+  console.log(JSON.stringify(await writeLargeFixture(out, opts)));
+}
