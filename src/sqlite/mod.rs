@@ -388,9 +388,6 @@ impl SqliteEngine {
         id
     }
 
-    /// Tries to take the write lock without waiting. `Ok(None)`: another
-    /// connection holds it; retry with [`lock_blocking`](Self::lock_blocking)
-    /// off the calling thread.
     /// True while a file database is not open yet: its first open switches
     /// the file to WAL, which waits (as the busy timeout allows) for other
     /// processes' readers to let go of it, and completes the meta layout.
@@ -400,6 +397,9 @@ impl SqliteEngine {
             && lock(&self.db).is_none()
     }
 
+    /// Tries to take the write lock without waiting. `Ok(None)`: another
+    /// connection holds it; retry with [`lock_blocking`](Self::lock_blocking)
+    /// off the calling thread.
     pub fn try_lock(&self, partition: Option<&str>) -> Result<Option<u32>> {
         let db = match self.db() {
             Ok(db) => db,
