@@ -440,13 +440,10 @@ class NativeStorage {
       const r = await this.#write(partition, (n, id) => n.pruneCommitsThrough(id, partition, query, undefined));
       return r.removedCommits;
     }
-    const ok =
-      query !== null &&
-      typeof query === 'object' &&
-      Number.isSafeInteger(query.throughSeq) &&
-      query.throughSeq >= 0 &&
-      typeof query.logEpoch === 'string' &&
-      query.logEpoch.length > 0;
+    // Only what cannot cross as arguments is refused here; the values
+    // (a safe non-negative integer, a non-empty epoch) are checked once,
+    // in the binding (`prune_target`), with the same code.
+    const ok = query !== null && typeof query === 'object' && typeof query.throughSeq === 'number' && typeof query.logEpoch === 'string';
     if (!ok) throw queryError(this.#errors, 'sync.storage.invalid_prune_cursor');
     return this.#write(partition, (n, id) => n.pruneCommitsThrough(id, partition, query.throughSeq, query.logEpoch));
   }

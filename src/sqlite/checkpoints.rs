@@ -47,18 +47,10 @@ pub fn claim(
 ) -> Result<Checkpoint> {
     conn.prepare_cached(CLAIM)
         .and_then(|mut st| {
-            st.query_row(params![partition, name, schema_version, now_ms], |r| {
-                Ok(Checkpoint {
-                    partition: r.get(0)?,
-                    name: r.get(1)?,
-                    schema_version: r.get(2)?,
-                    state: r.get(3)?,
-                    watermark: r.get(4)?,
-                    owner_epoch: r.get(5)?,
-                    observed_rows: r.get(6)?,
-                    updated_at_ms: r.get(7)?,
-                })
-            })
+            st.query_row(
+                params![partition, name, schema_version, now_ms],
+                super::meta::checkpoint_from,
+            )
             .optional()
         })
         .map_err(map_err)?

@@ -255,7 +255,8 @@ macro_rules! checkpoint_fields {
     };
 }
 
-fn checkpoint_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<Checkpoint> {
+/// A checkpoint row in `checkpoint_fields!` order.
+pub(super) fn checkpoint_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<Checkpoint> {
     Ok(Checkpoint {
         partition: r.get(0)?,
         name: r.get(1)?,
