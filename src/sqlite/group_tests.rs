@@ -1,6 +1,11 @@
 //! The write lease, group commit and writes in their own transaction.
 
+use super::lease::WOULD_BLOCK;
+use super::mutex::lock;
 use super::*;
+use crate::error::Error;
+use conn::map_err;
+use rusqlite::Connection;
 
 fn engine() -> SqliteEngine {
     let e = SqliteEngine::new(Config::for_tests(Location::Memory));

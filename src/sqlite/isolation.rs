@@ -400,7 +400,7 @@ pub struct Bounded<'c> {
 /// Makes the views of `tables` (the declared, materialized tables) when
 /// missing, binds `partition` for them, and installs the authorizer and the
 /// time limit.
-/// `budget`: when given, the run stops (with [`super::OVER_BUDGET`]) after
+/// `budget`: when given, the run stops (with [`super::budget::OVER_BUDGET`]) after
 /// that many thousand VM steps.
 pub fn bound<'c>(
     conn: &'c Connection, partition: &str, tables: &[&Table], limit: Duration,
@@ -684,7 +684,7 @@ impl Bounded<'_> {
     fn too_big(&self) -> Error {
         if self.now {
             return Error::plain(
-                super::OVER_BUDGET,
+                super::budget::OVER_BUDGET,
                 "registered query touched a value too large for the calling thread",
             );
         }
@@ -707,7 +707,7 @@ impl Bounded<'_> {
             Some(super::meter::Stop::TooBig) => return self.too_big(),
             Some(super::meter::Stop::Stall) if !closed.load(Ordering::Relaxed) => {
                 return Error::plain(
-                    super::OVER_BUDGET,
+                    super::budget::OVER_BUDGET,
                     "registered query exceeded its step budget",
                 )
             }
@@ -720,7 +720,7 @@ impl Bounded<'_> {
         });
         if over_budget && !closed.load(Ordering::Relaxed) {
             return Error::plain(
-                super::OVER_BUDGET,
+                super::budget::OVER_BUDGET,
                 "registered query exceeded its step budget",
             );
         }

@@ -1,7 +1,9 @@
 //! The storage members on SQLite, one method each. Reads take a reader
 //! connection; writes take the numbered write lease the caller holds.
 
-use super::{log, meta, rows, schema_sync, window, Held, SqliteEngine};
+use super::storage::SqliteEngine;
+use super::writer::Held;
+use super::{log, meta, rows, schema_sync, window};
 use crate::error::{Error, Result};
 use crate::model::*;
 use crate::schema::Schema;

@@ -7,7 +7,7 @@
 
 use super::conn::map_err;
 use super::sql::placeholders;
-use super::SqliteEngine;
+use super::storage::SqliteEngine;
 use crate::error::Result;
 use crate::model::reactions::*;
 use crate::stored::{self, Form};
