@@ -38,7 +38,7 @@ const MAX_LINES = 800;
 const KNOWN_CYCLES = [
   'crate::postgres crate::postgres::after_lock crate::postgres::deferred crate::postgres::deferred_upsert crate::postgres::prefetch crate::postgres::query crate::postgres::rows',
 ];
-const KNOWN_LARGE = new Set(['src/postgres/query/guard.rs', 'src/postgres/query/mod.rs', 'src/postgres/conn.rs', 'src/sqlite/isolation.rs']);
+const KNOWN_LARGE = new Set(['src/postgres/query/guard.rs', 'src/postgres/query/mod.rs', 'src/postgres/conn.rs']);
 
 const files = [];
 const walk = (d) => {

@@ -12,6 +12,7 @@
 //! call's staged rows.
 
 pub mod admin;
+mod authorizer;
 mod backup;
 mod bind;
 mod budget;
