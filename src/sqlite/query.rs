@@ -279,6 +279,25 @@ impl SqliteEngine {
         &self, partition: &str, req: &Request, params: &[Value], declared: &[String],
         gate_running: Option<i64>, steps: u32,
     ) -> Option<Result<QueryOutput>> {
+        self.try_now(req, params, declared, |loaded, rewrite| {
+            self.run_query(
+                partition,
+                loaded,
+                rewrite,
+                params,
+                gate_running,
+                Some(steps),
+            )
+        })
+    }
+
+    /// The rewrite of `req` run by `run` on the calling thread, unless the
+    /// text is too long for it or its [`Placement`] sends it off (`None`);
+    /// the run's end is recorded in that placement.
+    fn try_now(
+        &self, req: &Request, params: &[Value], declared: &[String],
+        run: impl FnOnce(&Loaded, &Rewrite) -> Result<QueryOutput>,
+    ) -> Option<Result<QueryOutput>> {
         let (loaded, rewrite) = match self.prepare_query(req, params, declared) {
             Ok(x) => x,
             Err(e) => return Some(Err(e)),
@@ -286,14 +305,24 @@ impl SqliteEngine {
         if rewrite.prepared.sql.len() > NOW_MAX_TEXT || !rewrite.placement.try_now() {
             return None;
         }
-        rewrite.placement.record(self.run_query(
-            partition,
-            &loaded,
-            &rewrite,
-            params,
-            gate_running,
-            Some(steps),
-        ))
+        rewrite.placement.record(run(&loaded, &rewrite))
+    }
+
+    /// The bounds of one run of `rewrite`: the storage's time and result
+    /// limits, `budget` on the calling thread.
+    fn bounds<'a>(
+        &'a self, loaded: &'a Loaded, rewrite: &'a Rewrite, budget: Option<u32>,
+    ) -> Bounds<'a> {
+        let mut bounds = Bounds::new(
+            loaded,
+            &rewrite.prepared,
+            self.cfg.query_timeout,
+            &self.closed,
+        );
+        bounds.budget = budget;
+        bounds.heavy = Some(&rewrite.heavy);
+        bounds.results = self.cfg.result_limits;
+        bounds
     }
 
     fn run_query(
@@ -301,10 +330,7 @@ impl SqliteEngine {
         gate_running: Option<i64>, budget: Option<u32>,
     ) -> Result<QueryOutput> {
         let prepared = &rewrite.prepared;
-        let mut bounds = Bounds::new(loaded, prepared, self.cfg.query_timeout, &self.closed);
-        bounds.budget = budget;
-        bounds.heavy = Some(&rewrite.heavy);
-        bounds.results = self.cfg.result_limits;
+        let bounds = self.bounds(loaded, rewrite, budget);
         let slow = Slow::start(telemetry::SQLITE, "query", Site::Text("queryAuthoritative"))
             .sql(&prepared.sql);
         self.read_snapshot_timed(slow, |c| {
@@ -343,26 +369,16 @@ impl SqliteEngine {
     pub fn try_tx_query_authoritative_now(
         &self, id: u32, req: &Request, params: &[Value], declared: &[String], steps: u32,
     ) -> Option<Result<QueryOutput>> {
-        let (loaded, rewrite) = match self.prepare_query(req, params, declared) {
-            Ok(x) => x,
-            Err(e) => return Some(Err(e)),
-        };
-        if rewrite.prepared.sql.len() > NOW_MAX_TEXT || !rewrite.placement.try_now() {
-            return None;
-        }
-        rewrite
-            .placement
-            .record(self.tx_run_query(id, &loaded, &rewrite, params, Some(steps)))
+        self.try_now(req, params, declared, |loaded, rewrite| {
+            self.tx_run_query(id, loaded, rewrite, params, Some(steps))
+        })
     }
 
     fn tx_run_query(
         &self, id: u32, loaded: &Loaded, rewrite: &Rewrite, params: &[Value], budget: Option<u32>,
     ) -> Result<QueryOutput> {
         let prepared = &rewrite.prepared;
-        let mut bounds = Bounds::new(loaded, prepared, self.cfg.query_timeout, &self.closed);
-        bounds.budget = budget;
-        bounds.heavy = Some(&rewrite.heavy);
-        bounds.results = self.cfg.result_limits;
+        let bounds = self.bounds(loaded, rewrite, budget);
         let site = Site::Text("tx.queryAuthoritative");
         let slow = || Slow::start(telemetry::SQLITE, "query", site).sql(&prepared.sql);
         self.with_lease_timed(id, slow, |h| {

@@ -58,6 +58,15 @@ fn code(r: Result<Vec<Vec<SqlValue>>>) -> String {
     }
 }
 
+/// A statement with no binds and no declared tables.
+fn unbound(sql: &str) -> Prepared {
+    Prepared {
+        sql: sql.into(),
+        binds: vec![],
+        tables: vec![],
+    }
+}
+
 #[test]
 fn the_engine_refuses_what_the_rewrite_must_never_produce() {
     let (conn, loaded) = setup();
@@ -247,11 +256,7 @@ fn a_query_over_budget_leaves_the_calling_thread_for_doubling_stretches() {
 #[test]
 fn a_budgeted_run_stops_at_its_step_budget() {
     let (conn, loaded) = setup();
-    let prepared = Prepared {
-        sql: "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 100000) SELECT count(*) FROM r".into(),
-        binds: vec![],
-        tables: vec![],
-    };
+    let prepared = unbound("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 100000) SELECT count(*) FROM r");
     let closed = Arc::new(AtomicBool::new(false));
     let mut bounds = Bounds::new(&loaded, &prepared, Duration::from_secs(60), &closed);
     bounds.budget = Some(2);
@@ -269,13 +274,9 @@ fn a_budgeted_run_stops_at_its_step_budget() {
 #[test]
 fn a_runaway_query_stops_at_its_limit_or_when_the_storage_closes() {
     let (conn, loaded) = setup();
-    let prepared = Prepared {
-        sql:
-            "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
-                .into(),
-        binds: vec![],
-        tables: vec![],
-    };
+    let prepared = unbound(
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r",
+    );
     let closed = Arc::new(AtomicBool::new(false));
     let bounds = Bounds::new(&loaded, &prepared, Duration::from_millis(50), &closed);
     let t = std::time::Instant::now();
@@ -425,11 +426,7 @@ fn a_run_on_the_calling_thread_hands_over_long_steps() {
         // Few VM steps, each one slow: the thread's time budget.
         "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 2000) SELECT count(*) FROM r WHERE instr(printf('%.*c', 60000 + n % 2, 'a'), 'b') = 0",
     ] {
-        let prepared = Prepared {
-            sql: sql.into(),
-            binds: vec![],
-            tables: vec![],
-        };
+        let prepared = unbound(sql);
         let mut bounds = Bounds::new(&loaded, &prepared, Duration::from_secs(60), &closed);
         bounds.budget = Some(1000);
         let t = std::time::Instant::now();
@@ -444,11 +441,7 @@ fn a_run_on_the_calling_thread_hands_over_long_steps() {
 #[test]
 fn slow_instructions_stop_near_the_limit() {
     let (conn, loaded) = setup();
-    let prepared = Prepared {
-        sql: "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r WHERE instr(printf('%.*c', 400000, 'a'), printf('%.*c', 1000, 'a') || 'b') = 0".into(),
-        binds: vec![],
-        tables: vec![],
-    };
+    let prepared = unbound("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r WHERE instr(printf('%.*c', 400000, 'a'), printf('%.*c', 1000, 'a') || 'b') = 0");
     let closed = Arc::new(AtomicBool::new(false));
     let bounds = Bounds::new(&loaded, &prepared, Duration::from_millis(200), &closed);
     let t = std::time::Instant::now();
