@@ -57,4 +57,6 @@ pub use window::WindowQuery;
 pub use writer::Held;
 
 #[cfg(test)]
+mod fn_tests;
+#[cfg(test)]
 mod group_tests;
