@@ -5,9 +5,10 @@
 
 use super::conn::{self, map_err};
 use super::mutex::lock;
+use super::shared;
+use super::sql;
 use super::storage::SqliteEngine;
 use super::writer::{Held, Lease, Writer};
-use super::{shared, sql};
 use crate::error::{Error, Result};
 use crate::telemetry::{self, Site, Slow};
 use std::time::{Duration, Instant};

@@ -10,6 +10,22 @@
 //! WAL database in a temporary directory (see [`scratch`]), so it keeps
 //! the same isolation: one shared connection would let a read see another
 //! call's staged rows.
+//!
+//! The files, lowest first (a file uses files of its own group and the
+//! groups before it, never of one after):
+//! - helpers: `sql` (text), `conn`, `mutex`, `budget`, `bind`; the files
+//!   under the connections (`scratch`, `standin`, `foreign`,
+//!   `checkpointer`, `temp_vfs`, `temp_budget`); the storage's SQL
+//!   functions (`meter`, `linear_fns`, `pattern`, `checked_fns`);
+//! - `writer`, the state of an open storage, then `shared` (`storage.db`
+//!   statements on the writer);
+//! - the areas' SQL on a connection: `rows`, `log`, `window`, `meta`,
+//!   `schema_sync`; the registered-query boundary: `authorizer`,
+//!   `isolation`, `shape`, `rewrites`;
+//! - `storage`: `SqliteEngine`, opening and closing its connections;
+//! - the members, each file an `impl SqliteEngine` of one area: `lease`,
+//!   `read`, `db_calls`, `ops`, `query`, `checkpoints`, `reactions`,
+//!   `admin`, `backup`; `engine` implements the trait over them.
 
 pub mod admin;
 mod authorizer;

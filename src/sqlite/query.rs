@@ -9,11 +9,13 @@
 use super::bind::{cell, Bound};
 use super::conn::map_err;
 use super::isolation;
+use super::log;
+use super::meta;
 use super::rewrites::Rewrite;
 use super::rewrites::{NOW_MAX_TEXT, UNKNOWN};
+use super::rows;
 use super::rows::Loaded;
 use super::storage::SqliteEngine;
-use super::{log, meta, rows};
 use crate::error::{Error, Result};
 use crate::model::StoredRow;
 use crate::model::{Cell as SqlValue, QueryOutput};

@@ -5,7 +5,8 @@ use super::{Fetch, Output};
 use crate::error::Error;
 use crate::model::Cell;
 use crate::query::Value;
-use crate::sqlite::{Config, Location, SqliteEngine};
+use crate::sqlite::conn::{Config, Location};
+use crate::sqlite::storage::SqliteEngine;
 
 fn engine() -> SqliteEngine {
     engine_at(Location::Memory)

@@ -2,12 +2,15 @@
 //! configuration, and the connections (writer, readers, checkpoint thread)
 //! it opens on first use and releases on `close` or when collected.
 
+use super::checkpointer;
 use super::conn::{self, Config, Location, Synchronous};
+use super::foreign;
 use super::mutex::lock;
 use super::rewrites::RewriteCache;
 use super::rows::{Loaded, TableSql};
+use super::scratch;
+use super::shared;
 use super::writer::{Db, Writer};
-use super::{checkpointer, foreign, scratch, shared};
 use crate::error::{Error, Result};
 use crate::schema::Schema;
 use crate::telemetry;

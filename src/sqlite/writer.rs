@@ -3,8 +3,10 @@
 //! a lease-holding call sees. Data only: the members that change it are in
 //! `lease` (the write lock), `read` and `storage` (open and close).
 
+use super::checkpointer;
 use super::conn::Config;
-use super::{checkpointer, foreign, scratch};
+use super::foreign;
+use super::scratch;
 use crate::query::Value;
 use rusqlite::Connection;
 use std::sync::{Arc, Mutex};
