@@ -19,7 +19,7 @@ pub(super) struct Rules {
     pub(super) over_budget: bool,
     /// FROM items read without naming a column whose name SQLite could
     /// not place in a database (see [`column_free_read`]); checked once the
-    /// statement has compiled or recompiled ([`Bounded::verify`]).
+    /// statement has compiled or recompiled (`Bounded::verify`).
     pub(super) unresolved: Vec<String>,
 }
 
@@ -194,7 +194,7 @@ pub(super) fn authorize(ctx: &AuthContext<'_>, rules: &mut Rules) -> Authorizati
 
 /// A FROM item the query reads no column of: a view or a JSON table
 /// function is admitted; any other name is admitted for now and checked
-/// once the statement has compiled ([`Bounded::verify`]): it must name
+/// once the statement has compiled (`Bounded::verify`): it must name
 /// nothing outside the query, so it was one of the query's CTEs.
 fn column_free_read(name: &str, rules: &mut Rules) -> Authorization {
     let known = rules

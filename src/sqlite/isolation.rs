@@ -258,7 +258,7 @@ pub struct Bounded<'c> {
 /// Makes the views of `tables` (the declared, materialized tables) when
 /// missing, binds `partition` for them, and installs the authorizer and the
 /// time limit.
-/// `budget`: when given, the run stops (with [`super::budget::OVER_BUDGET`]) after
+/// `budget`: when given, the run stops (with `OVER_BUDGET`) after
 /// that many thousand VM steps.
 pub fn bound<'c>(
     conn: &'c Connection, partition: &str, tables: &[&Table], limit: Duration,

@@ -316,7 +316,7 @@ pub fn scan_rows(
     )
 }
 
-/// [`scan_rows`], failing with [`super::budget::OVER_BUDGET`] once it would step
+/// [`scan_rows`], failing with `OVER_BUDGET` once it would step
 /// more rows, or copy more payload bytes, than `budget` allows.
 #[allow(clippy::too_many_arguments)]
 pub fn scan_rows_within(

@@ -21,7 +21,7 @@ pub fn read_commit_window(
     read_commit_window_within(conn, partition, q, Budget::unbounded())
 }
 
-/// [`read_commit_window`], failing with [`super::budget::OVER_BUDGET`] once it
+/// [`read_commit_window`], failing with `OVER_BUDGET` once it
 /// would step more rows, or copy more payload bytes, than `budget` allows.
 pub fn read_commit_window_within(
     conn: &Connection, partition: &str, q: &WindowQuery<'_>, mut budget: Budget,

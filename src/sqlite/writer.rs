@@ -19,7 +19,7 @@ pub(super) struct Lease {
     pub(super) savepoint: bool,
     /// Runs inside a group's open transaction, in its own savepoint.
     pub(super) member: bool,
-    /// Has run a call (see [`SqliteEngine::flush`]).
+    /// Has run a call (see `SqliteEngine::flush`).
     pub(super) used: bool,
     /// `staged.len()` when the lease began (a member: when its savepoint
     /// opened) and when its apply savepoint opened: the `db` writes a
@@ -31,7 +31,7 @@ pub(super) struct Lease {
     /// could not undo one statement of): nothing more runs under the
     /// lease, and its commit is refused (see `with_lease_timed`).
     pub(super) aborted: bool,
-    /// Its work was committed early ([`SqliteEngine::commit_early`]) and
+    /// Its work was committed early (`SqliteEngine::commit_early`) and
     /// no new transaction could be begun for it: its commit and rollback
     /// have nothing left to do.
     pub(super) settled: bool,
@@ -43,12 +43,12 @@ pub(super) struct Writer {
     pub(super) next_id: u32,
     /// Leases committed into the open physical transaction but not yet
     /// durable (group commit): that transaction stays open between leases
-    /// until [`SqliteEngine::flush`] or a plain commit ends it.
+    /// until `SqliteEngine::flush` or a plain commit ends it.
     pub(super) held: u32,
     /// The physical transaction was rolled back while it held leases'
     /// commits (`held` > 0): those commits are lost, and the next call
     /// that would make the group durable (`hold`, a commit, `flush`) says
-    /// so instead (see [`SqliteEngine::group_lost`]).
+    /// so instead (see `SqliteEngine::group_lost`).
     pub(super) lost: bool,
     /// File databases: WAL checkpoints on a thread of their own.
     pub(super) checkpointer: Option<checkpointer::Checkpointer>,
