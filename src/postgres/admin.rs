@@ -2,7 +2,7 @@
 //! records are `sqlite::admin`'s; multi-statement reads share one
 //! REPEATABLE READ snapshot.
 
-use super::conn::map_err;
+use super::error::map_err;
 use super::{read, snapshot, PgEngine};
 use crate::error::Result;
 use crate::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};

@@ -22,7 +22,7 @@
 //! gate's rows are not written under the partition lock; an answer from the
 //! batch is what a read sent a few microseconds earlier would have seen.
 
-use super::prefetch::lit;
+use super::quote::lit;
 use super::TxState;
 use crate::model::ServeGate;
 use crate::stored::{self, Form, Shape};

@@ -41,9 +41,8 @@
 //! member that sends the batch: the next statement or `commit`; the
 //! transaction then rolls back either way.
 
-use super::conn::map_err;
-use super::deferred::{bytea, texts};
-use super::prefetch::lit;
+use super::error::map_err;
+use super::quote::{bytea, lit, texts};
 use super::rows::{pg_type, TableSql};
 use super::PgEngine;
 use super::TxState;

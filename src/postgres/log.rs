@@ -3,7 +3,7 @@
 //! consumes nothing), appends with their change scope index and
 //! tombstones (one statement), the horizon and pruning.
 
-use super::conn::map_err;
+use super::error::map_err;
 use crate::error::{Error, Result};
 use crate::model::{ChangeOp, NewCommit, PruneResult};
 use crate::scope::scope_pairs;

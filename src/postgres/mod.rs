@@ -14,16 +14,20 @@
 mod admin;
 mod after_lock;
 mod checkpoints;
+mod config;
 mod conn;
 mod deferred;
 mod deferred_upsert;
 pub(crate) mod engine;
+mod error;
 mod log;
 mod meta;
+mod meta_setup;
 mod now;
 mod ops;
 mod prefetch;
 mod query;
+mod quote;
 mod reactions;
 mod rows;
 mod schema_sync;
@@ -31,12 +35,12 @@ pub mod sql;
 pub(crate) mod stmt;
 mod window;
 
-pub use conn::{Config, Pooling};
+pub use config::{Config, Pooling};
 
 use crate::error::{Error, Result};
 use crate::schema::Schema;
 use crate::telemetry::{self, Site, Slow};
-use conn::map_err;
+use error::map_err;
 use sqlx::pool::PoolConnection;
 use sqlx::{Executor, PgConnection, PgPool, Postgres};
 use std::collections::HashMap;
@@ -151,7 +155,7 @@ macro_rules! on_live_connection {
                 $crate::postgres::body(async { $attempt }).await
             };
             match __out {
-                Err(ref e) if !__retried && $crate::postgres::conn::is_connection_lost(e) => {
+                Err(ref e) if !__retried && $crate::postgres::error::is_connection_lost(e) => {
                     __retried = true;
                     __conn.close_on_drop();
                     drop(__conn);
@@ -326,7 +330,7 @@ impl Drop for Waiting<'_> {
 
 impl PgEngine {
     pub fn new(cfg: Config) -> PgEngine {
-        if cfg.pooling == conn::Pooling::Transaction {
+        if cfg.pooling == Pooling::Transaction {
             stmt::use_unnamed();
         }
         PgEngine {
@@ -354,7 +358,7 @@ impl PgEngine {
 
     /// Behind a transaction pooler (`pooling: 'transaction'`).
     pub(crate) fn pooled(&self) -> bool {
-        self.cfg.pooling == conn::Pooling::Transaction
+        self.cfg.pooling == Pooling::Transaction
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -366,7 +370,7 @@ impl PgEngine {
             return Err(Error::plain("ERR_SYNCULAR_CLOSED", "storage is closed"));
         }
         self.pool
-            .get_or_try_init(|| conn::open(&self.cfg, &self.tag))
+            .get_or_try_init(|| conn::open(&self.cfg, &self.tag, after_lock::prepare()))
             .await
     }
 

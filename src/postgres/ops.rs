@@ -18,8 +18,8 @@ impl PgEngine {
     ) -> Result<bool> {
         // An in-tree host creating the same tables at the same instant makes
         // this fail with a catalog conflict: the next try finds them made.
-        let (migrated, deferrable) = super::conn::retry_ddl_race!(
-            super::conn::ddl_race,
+        let (migrated, deferrable) = super::meta_setup::retry_ddl_race!(
+            super::meta_setup::ddl_race,
             write!(self, |c| {
                 let migrated = schema_sync::ensure_schema(c, &schema, declarations, now_ms).await?;
                 Ok((migrated, deferred_upsert::check(c, &schema).await?))

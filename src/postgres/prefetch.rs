@@ -8,7 +8,8 @@
 //! the same whatever `standard_conforming_strings` says. A value holding a
 //! NUL (which PostgreSQL text cannot store anyway) takes the prepared path.
 
-use super::conn::map_err;
+use super::error::map_err;
+use super::quote::lit;
 use super::{exec, rows, sql, PgEngine, TxState};
 use crate::engine::Prefetch;
 use crate::error::{Error, Result};
@@ -32,26 +33,6 @@ impl PendingPut {
             json: json.to_owned(),
         }
     }
-}
-
-/// `E'…'`, a string literal that reads the same whatever
-/// `standard_conforming_strings` says, or `None` for a value holding a NUL
-/// (which PostgreSQL text cannot hold).
-pub(super) fn lit(s: &str) -> Option<String> {
-    if s.contains('\0') {
-        return None;
-    }
-    let mut out = String::with_capacity(s.len() + 4);
-    out.push_str("E'");
-    for ch in s.chars() {
-        match ch {
-            '\'' => out.push_str("''"),
-            '\\' => out.push_str("\\\\"),
-            _ => out.push(ch),
-        }
-    }
-    out.push('\'');
-    Some(out)
 }
 
 /// The insert as text: the prepared statement where this transaction's
@@ -159,7 +140,7 @@ impl TxState {
     /// had reached the server), pins a tested one instead, so the caller
     /// sends again; any other error is returned.
     async fn reconnect(&mut self, engine: &PgEngine, e: Error) -> Result<()> {
-        if !super::conn::is_connection_lost(&e) {
+        if !super::error::is_connection_lost(&e) {
             return Err(e);
         }
         if let Some(mut dead) = self.conn.take() {
@@ -217,7 +198,7 @@ impl TxState {
                     .await
                     .map_err(map_err);
                 if let (true, Err(e)) = (first, &found) {
-                    if super::conn::is_connection_lost(e) {
+                    if super::error::is_connection_lost(e) {
                         let e = found.err().unwrap_or_else(Error::tx_finished);
                         self.reconnect(engine, e).await?;
                         found = sqlx::raw_sql(AssertSqlSafe(text.clone()))

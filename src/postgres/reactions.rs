@@ -4,7 +4,7 @@
 //! `FOR UPDATE SKIP LOCKED`, so concurrent claimers (other processes too)
 //! never share a row and never wait on each other.
 
-use super::conn::map_err;
+use super::error::map_err;
 use super::{read, with_tx, write, PgEngine};
 use crate::error::{Error, Result};
 use crate::model::reactions::{

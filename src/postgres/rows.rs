@@ -3,7 +3,8 @@
 //! rules as `sqlite::rows`; the scan paging is `crate::scan`. Stored scopes
 //! are read in either JSONB form (`crate::stored`).
 
-use super::conn::{map_err, next_row, row_write_err};
+use super::error::{map_err, row_write_err};
+use super::stmt::next_row;
 use crate::codec::{self, ColumnType, Value};
 use crate::error::{Error, Result};
 use crate::model::StoredRow;

@@ -1,5 +1,6 @@
 //! Every extended-protocol statement of the engine is built here, so that
-//! whether it is prepared under a name is decided in one place.
+//! whether it is prepared under a name is decided in one place; and a
+//! result is read row by row here (`next_row`).
 //!
 //! sqlx prepares a statement under a name (`sqlx_s_N`) and keeps it for the
 //! connection's session. Behind a transaction pooler the next transaction
@@ -16,7 +17,9 @@
 //! which costs a direct connection one round trip per statement and is
 //! never wrong.
 
-use sqlx::postgres::{PgArguments, Postgres};
+use super::error::map_err;
+use crate::error::Result;
+use sqlx::postgres::{PgArguments, PgRow, Postgres};
 use sqlx::query::{Query, QueryScalar};
 use sqlx::SqlSafeStr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,4 +47,15 @@ where
     (O,): for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
 {
     sqlx::query_scalar(sql).persistent(named())
+}
+
+/// The next row of a result read as it arrives (`Executor::fetch`), so
+/// that each row is decoded while the server still produces the rest.
+pub async fn next_row(
+    rows: &mut futures_core::stream::BoxStream<'_, std::result::Result<PgRow, sqlx::Error>>,
+) -> Result<Option<PgRow>> {
+    std::future::poll_fn(|cx| rows.as_mut().poll_next(cx))
+        .await
+        .transpose()
+        .map_err(map_err)
 }

@@ -28,7 +28,7 @@ mod guard;
 #[cfg(test)]
 mod guard_tests;
 
-use super::conn::map_err;
+use super::error::map_err;
 use super::{meta, read, rows, with_tx, Loaded, PgEngine};
 use crate::codec::ColumnType;
 use crate::error::{Error, Result};
@@ -218,7 +218,7 @@ pub const ABANDON_AFTER: Duration = Duration::from_millis(50);
 /// use generic plans: `conn::GENERIC_PLANS`).
 fn confine(timeout: Duration, partition: &str) -> Result<String> {
     // PostgreSQL text cannot hold U+0000: no stored row has such a partition.
-    let p = super::prefetch::lit(partition)
+    let p = super::quote::lit(partition)
         .ok_or_else(|| Error::invalid("a partition cannot contain U+0000 on PostgreSQL"))?;
     Ok(format!(
         "SET LOCAL search_path = pg_catalog, pg_temp; SET LOCAL statement_timeout = {}; SET LOCAL standard_conforming_strings = on; SET LOCAL plan_cache_mode = auto; SET LOCAL {} = {p}",
@@ -254,7 +254,7 @@ fn run_err(e: sqlx::Error, timeout: Duration, limits: Limits) -> Error {
             return out;
         }
     }
-    if super::conn::sqlstate(&e).as_deref() == Some("57014") {
+    if super::error::sqlstate(&e).as_deref() == Some("57014") {
         query::timed_out(timeout)
     } else {
         map_err(e)
@@ -353,7 +353,7 @@ async fn run(
 async fn max_commit_seq_then(
     c: &mut PgConnection, w: &Where, partition: &str, tail: &str,
 ) -> Result<i64> {
-    let Some(p) = super::prefetch::lit(partition) else {
+    let Some(p) = super::quote::lit(partition) else {
         let v: Option<i64> = crate::postgres::stmt::query_scalar(AssertSqlSafe(format!(
             "SELECT max_commit_seq FROM {}.sync_partitions WHERE partition = $1",
             w.quoted
@@ -641,7 +641,7 @@ impl PgEngine {
             // Either way this connection is not used again (a failed
             // opening may have left its transaction open).
             conn.close_on_drop();
-            if !super::conn::is_connection_lost(&e) {
+            if !super::error::is_connection_lost(&e) {
                 return (Err(e), false);
             }
             *conn = match self.acquire_tested().await {
