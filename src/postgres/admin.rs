@@ -3,7 +3,8 @@
 //! REPEATABLE READ snapshot.
 
 use super::error::map_err;
-use super::{read, snapshot, PgEngine};
+use super::handle::PgEngine;
+use super::run::{read, snapshot};
 use crate::error::Result;
 use crate::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
 use crate::schema::quote_ident;

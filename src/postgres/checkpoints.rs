@@ -4,8 +4,10 @@
 //! partition row lock. The decisions are `crate::checkpoint`'s.
 
 use super::error::map_err;
+use super::handle::PgEngine;
+use super::log;
 use super::meta::{checkpoint_from, version_i32};
-use super::{log, read, snapshot, with_tx, write, PgEngine};
+use super::run::{read, snapshot, with_tx, write};
 use crate::checkpoint::{fence_covers, Activation, SourceState};
 use crate::error::{Error, Result};
 use crate::model::{Checkpoint, CheckpointProgress};

@@ -146,7 +146,7 @@ pub const GENERIC_PLANS: &str = "SET plan_cache_mode = force_generic_plan";
 /// once more after the meta layout is made) that prepares statements for
 /// the layers above; it must not fail where it cannot apply, and a failure
 /// only leaves them unprepared (the caller passes the lock batch's,
-/// `after_lock::prepare`).
+/// `tx::lock_reads::prepare`).
 pub async fn open(cfg: &Config, tag: &str, prepare: String) -> Result<PgPool> {
     let opts = connect_options(cfg, tag)?;
     // Every pooled connection: the storage's schema, and generic plans for

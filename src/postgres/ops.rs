@@ -2,8 +2,13 @@
 //! connection, storage-level writes in their own transaction, transaction
 //! members on the transaction's pinned connection.
 
-use super::deferred_upsert::{self, Deferral};
-use super::{deferred, log, meta, read, rows, schema_sync, window, with_tx, write, PgEngine};
+use super::error::map_err;
+use super::handle::PgEngine;
+use super::run::{read, slow, with_tx, write};
+use super::stmt::exec;
+use super::tx::append;
+use super::tx::upsert::{self, Deferral};
+use super::{log, meta, rows, schema_sync, sql, window};
 use crate::error::{Error, Result};
 use crate::model::*;
 use crate::schema::Schema;
@@ -11,6 +16,16 @@ use crate::scope::ScopeFilter;
 use crate::window::WindowQuery;
 
 impl PgEngine {
+    /// `SELECT current_setting('server_version')` through the pool.
+    pub async fn ping(&self) -> Result<String> {
+        read!(self, |c| {
+            super::stmt::query_scalar::<String>("SELECT current_setting('server_version')")
+                .fetch_one(&mut *c)
+                .await
+                .map_err(map_err)
+        })
+    }
+
     // ---- schema -------------------------------------------------------------
 
     pub async fn ensure_schema(
@@ -22,7 +37,7 @@ impl PgEngine {
             super::meta_setup::ddl_race,
             write!(self, |c| {
                 let migrated = schema_sync::ensure_schema(c, &schema, declarations, now_ms).await?;
-                Ok((migrated, deferred_upsert::check(c, &schema).await?))
+                Ok((migrated, upsert::check(c, &schema).await?))
             })
         )?;
         self.set_loaded(schema, &deferrable);
@@ -216,7 +231,7 @@ impl PgEngine {
         if let Some(found) = st.push_result_after_lock(client_id, commit_id) {
             return Ok(found);
         }
-        let _slow = super::slow!("tx");
+        let _slow = slow!("tx");
         with_tx!(@locked self, st, |_st, c, p| meta::get_push_result(
             c, &p, client_id, commit_id
         )
@@ -263,8 +278,8 @@ impl PgEngine {
                     "push rejection requires its apply savepoint",
                 ));
             }
-            super::exec(c, super::sql::ROLLBACK_TO_SAVEPOINT).await?;
-            super::exec(c, super::sql::RELEASE_SAVEPOINT).await?;
+            exec(c, sql::ROLLBACK_TO_SAVEPOINT).await?;
+            exec(c, sql::RELEASE_SAVEPOINT).await?;
             st.savepoint = false;
             meta::put_push_result(c, &p, client_id, commit_id, json).await
         });
@@ -286,7 +301,7 @@ impl PgEngine {
     }
 
     /// `defer`: whether to try keeping it for the next batch (the caller's
-    /// thread may already have found it cannot be, `now::upsert_row_now`).
+    /// thread may already have found it cannot be, `tx::immediate`, `upsert_row_now`).
     pub async fn tx_upsert_row(
         &self, id: u32, table: &str, row: &StoredRow, op_index: Option<u32>, defer: bool,
     ) -> Result<()> {
@@ -304,7 +319,7 @@ impl PgEngine {
                 Deferral::No | Deferral::Full => {}
             }
         }
-        let _slow = super::slow!("tx");
+        let _slow = slow!("tx");
         with_tx!(@locked self, st, |_st, c, p| {
             rows::upsert_row(c, t, sql, &p, row, op_index).await
         })
@@ -318,7 +333,7 @@ impl PgEngine {
         })
     }
 
-    /// Answered at once and sent with the next batch where `deferred`
+    /// Answered at once and sent with the next batch where `tx::append`
     /// allows; otherwise sent now.
     pub async fn tx_append_commit(&self, id: u32, commit: &NewCommit) -> Result<i64> {
         let version = self.writer_version();
@@ -330,13 +345,13 @@ impl PgEngine {
         // Only the transaction's first append: it changes the counter row.
         let locked = st.locked.take();
         if st.pending_put.is_none() && st.pending_append.is_none() {
-            if let Some((seq, append)) = deferred::defer(locked, &st.partition, commit, version) {
+            if let Some((seq, append)) = append::defer(locked, &st.partition, commit, version) {
                 st.after_lock = None;
                 st.pending_append = Some(append);
                 return Ok(seq);
             }
         }
-        let _slow = super::slow!("tx");
+        let _slow = slow!("tx");
         with_tx!(@locked self, st, |_st, c, p| log::append_commit(c, &p, commit, version).await)
     }
 
@@ -355,7 +370,7 @@ impl PgEngine {
         if let Some(gate) = st.gate_after_lock(running) {
             return Ok(gate);
         }
-        let _slow = super::slow!("tx");
+        let _slow = slow!("tx");
         with_tx!(@locked self, st, |_st, c, p| meta::read_serve_gate(c, &p, running)
             .await)
     }

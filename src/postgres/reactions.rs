@@ -5,7 +5,8 @@
 //! never share a row and never wait on each other.
 
 use super::error::map_err;
-use super::{read, with_tx, write, PgEngine};
+use super::handle::PgEngine;
+use super::run::{read, with_tx, write};
 use crate::error::{Error, Result};
 use crate::model::reactions::{
     ClaimQuery, FailureUpdate, NewReaction, PruneQuery, PrunedCounts, StoredReaction,

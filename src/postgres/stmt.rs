@@ -1,6 +1,7 @@
 //! Every extended-protocol statement of the engine is built here, so that
-//! whether it is prepared under a name is decided in one place; and a
-//! result is read row by row here (`next_row`).
+//! whether it is prepared under a name is decided in one place; a result
+//! is read row by row here (`next_row`), and simple-protocol text sent
+//! (`exec`, `exec_text`).
 //!
 //! sqlx prepares a statement under a name (`sqlx_s_N`) and keeps it for the
 //! connection's session. Behind a transaction pooler the next transaction
@@ -21,7 +22,7 @@ use super::error::map_err;
 use crate::error::Result;
 use sqlx::postgres::{PgArguments, PgRow, Postgres};
 use sqlx::query::{Query, QueryScalar};
-use sqlx::SqlSafeStr;
+use sqlx::{Executor, PgConnection, SqlSafeStr};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static UNNAMED: AtomicBool = AtomicBool::new(false);
@@ -58,4 +59,18 @@ pub async fn next_row(
         .await
         .transpose()
         .map_err(map_err)
+}
+
+/// One simple-protocol statement (or several, `;`-separated).
+pub(crate) async fn exec(c: &mut PgConnection, sql: &'static str) -> Result<()> {
+    c.execute(sql).await.map_err(map_err)?;
+    Ok(())
+}
+
+/// [`exec`] of a text made at run time (one simple-protocol message).
+pub(crate) async fn exec_text(c: &mut PgConnection, sql: &str) -> Result<()> {
+    c.execute(sqlx::AssertSqlSafe(sql.to_owned()))
+        .await
+        .map_err(map_err)?;
+    Ok(())
 }

@@ -29,26 +29,22 @@ mod guard;
 #[cfg(test)]
 mod guard_tests;
 mod index;
-mod run;
+pub(in crate::postgres) mod run;
 
 use crate::error::{Error, Result};
 use crate::model::QueryOutput;
 use crate::postgres::error::map_err;
-use crate::postgres::{meta, with_tx, Loaded, PgEngine};
+use crate::postgres::handle::PgEngine;
+use crate::postgres::meta;
+use crate::postgres::rows::Loaded;
+use crate::postgres::run::{body, with_tx};
+use crate::postgres::stmt::exec;
 use crate::query::{self, Prepared, Request, Value};
 use crate::schema::quote_ident;
 use crate::telemetry::{self, Site, Slow};
 use run::{confine, max_commit_seq_then, missing_view, run, Where, ABANDON_AFTER};
 use sqlx::{AssertSqlSafe, Executor, PgConnection, Postgres};
-use std::sync::{Arc, Mutex};
-
-/// Per storage: where its tables live, and the guard's results.
-#[derive(Default)]
-pub struct State {
-    /// The storage's schema and the partition counter read qualified by it.
-    schema: tokio::sync::OnceCell<Where>,
-    cache: Mutex<guard::Cache>,
-}
+use std::sync::Arc;
 
 const SAVEPOINT: &str = "syncular_query";
 
@@ -169,7 +165,7 @@ impl PgEngine {
                 let ddl = guard::view_ddl(&w.schema, &loaded.schema.tables);
                 if let Err(e) = conn.execute(AssertSqlSafe(ddl)).await {
                     let e = map_err(e);
-                    let healthy = super::exec(&mut conn, "ROLLBACK").await.is_ok();
+                    let healthy = exec(&mut conn, "ROLLBACK").await.is_ok();
                     if !healthy {
                         conn.close_on_drop();
                     }
@@ -241,7 +237,7 @@ impl PgEngine {
         // max_commit_seq read.
         let mut ended = false;
         let mut abandoned = false;
-        let out = super::body(async {
+        let out = body(async {
             let c: &mut PgConnection = &mut *conn;
             let gate = match gate_running {
                 Some(running) => {
@@ -297,7 +293,7 @@ impl PgEngine {
         .await;
         // A result abandoned past its bounds is not waited for: closing the
         // connection stops the server at its next row.
-        let healthy = ended || (!abandoned && super::exec(conn, "ROLLBACK").await.is_ok());
+        let healthy = ended || (!abandoned && exec(conn, "ROLLBACK").await.is_ok());
         (out, healthy)
     }
 

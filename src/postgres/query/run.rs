@@ -13,7 +13,16 @@ use crate::postgres::quote::lit;
 use crate::query::result::{Limits, Tally};
 use crate::query::{self, Bind, Value};
 use sqlx::{AssertSqlSafe, Column, Executor, PgConnection, Row};
+use std::sync::Mutex;
 use std::time::Duration;
+
+/// Per storage: where its tables live, and the guard's results.
+#[derive(Default)]
+pub struct State {
+    /// The storage's schema and the partition counter read qualified by it.
+    pub(super) schema: tokio::sync::OnceCell<Where>,
+    pub(super) cache: Mutex<guard::Cache>,
+}
 
 /// Where the storage's tables live (read once per storage).
 pub(super) struct Where {

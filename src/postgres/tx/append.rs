@@ -4,7 +4,7 @@
 //! Under the partition lock the next commitSeq is known: the lock batch
 //! read the counter row `FOR UPDATE`, and only this transaction can change
 //! it before it ends. So `appendCommit` answers `max_commit_seq + 1` at
-//! once and keeps the append (`after_lock::APPEND`, executed with literal
+//! once and keeps the append (`lock_reads::APPEND`, executed with literal
 //! arguments) for the next batch: with the push result and `COMMIT` on a
 //! host's push (one round trip for all three), or before whatever the
 //! transaction sends next (`TxState::ready`).
@@ -30,10 +30,10 @@
 //! statement itself refuses to record any commitSeq but the one answered
 //! (`log::APPEND_COMMIT`, `$19`).
 
-use super::after_lock::{Locked, APPEND};
-use super::log::AppendArrays;
-use super::quote::{array, bytea, lit, texts};
+use super::lock_reads::{Locked, APPEND};
 use crate::model::NewCommit;
+use crate::postgres::log::AppendArrays;
+use crate::postgres::quote::{array, bytea, lit, texts};
 
 /// The largest commit deferred, by the approximate length of its literal
 /// arguments.
