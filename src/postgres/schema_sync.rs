@@ -3,7 +3,7 @@
 //! so the bump commits or rolls back as a whole. A bump first takes
 //! `LOCK TABLE sync_partitions IN EXCLUSIVE MODE`, as the in-tree storage.
 
-use super::conn::map_err;
+use super::error::map_err;
 use super::meta;
 use super::rows::{bind_value, pg_type};
 use crate::codec::{self, ColumnType};
