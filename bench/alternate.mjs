@@ -4,9 +4,12 @@
 // figures: a 100-commit window pull, a push of 1 or 10 ops, a bootstrap of
 // 20,000 rows in 1,000-row pages. Storage-level figures: the registered
 // point query and 10k-row aggregate of run.mjs's `queries` workload.
+// `fresh1` is a host just started: each round opens a new storage on a new
+// file, pushes 20 one-op commits to warm up, then times 400 more (a host
+// restarts on every deploy; issue 50 saw ours pay about 2x there).
 //
 //   bun bench/alternate.mjs --server <tree>/packages/server/src/index-bun.ts \
-//     [--figure window|push1|push10|bootstrap|point|aggregate] [--rounds N] \
+//     [--figure window|push1|push10|fresh1|bootstrap|point|aggregate] [--rounds N] \
 //     [--floor] --module A.mjs --module B.mjs ...
 //
 // Each module exports createStorage(context) and label, as for run.mjs.
@@ -45,7 +48,7 @@ for (let i = 0; i < args.length; i++) {
   else if (args[i] === '--floor') floor = true;
   else throw new Error(`unknown option ${args[i]}`);
 }
-const figures = ['window', 'push1', 'push10', 'bootstrap', 'point', 'aggregate'];
+const figures = ['window', 'push1', 'push10', 'fresh1', 'bootstrap', 'point', 'aggregate'];
 if (!serverPath || modules.length === 0) throw new Error(`usage: alternate.mjs --server PATH [--figure ${figures.join('|')}] [--rounds N] --module PATH...`);
 if (!figures.includes(figure)) throw new Error(`--figure: one of ${figures.join(', ')}, not ${figure}`);
 const storageLevel = figure === 'point' || figure === 'aggregate';
@@ -61,6 +64,10 @@ try {
     const mod = await import(pathToFileURL(path).href);
     const storage = await mod.createStorage({ path: join(dir, `db${k}.sqlite`), server });
     const host = storageLevel ? undefined : await createHost(server, core, storage, 'window');
+    if (figure === 'fresh1') {
+      runs.push({ label: mod.label ?? path, mod, k, storage, values: [] });
+      continue;
+    }
     if (figure === 'window') await fill(host, 'w', 3000, 1);
     if (figure === 'bootstrap') await fill(host, 'b', 200, 100);
     if (storageLevel) await populate(storage, 10_000, 0);
@@ -83,7 +90,9 @@ try {
       const run = runs[(k + r) % runs.length];
       run.replay?.replay();
       const v =
-        figure === 'point'
+        figure === 'fresh1'
+          ? await fresh(run, r)
+          : figure === 'point'
           ? (await queries(run.storage, 10_000, 300, 0)).queryPointsPerSec
           : figure === 'aggregate'
             ? (await queries(run.storage, 10_000, 0, 150)).queryAggregatesPerSec
@@ -99,6 +108,17 @@ try {
 } finally {
   for (const run of runs) await run.storage.close?.();
   rmSync(dir, { recursive: true, force: true });
+}
+/** A new storage on a new file, 20 warm-up pushes, then 400 timed. */
+async function fresh(run, r) {
+  const storage = await run.mod.createStorage({ path: join(dir, `fresh-${run.k}-${r}.sqlite`), server });
+  try {
+    const host = await createHost(server, core, storage, `fresh-${r}`);
+    await pushSequential(host, 1, 20, 'warm-');
+    return (await pushSequential(host, 1, 400)).commitsPerSec;
+  } finally {
+    await storage.close?.();
+  }
 }
 const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
 const unit = { window: 'pulls/s', bootstrap: 'rows/s', point: 'queries/s', aggregate: 'queries/s' }[figure] ?? 'commits/s';

@@ -5,7 +5,9 @@
 //! - `schema`, `scope`, `model`: what the host's data means, engine-neutral;
 //! - `window`, `scan`, `migrate`, `stored`: logic both engines share;
 //! - `sqlite`: the embedded engine (SQL text in `sqlite::sql`, logic per area);
+//! - `engine`: the seam, `trait Engine`, naming no engine;
 //! - `postgres`: the PostgreSQL engine on sqlx (same areas, same shared logic);
+//! - `open`: picks and opens the engine a url names (above the engines);
 //! - `telemetry`: `tracing` events (calls, slow statements, waits) and their
 //!   routing to stderr or a sink; knows nothing of JS;
 //! - `napi`: the thin N-API binding; the only module that knows JS exists.

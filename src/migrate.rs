@@ -28,6 +28,46 @@ pub fn refuse_incomplete(
     Ok(())
 }
 
+/// What `ensureSchema` does, decided once for both engines from the
+/// version and layouts the database records.
+#[derive(Debug)]
+pub enum Plan {
+    /// The database is at the running version and its recorded layouts
+    /// match the schema: complete the physical layout in place (repairs).
+    Current,
+    /// A new database (`from` None) or an older version: migrate the row
+    /// tables from the recorded layouts, record the version, fence the
+    /// partitions and declare the checkpoints.
+    Migrate {
+        from: Option<i64>,
+        old: Vec<(String, Vec<LayoutColumn>)>,
+    },
+}
+
+/// Decides [`Plan`]: a database a newer version migrated is refused
+/// (`ERR_SYNCULAR_SCHEMA_NEWER`), and one at the running version whose
+/// recorded layouts differ from the schema's is refused by
+/// [`check_stored_layout`].
+pub fn plan(schema: &Schema, stored: Option<(i64, String)>) -> Result<Plan> {
+    match stored {
+        Some((v, _)) if v > schema.version => Err(Error::plain(
+            "ERR_SYNCULAR_SCHEMA_NEWER",
+            format!(
+                "stored schema version {v} is newer than the running schema version {}: refusing to run an older server against a migrated database",
+                schema.version
+            ),
+        )),
+        Some((v, layouts)) if v == schema.version => {
+            check_stored_layout(schema, &layouts)?;
+            Ok(Plan::Current)
+        }
+        other => Ok(Plan::Migrate {
+            from: other.as_ref().map(|(v, _)| *v),
+            old: other.map(|(_, l)| parse_layouts(&l)).unwrap_or_default(),
+        }),
+    }
+}
+
 pub fn check_stored_layout(schema: &Schema, stored_text: &str) -> Result<()> {
     let stored = parse_layouts(stored_text);
     for t in &schema.tables {

@@ -155,11 +155,11 @@ async function expectLogGrowth(host, before, commits) {
 }
 
 /** Sequential one-commit requests of `ops` upserts each (the same rows every commit). */
-export async function pushSequential(host, ops, commits) {
+export async function pushSequential(host, ops, commits, tag = '') {
   const bytes = Array.from({ length: commits }, (_, c) =>
     host.request('bench-client', [
       pushFrame(
-        `seq-${ops}-${c}`,
+        `seq-${tag}${ops}-${c}`,
         Array.from({ length: ops }, (_, o) => [`row-${o}`, 'p1']),
         c,
       ),

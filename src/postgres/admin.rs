@@ -2,8 +2,9 @@
 //! records are `sqlite::admin`'s; multi-statement reads share one
 //! REPEATABLE READ snapshot.
 
-use super::conn::map_err;
-use super::{read, snapshot, PgEngine};
+use super::error::map_err;
+use super::handle::PgEngine;
+use super::run::{read, snapshot};
 use crate::error::Result;
 use crate::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
 use crate::schema::quote_ident;

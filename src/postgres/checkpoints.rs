@@ -3,12 +3,14 @@
 //! source coverage, the source-change check and activation under the
 //! partition row lock. The decisions are `crate::checkpoint`'s.
 
-use super::conn::map_err;
-use super::{log, read, snapshot, with_tx, write, PgEngine};
+use super::error::map_err;
+use super::handle::PgEngine;
+use super::log;
+use super::meta::{checkpoint_from, version_i32};
+use super::run::{read, snapshot, with_tx, write};
 use crate::checkpoint::{fence_covers, Activation, SourceState};
 use crate::error::{Error, Result};
 use crate::model::{Checkpoint, CheckpointProgress};
-use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 
 const CLAIM: &str = "UPDATE sync_backfill_checkpoints
@@ -41,23 +43,6 @@ const COVERAGE: &str = "SELECT coalesce(max(s), 0)::bigint FROM unnest($2::text[
 
 const CHANGED_ABOVE: &str = "SELECT EXISTS (SELECT 1 FROM sync_changes
  WHERE partition = $1 AND commit_seq > $3 AND tbl = ANY($2))";
-
-fn checkpoint_from(r: &PgRow) -> Result<Checkpoint> {
-    Ok(Checkpoint {
-        partition: r.try_get(0).map_err(map_err)?,
-        name: r.try_get(1).map_err(map_err)?,
-        schema_version: i64::from(r.try_get::<i32, _>(2).map_err(map_err)?),
-        state: r.try_get(3).map_err(map_err)?,
-        watermark: r.try_get(4).map_err(map_err)?,
-        owner_epoch: r.try_get(5).map_err(map_err)?,
-        observed_rows: r.try_get(6).map_err(map_err)?,
-        updated_at_ms: r.try_get(7).map_err(map_err)?,
-    })
-}
-
-fn version_i32(v: i64) -> Result<i32> {
-    i32::try_from(v).map_err(|_| Error::invalid("schemaVersion out of range"))
-}
 
 pub async fn claim(
     c: &mut PgConnection, partition: &str, name: &str, schema_version: i64, now_ms: i64,

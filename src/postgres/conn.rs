@@ -1,180 +1,18 @@
-//! The pool: options, the per-connection `search_path`, the one-time meta
-//! DDL, and mapping PostgreSQL errors.
+//! Connecting: the connect options (an `application_name` that names the
+//! storage), the first connection's checks (the server answers; no
+//! undeclared transaction pooler), the pool and what each of its
+//! connections sets, and cancelling the storage's statements at close.
 
-use super::sql;
+use super::config::{Config, Pooling};
+use super::error::{connect_error, map_err, MOVED, POOLER};
+use super::meta_setup::{build_row_scopes_index, ddl_race, ensure_meta, retry_ddl_race};
 use crate::error::{Error, Result};
 use crate::schema::quote_ident;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::Connection as _;
 use sqlx::{AssertSqlSafe, Executor, PgPool};
 use std::str::FromStr;
 use std::time::Duration;
-
-#[derive(Debug, Clone)]
-pub struct Config {
-    pub url: String,
-    pub max_connections: u32,
-    /// Confines the storage to this schema (created when missing).
-    pub schema: Option<String>,
-    /// How long one registered query may run (`queryTimeoutMs`).
-    pub query_timeout: Duration,
-    /// The size bounds of one registered query's result.
-    pub result_limits: crate::query::result::Limits,
-    /// How long a call may wait for a connection (`connectTimeoutMs`):
-    /// while the server is unreachable, each call fails with
-    /// `PG_POOL_TIMEOUT` after this long, and connection attempts back off
-    /// to at most a fifth of it, so the storage serves again within that
-    /// of the server answering.
-    pub connect_timeout: Duration,
-    /// What sits between the storage and the server (`pooling`).
-    pub pooling: Pooling,
-    /// The text that opens a transaction: `BEGIN`, and under transaction
-    /// pooling with a `schema` the `search_path` for that transaction
-    /// (a session `SET` would stay with a server session another client
-    /// gets next).
-    pub begin: String,
-    /// `SET LOCAL search_path TO <schema>; ` under transaction pooling with
-    /// a `schema`, else empty: what [`Config::begin`] adds to `BEGIN`, for
-    /// transactions that open themselves (registered queries).
-    pub local_schema: String,
-}
-
-/// How the storage's connections reach PostgreSQL (`pooling`; docs/poolers.md).
-///
-/// A connection pooler in transaction mode (PgBouncer's `pool_mode =
-/// transaction`, Supavisor on port 6543, Neon's `-pooler` endpoint) hands
-/// each transaction whichever server session is free, so nothing of a
-/// session outlives a transaction there. It cannot be detected from the
-/// client (the pooler answers as the server would), so it is declared:
-/// `pooling: 'transaction'`, or `pgbouncer=true` in the url as Prisma spells
-/// it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pooling {
-    /// A direct connection, or a pooler in session mode: each client
-    /// connection keeps one server session, so prepared statements and
-    /// session settings are kept between transactions.
-    Session,
-    /// Every statement runs inside an explicit transaction that sets what
-    /// it needs (`SET LOCAL`), with unnamed statements only.
-    Transaction,
-}
-
-impl Pooling {
-    pub fn parse(s: &str) -> Result<Pooling> {
-        match s {
-            "none" | "session" => Ok(Pooling::Session),
-            "transaction" => Ok(Pooling::Transaction),
-            other => Err(Error::invalid(format!(
-                "pooling must be 'none', 'session' or 'transaction', not {other:?}"
-            ))),
-        }
-    }
-}
-
-/// The url without the storage's own query parameters (`pgbouncer`,
-/// `pooling`), and the pooling they name. sqlx would ignore them with a
-/// warning; they are read here and never sent to the server.
-fn split_pooling(url: &str) -> Result<(String, Option<Pooling>)> {
-    let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_owned(), None));
-    };
-    let (query, fragment) = match query.split_once('#') {
-        Some((q, f)) => (q, Some(f)),
-        None => (query, None),
-    };
-    let mut kept = Vec::new();
-    let mut pooling = None;
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let named = match key {
-            "pgbouncer" => match value {
-                "true" | "1" => Some(Pooling::Transaction),
-                "false" | "0" => Some(Pooling::Session),
-                _ => {
-                    return Err(Error::invalid(format!(
-                        "the url's pgbouncer parameter must be true or false, not {value:?}"
-                    )))
-                }
-            },
-            "pooling" => Some(Pooling::parse(value)?),
-            _ => {
-                kept.push(pair);
-                None
-            }
-        };
-        if let Some(p) = named {
-            if pooling.is_some_and(|q| q != p) {
-                return Err(Error::invalid(
-                    "the url names two different poolings (pgbouncer and pooling)",
-                ));
-            }
-            pooling = Some(p);
-        }
-    }
-    let mut out = base.to_owned();
-    if !kept.is_empty() {
-        out.push('?');
-        out.push_str(&kept.join("&"));
-    }
-    if let Some(f) = fragment {
-        out.push('#');
-        out.push_str(f);
-    }
-    Ok((out, pooling))
-}
-
-/// `connectTimeoutMs` when not given: 5 s (so retries back off to 1 s).
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-impl Config {
-    pub fn parse(
-        url: &str, max_connections: Option<u32>, schema: Option<String>, pooling: Option<Pooling>,
-    ) -> Result<Config> {
-        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-            return Err(Error::invalid(format!(
-                "invalid PostgreSQL url {url:?}: expected postgres://…"
-            )));
-        }
-        let (url, in_url) = split_pooling(url)?;
-        let pooling = match (pooling, in_url) {
-            (Some(a), Some(b)) if a != b => {
-                return Err(Error::invalid(format!(
-                    "the pooling option ({a:?}) and the url ({b:?}) disagree"
-                )))
-            }
-            (a, b) => a.or(b).unwrap_or(Pooling::Session),
-        };
-        let max_connections = max_connections.unwrap_or(10);
-        if max_connections == 0 {
-            return Err(Error::invalid("maxConnections must be at least 1"));
-        }
-        if let Some(s) = &schema {
-            if s.is_empty() || s.len() > 63 {
-                return Err(Error::invalid("schema must be 1..63 bytes"));
-            }
-        }
-        let local_schema = match (&schema, pooling) {
-            (Some(s), Pooling::Transaction) => {
-                format!("SET LOCAL search_path TO {}; ", quote_ident(s))
-            }
-            _ => String::new(),
-        };
-        let begin = format!("BEGIN; {local_schema}")
-            .trim_end_matches("; ")
-            .to_owned();
-        Ok(Config {
-            url,
-            pooling,
-            local_schema,
-            begin,
-            max_connections,
-            schema,
-            query_timeout: crate::query::DEFAULT_TIMEOUT,
-            result_limits: Default::default(),
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-        })
-    }
-}
 
 /// The connect options of `cfg.url`, with an `application_name` that names
 /// this storage (`tag`), after the one the URL gives if any: `close()`
@@ -219,7 +57,7 @@ pub async fn cancel_running(cfg: &Config, tag: &str) {
         let text = format!(
             "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity \
              WHERE application_name LIKE '%' || {} AND state <> 'idle' AND pid <> pg_backend_pid()",
-            super::prefetch::lit(tag)?
+            super::quote::lit(tag)?
         );
         c.execute(AssertSqlSafe(text)).await.ok()?;
         let _ = c.close().await;
@@ -294,47 +132,6 @@ async fn first_connection(opts: &PgConnectOptions, cfg: &Config) -> Result<sqlx:
     }
 }
 
-/// A failed connection attempt to `at`: refused (`PG_CONNECT_REFUSED`),
-/// otherwise unreachable (`PG_CONNECT_FAILED`), or rejected by the server
-/// (its SQLSTATE: `28P01` a wrong password, `28000` an unknown role,
-/// `3D000` an unknown database), each with sqlx's cause in the message.
-pub fn connect_error(e: sqlx::Error, at: &str) -> Error {
-    match &e {
-        sqlx::Error::Io(io) => Error::Engine {
-            code: if io.kind() == std::io::ErrorKind::ConnectionRefused {
-                "PG_CONNECT_REFUSED"
-            } else {
-                "PG_CONNECT_FAILED"
-            }
-            .into(),
-            message: format!("cannot connect to PostgreSQL at {at}: {io}"),
-        },
-        sqlx::Error::Database(d) => Error::Engine {
-            code: d
-                .code()
-                .map(|c| c.into_owned())
-                .unwrap_or_else(|| "PG_ERROR".into()),
-            message: if d.message().contains("unsupported startup parameter") {
-                // PgBouncer's answer to a parameter it does not track. The
-                // storage sends none of its own beyond application_name.
-                format!(
-                    "the server or pooler at {at} rejected the connection: {} (a pooler such as PgBouncer refuses startup parameters it does not track: remove it from the url, or list it in the pooler's ignore_startup_parameters)",
-                    d.message()
-                )
-            } else {
-                format!(
-                    "PostgreSQL at {at} rejected the connection: {}",
-                    d.message()
-                )
-            },
-        },
-        _ => Error::Engine {
-            code: "PG_CONNECT_FAILED".into(),
-            message: format!("cannot connect to PostgreSQL at {at}: {e}"),
-        },
-    }
-}
-
 /// The storage's statements are index probes and range reads whose plan
 /// does not depend on the values bound. Under PostgreSQL's default (`auto`)
 /// a statement whose generic plan is estimated dearer than a custom one is
@@ -345,7 +142,12 @@ pub fn connect_error(e: sqlx::Error, at: &str) -> Error {
 /// (`query::confine`).
 pub const GENERIC_PLANS: &str = "SET plan_cache_mode = force_generic_plan";
 
-pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
+/// Opens the pool. `prepare`: text run on each session connection (and
+/// once more after the meta layout is made) that prepares statements for
+/// the layers above; it must not fail where it cannot apply, and a failure
+/// only leaves them unprepared (the caller passes the lock batch's,
+/// `tx::lock_reads::prepare`).
+pub async fn open(cfg: &Config, tag: &str, prepare: String) -> Result<PgPool> {
     let opts = connect_options(cfg, tag)?;
     // Every pooled connection: the storage's schema, and generic plans for
     // the storage's own statements (`GENERIC_PLANS`).
@@ -381,25 +183,29 @@ pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
         // connections during runtime shutdown at process exit.
         .idle_timeout(None)
         .max_lifetime(None)
-        .after_connect(move |conn, _| {
-            let settings = settings.clone();
-            Box::pin(async move {
-                if pooled {
-                    return Ok(());
-                }
-                // The lock batch's reads are prepared in the same round
-                // trip. `after_lock::prepare` fails only where a `DO` block
-                // cannot run (no plpgsql); the batch then sends them whole.
-                let text = format!("{settings}; {}", super::after_lock::prepare());
-                if sqlx::raw_sql(AssertSqlSafe(text))
-                    .execute(&mut *conn)
-                    .await
-                    .is_err()
-                {
-                    conn.execute(AssertSqlSafe(settings)).await?;
-                }
-                Ok(())
-            })
+        .after_connect({
+            let prepare = prepare.clone();
+            move |conn, _| {
+                let settings = settings.clone();
+                let prepare = prepare.clone();
+                Box::pin(async move {
+                    if pooled {
+                        return Ok(());
+                    }
+                    // The caller's statements are prepared in the same round
+                    // trip. `prepare` fails only where a `DO` block
+                    // cannot run (no plpgsql); the batch then sends them whole.
+                    let text = format!("{settings}; {prepare}");
+                    if sqlx::raw_sql(AssertSqlSafe(text))
+                        .execute(&mut *conn)
+                        .await
+                        .is_err()
+                    {
+                        conn.execute(AssertSqlSafe(settings)).await?;
+                    }
+                    Ok(())
+                })
+            }
         })
         .connect_lazy_with(opts);
     let mut conn = pool.acquire().await.map_err(map_err)?;
@@ -436,414 +242,21 @@ pub async fn open(cfg: &Config, tag: &str) -> Result<PgPool> {
     build_row_scopes_index(&mut conn).await?;
     // This connection may predate the tables `ensure_meta` made. A failure
     // (no plpgsql) only leaves the lock batch sending its reads whole.
-    let _ = sqlx::raw_sql(AssertSqlSafe(super::after_lock::prepare()))
+    let _ = sqlx::raw_sql(AssertSqlSafe(prepare))
         .execute(&mut *conn)
         .await;
     drop(conn);
     Ok(pool)
 }
 
-/// The index this storage adds to the in-tree `sync_row_scopes`.
-const ROW_SCOPES_INDEX: &str = "sync_row_scopes_by_row";
-
-/// Where `sync_row_scopes` and its added index stand.
-#[derive(Debug, PartialEq, Eq)]
-enum RowScopesIndex {
-    /// No `sync_row_scopes` table yet: the meta DDL makes both.
-    Missing,
-    /// The table, without a usable index (none, or one a concurrent build
-    /// left invalid when it was interrupted).
-    Needed {
-        invalid: bool,
-    },
-    Built,
-}
-
-async fn row_scopes_index(conn: &mut sqlx::PgConnection) -> Result<RowScopesIndex> {
-    let row = super::stmt::query(
-        "SELECT to_regclass('sync_row_scopes') IS NOT NULL,
-                (SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass('sync_row_scopes_by_row'))",
-    )
-    .fetch_one(&mut *conn)
-    .await
-    .map_err(map_err)?;
-    let table: bool = sqlx::Row::try_get(&row, 0).map_err(map_err)?;
-    let valid: Option<bool> = sqlx::Row::try_get(&row, 1).map_err(map_err)?;
-    Ok(match (table, valid) {
-        (false, _) => RowScopesIndex::Missing,
-        (true, Some(true)) => RowScopesIndex::Built,
-        (true, Some(false)) => RowScopesIndex::Needed { invalid: true },
-        (true, None) => RowScopesIndex::Needed { invalid: false },
-    })
-}
-
-/// Builds `sync_row_scopes_by_row` on an existing `sync_row_scopes` with
-/// `CREATE INDEX CONCURRENTLY`, which lets writers go on (issue 48). One
-/// process builds at a time, under a session advisory lock; the others go
-/// on without waiting (the index only speeds up deleting a row's scopes).
-/// A build interrupted earlier left an invalid index: the lock holder
-/// drops it and builds again, so the step resumes on the next start.
-async fn build_row_scopes_index(conn: &mut sqlx::PgConnection) -> Result<()> {
-    let RowScopesIndex::Needed { .. } = row_scopes_index(conn).await? else {
-        return Ok(());
-    };
-    const LOCK: &str = "7079567413725542662";
-    let got: bool = super::stmt::query_scalar(AssertSqlSafe(format!(
-        "SELECT pg_try_advisory_lock({LOCK})"
-    )))
-    .fetch_one(&mut *conn)
-    .await
-    .map_err(map_err)?;
-    if !got {
-        return Ok(());
-    }
-    let built = async {
-        // Read again under the lock: another process may have finished.
-        if let RowScopesIndex::Needed { invalid } = row_scopes_index(conn).await? {
-            if invalid {
-                conn.execute("DROP INDEX CONCURRENTLY IF EXISTS sync_row_scopes_by_row")
-                    .await
-                    .map_err(map_err)?;
-            }
-            conn.execute(
-                "CREATE INDEX CONCURRENTLY IF NOT EXISTS sync_row_scopes_by_row \
-                 ON sync_row_scopes(partition, tbl, row_id)",
-            )
-            .await
-            .map_err(map_err)?;
-        }
-        Ok::<(), Error>(())
-    }
-    .await;
-    let _ = conn
-        .execute(AssertSqlSafe(format!("SELECT pg_advisory_unlock({LOCK})")))
-        .await;
-    built
-}
-
-/// How often a first use retries its DDL after another session created the
-/// same object at the same instant ([`ddl_race`]), and the pause before
-/// the first retry (longer before each next one).
-pub const DDL_RETRIES: u32 = 5;
-pub const DDL_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
-
-/// Whether `e` is what PostgreSQL answers a `CREATE … IF NOT EXISTS` that
-/// met another session creating the same object at the same instant: a
-/// unique violation in the catalog (`pg_type_typname_nsp_index`,
-/// `pg_namespace_nspname_index`) or the duplicate-object codes. The
-/// storage's own first uses take an advisory lock and never meet here; an
-/// in-tree host starting beside it does not take it (issue 48: 3 of 3
-/// simultaneous starts failed). Retrying then finds the object made.
-pub fn ddl_race(e: &Error) -> bool {
-    matches!(e.primary(), Error::Engine { code, .. }
-        if matches!(code.as_str(), "23505" | "42P07" | "42710" | "42P06"))
-}
-
-/// Evaluates `$attempt` (one awaited try) again, up to [`DDL_RETRIES`]
-/// times with growing pauses, while it fails with an error `$retry`
-/// admits (a [`ddl_race`]). A macro: an async closure's future is not
-/// `Send` for every lifetime it borrows, which the engine's futures must be.
-macro_rules! retry_ddl_race {
-    ($retry:expr, $attempt:expr) => {{
-        let mut tries = 0;
-        loop {
-            match $attempt {
-                Err(e) if tries < $crate::postgres::conn::DDL_RETRIES && ($retry)(&e) => {
-                    tries += 1;
-                    tokio::time::sleep($crate::postgres::conn::DDL_PAUSE * tries).await;
-                }
-                other => break other,
-            }
-        }
-    }};
-}
-pub(crate) use retry_ddl_race;
-
-/// Creates the schema and the meta layout when anything is missing, under
-/// a transaction-scoped advisory lock so concurrent first uses do not race
-/// on `CREATE … IF NOT EXISTS`. `in_tx`: the caller's transaction is open
-/// (transaction pooling), and commits or rolls back what this does.
-async fn ensure_meta(
-    conn: &mut sqlx::PgConnection, schema: Option<&str>, in_tx: bool,
-) -> Result<()> {
-    let present: i64 = super::stmt::query_scalar(sql::COUNT_META_OBJECTS)
-        .bind(sql::META_OBJECTS)
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(map_err)?;
-    if present as usize == sql::META_OBJECTS.len() {
-        return Ok(());
-    }
-    // On a database the in-tree storage wrote, `sync_row_scopes` exists
-    // without the index this storage adds: building it in this transaction
-    // would hold writes to the table (the in-tree hosts' too, in a rolling
-    // deploy) for the whole build. Outside a pooler it is built after,
-    // concurrently (`build_row_scopes_index`); in a transaction pooler's
-    // single transaction it stays here.
-    let defer_index = !in_tx && row_scopes_index(conn).await? != RowScopesIndex::Missing;
-    if !in_tx {
-        conn.execute("BEGIN").await.map_err(map_err)?;
-    }
-    let run = async {
-        conn.execute("SELECT pg_advisory_xact_lock(7079567413725542661)")
-            .await
-            .map_err(map_err)?;
-        if let Some(s) = schema {
-            conn.execute(AssertSqlSafe(format!(
-                "CREATE SCHEMA IF NOT EXISTS {}",
-                quote_ident(s)
-            )))
-            .await
-            .map_err(map_err)?;
-        }
-        for stmt in sql::META_DDL
-            .split(';')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .filter(|s| !(defer_index && s.contains(ROW_SCOPES_INDEX)))
-        {
-            conn.execute(AssertSqlSafe(stmt)).await.map_err(map_err)?;
-        }
-        let quoted: Option<String> =
-            super::stmt::query_scalar("SELECT quote_ident(current_schema())")
-                .fetch_one(&mut *conn)
-                .await
-                .map_err(map_err)?;
-        let quoted = quoted.ok_or_else(|| {
-            Error::plain(
-                "ERR_SYNCULAR_NO_SCHEMA",
-                "the connection has no current schema (search_path names none that exists)",
-            )
-        })?;
-        for stmt in sql::fence_ddl(&quoted) {
-            conn.execute(AssertSqlSafe(stmt)).await.map_err(map_err)?;
-        }
-        Ok::<(), Error>(())
-    };
-    match run.await {
-        Ok(()) if in_tx => Ok(()),
-        Ok(()) => {
-            conn.execute("COMMIT").await.map_err(map_err)?;
-            Ok(())
-        }
-        Err(e) => {
-            if !in_tx {
-                let _ = conn.execute("ROLLBACK").await;
-            }
-            Err(e)
-        }
-    }
-}
-
-/// The code of a call on a transaction an earlier error aborted.
-pub use crate::error::TX_ABORTED;
-
-/// The code of an error that says a pooler broke an assumption of the
-/// storage's `pooling` setting.
-pub const POOLER: &str = "ERR_SYNCULAR_POOLER";
-
-/// What [`POOLER`] errors say, naming the setting.
-const MOVED: &str = "the connection's server session changed between transactions, as a \
-connection pooler in transaction mode (PgBouncer pool_mode = transaction, Supavisor's port 6543, \
-Neon's -pooler endpoint) does; open the storage with pooling: 'transaction' (or pgbouncer=true in the url)";
-
-/// The code of an error that ended the connection (it is closed, never
-/// pooled again).
-pub const CONNECTION_LOST: &str = "PG_CONNECTION";
-
-/// True for an error that says the connection is gone (it died while idle,
-/// the server restarted or ended the session), not that the statement
-/// failed: the call may run again on another connection.
-pub fn is_connection_lost(e: &Error) -> bool {
-    match e.primary() {
-        Error::Engine { code, .. } => {
-            code == CONNECTION_LOST
-                || code.starts_with("08")
-                || matches!(code.as_str(), "57P01" | "57P02" | "57P03")
-        }
-        _ => false,
-    }
-}
-
-/// The SQLSTATE of a database error.
-pub fn sqlstate(e: &sqlx::Error) -> Option<String> {
-    match e {
-        sqlx::Error::Database(d) => d.code().map(|c| c.into_owned()),
-        _ => None,
-    }
-}
-
-/// Integrity constraint violations (class 23).
-pub fn is_constraint(e: &sqlx::Error) -> bool {
-    sqlstate(e).is_some_and(|c| c.starts_with("23"))
-}
-
-/// The next row of a result read as it arrives (`Executor::fetch`), so
-/// that each row is decoded while the server still produces the rest.
-pub async fn next_row(
-    rows: &mut futures_core::stream::BoxStream<'_, std::result::Result<PgRow, sqlx::Error>>,
-) -> Result<Option<PgRow>> {
-    std::future::poll_fn(|cx| rows.as_mut().poll_next(cx))
-        .await
-        .transpose()
-        .map_err(map_err)
-}
-
-/// Raw engine errors keep PostgreSQL's message (the fence function's text
-/// is the message) and carry the SQLSTATE as their code.
-pub fn map_err(e: sqlx::Error) -> Error {
-    match &e {
-        // PostgreSQL text cannot hold U+0000 (22021) and refuses
-        // characters its encoding lacks (22P05): the caller's value is the
-        // problem, whichever statement met it.
-        sqlx::Error::Database(d)
-            if matches!(d.code().as_deref(), Some("22021" | "22P05")) =>
-        {
-            Error::invalid(format!(
-                "a text value cannot be stored in PostgreSQL: {} (U+0000 is not allowed in PostgreSQL text)",
-                d.message()
-            ))
-        }
-        // A statement this connection prepared is missing (26000) or its
-        // name is taken (42P05): the server session changed between
-        // transactions, which only a pooler in transaction mode does.
-        sqlx::Error::Database(d)
-            if matches!(d.code().as_deref(), Some("26000" | "42P05"))
-                && d.message().contains("sqlx_s_") =>
-        {
-            Error::plain(POOLER, format!("{}: {MOVED}", d.message()))
-        }
-        // A statement (COMMIT's probe among them) in a transaction an
-        // earlier error aborted: nothing of it can be committed.
-        sqlx::Error::Database(d) if d.code().as_deref() == Some("25P02") => Error::plain(
-            TX_ABORTED,
-            format!(
-                "the transaction was aborted by an earlier error and is rolled back; nothing of it is committed ({})",
-                d.message()
-            ),
-        ),
-        // A connection exception sent as an error rather than by closing
-        // the socket: a pooler whose server session ended (PgBouncer's
-        // "server conn crashed?", 08P01) closes the client's too.
-        sqlx::Error::Database(d) if d.code().is_some_and(|c| c.starts_with("08")) => {
-            Error::Engine {
-                code: CONNECTION_LOST.into(),
-                message: format!(
-                    "the connection to PostgreSQL failed: {} [SQLSTATE {}]",
-                    d.message(),
-                    d.code().unwrap_or_default()
-                ),
-            }
-        }
-        sqlx::Error::Database(d) => Error::Engine {
-            code: d
-                .code()
-                .map(|c| c.into_owned())
-                .unwrap_or_else(|| "PG_ERROR".into()),
-            message: d.message().to_owned(),
-        },
-        sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => Error::plain(
-            "ERR_SYNCULAR_CORRUPT_VALUE",
-            format!("unexpected stored value: {e}"),
-        ),
-        sqlx::Error::PoolTimedOut => Error::Engine {
-            code: "PG_POOL_TIMEOUT".into(),
-            message: e.to_string(),
-        },
-        sqlx::Error::PoolClosed => Error::plain("ERR_SYNCULAR_CLOSED", "storage is closed"),
-        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_) => Error::Engine {
-            code: CONNECTION_LOST.into(),
-            message: format!("the connection to PostgreSQL failed: {e}"),
-        },
-        _ => Error::Engine {
-            code: "PG_ERROR".into(),
-            message: e.to_string(),
-        },
-    }
-}
-
-/// A constraint error raised by a row write, for push rejection; a data
-/// error (class 22: a value the column type cannot hold) is the payload's
-/// fault, a `DecodeError` as the codec's own checks give on SQLite.
-pub fn row_write_err(e: sqlx::Error, op_index: Option<u32>) -> Error {
-    if let Some(code) = sqlstate(&e).filter(|c| c.starts_with("22")) {
-        let message = match &e {
-            sqlx::Error::Database(d) => d.message().to_owned(),
-            _ => e.to_string(),
-        };
-        let at = op_index.map_or(String::new(), |i| format!(" (operation {i})"));
-        return Error::Decode(format!(
-            "row value cannot be stored in PostgreSQL{at}: {message} [SQLSTATE {code}]"
-        ));
-    }
-    if is_constraint(&e) {
-        let cause = match &e {
-            sqlx::Error::Database(d) => d.message().to_owned(),
-            _ => e.to_string(),
-        };
-        Error::Constraint { op_index, cause }
-    } else {
-        map_err(e)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn parse(url: &str, option: Option<&str>) -> Result<Config> {
-        Config::parse(url, None, None, option.map(Pooling::parse).transpose()?)
-    }
-
-    #[test]
-    fn pooling_from_the_option_or_the_url() {
-        let base = "postgres://u@h:6543/db";
-        assert_eq!(parse(base, None).unwrap().pooling, Pooling::Session);
-        assert_eq!(
-            parse(base, Some("transaction")).unwrap().pooling,
-            Pooling::Transaction
-        );
-        assert_eq!(
-            parse(base, Some("session")).unwrap().pooling,
-            Pooling::Session
-        );
-        assert_eq!(parse(base, Some("none")).unwrap().pooling, Pooling::Session);
-        let cfg = parse(
-            "postgres://u@h:6543/db?sslmode=disable&pgbouncer=true",
-            None,
-        )
-        .unwrap();
-        assert_eq!(cfg.pooling, Pooling::Transaction);
-        // The storage's own parameters never reach the server.
-        assert_eq!(cfg.url, "postgres://u@h:6543/db?sslmode=disable");
-        let cfg = parse("postgres://u@h/db?pooling=transaction", Some("transaction")).unwrap();
-        assert_eq!(
-            (cfg.pooling, cfg.url.as_str()),
-            (Pooling::Transaction, "postgres://u@h/db")
-        );
-        assert!(parse(base, Some("statement")).is_err());
-        assert!(parse("postgres://u@h/db?pgbouncer=yes", None).is_err());
-        assert!(parse("postgres://u@h/db?pgbouncer=true", Some("session")).is_err());
-        assert!(parse("postgres://u@h/db?pgbouncer=true&pooling=session", None).is_err());
-    }
-
-    #[test]
-    fn transaction_pooling_sets_the_schema_per_transaction() {
-        let cfg = Config::parse(
-            "postgres://h/db",
-            None,
-            Some("s x".into()),
-            Some(Pooling::Transaction),
-        )
-        .unwrap();
-        assert_eq!(cfg.begin, "BEGIN; SET LOCAL search_path TO \"s x\"");
-        let cfg = Config::parse("postgres://h/db", None, Some("s".into()), None).unwrap();
-        assert_eq!(cfg.begin, "BEGIN");
-    }
-
     #[test]
     fn no_startup_parameter_a_pooler_refuses() {
-        let cfg = parse("postgres://u@h/db", Some("transaction")).unwrap();
+        let cfg =
+            Config::parse("postgres://u@h/db", None, None, Some(Pooling::Transaction)).unwrap();
         let opts = connect_options(&cfg, "tag").unwrap();
         assert!(!format!("{opts:?}").contains("extra_float_digits: Some"));
     }

@@ -2,8 +2,8 @@
 //! every answer is a future that owns its arguments. Storage-level writes
 //! run in their own transaction and ignore the lease.
 
-use super::now::UpsertNow;
-use super::PgEngine;
+use super::handle::PgEngine;
+use super::tx::immediate::UpsertNow;
 use crate::checkpoint::{Activation, SourceState};
 use crate::engine::{later, Call, Engine, Prefetch};
 use crate::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};

@@ -3,7 +3,7 @@
 //! consumes nothing), appends with their change scope index and
 //! tombstones (one statement), the horizon and pruning.
 
-use super::conn::map_err;
+use super::error::map_err;
 use crate::error::{Error, Result};
 use crate::model::{ChangeOp, NewCommit, PruneResult};
 use crate::scope::scope_pairs;
@@ -189,7 +189,7 @@ pub async fn append_commit(
 /// tombstones of deletes (one per key: a commit may delete a row twice).
 /// Data-modifying CTEs always run to completion; empty arrays insert
 /// nothing. `$19`, when not null, is the commitSeq the caller already
-/// answered (`deferred`): any other allocation fails the statement
+/// answered (`tx::append`): any other allocation fails the statement
 /// (division by zero) rather than record a commit under another number.
 pub const APPEND_COMMIT: &str = "WITH s AS (
   INSERT INTO sync_partitions (partition, max_commit_seq) VALUES ($1, 1)

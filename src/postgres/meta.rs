@@ -2,7 +2,7 @@
 //! the writer fence and the serve gate, on PostgreSQL. JSONB columns are
 //! bound as text with a cast and read back as text.
 
-use super::conn::map_err;
+use super::error::map_err;
 use crate::error::{Error, Result};
 use crate::model::{
     Checkpoint, CheckpointDeclaration, ClientCursor, ClientRecord, RegistryEntry, ServeGate,
@@ -272,7 +272,8 @@ pub async fn active_cursor_floor(
 const CHECKPOINT_FIELDS: &str =
     "partition, name, schema_version, state, watermark, owner_epoch, observed_rows, updated_at_ms";
 
-fn checkpoint_from(r: &PgRow) -> Result<Checkpoint> {
+/// A checkpoint row, its columns in [`CHECKPOINT_FIELDS`] order.
+pub(super) fn checkpoint_from(r: &PgRow) -> Result<Checkpoint> {
     Ok(Checkpoint {
         partition: r.try_get(0).map_err(map_err)?,
         name: r.try_get(1).map_err(map_err)?,
@@ -296,7 +297,8 @@ pub async fn read_checkpoints(c: &mut PgConnection, partition: &str) -> Result<V
     rows.iter().map(checkpoint_from).collect()
 }
 
-fn version_i32(v: i64) -> Result<i32> {
+/// A schema version as its `INTEGER` column binds it.
+pub(super) fn version_i32(v: i64) -> Result<i32> {
     i32::try_from(v).map_err(|_| Error::invalid("schemaVersion out of range"))
 }
 

@@ -1,16 +1,29 @@
 //! The storage members on PostgreSQL, one method each: reads on a pool
-//! connection, storage-level writes in their own transaction, transaction
-//! members on the transaction's pinned connection.
+//! connection, storage-level writes in their own transaction. The
+//! transaction members are `tx::members`.
 
-use super::deferred_upsert::{self, Deferral};
-use super::{deferred, log, meta, read, rows, schema_sync, window, with_tx, write, PgEngine};
-use crate::error::{Error, Result};
+use super::error::map_err;
+use super::handle::PgEngine;
+use super::run::{read, write};
+use super::tx::upsert;
+use super::{log, meta, rows, schema_sync, window};
+use crate::error::Result;
 use crate::model::*;
 use crate::schema::Schema;
 use crate::scope::ScopeFilter;
 use crate::window::WindowQuery;
 
 impl PgEngine {
+    /// `SELECT current_setting('server_version')` through the pool.
+    pub async fn ping(&self) -> Result<String> {
+        read!(self, |c| {
+            super::stmt::query_scalar::<String>("SELECT current_setting('server_version')")
+                .fetch_one(&mut *c)
+                .await
+                .map_err(map_err)
+        })
+    }
+
     // ---- schema -------------------------------------------------------------
 
     pub async fn ensure_schema(
@@ -18,11 +31,11 @@ impl PgEngine {
     ) -> Result<bool> {
         // An in-tree host creating the same tables at the same instant makes
         // this fail with a catalog conflict: the next try finds them made.
-        let (migrated, deferrable) = super::conn::retry_ddl_race!(
-            super::conn::ddl_race,
+        let (migrated, deferrable) = super::meta_setup::retry_ddl_race!(
+            super::meta_setup::ddl_race,
             write!(self, |c| {
                 let migrated = schema_sync::ensure_schema(c, &schema, declarations, now_ms).await?;
-                Ok((migrated, deferred_upsert::check(c, &schema).await?))
+                Ok((migrated, upsert::check(c, &schema).await?))
             })
         )?;
         self.set_loaded(schema, &deferrable);
@@ -202,161 +215,6 @@ impl PgEngine {
         &self, partition: &str, cutoff_ms: i64,
     ) -> Result<Option<i64>> {
         read!(self, |c| meta::active_cursor_floor(c, partition, cutoff_ms)
-            .await)
-    }
-
-    // ---- the transaction ------------------------------------------------------
-
-    pub async fn tx_get_push_result(
-        &self, id: u32, client_id: &str, commit_id: &str,
-    ) -> Result<Option<String>> {
-        let slot = self.tx_slot(id)?;
-        let mut st = slot.lock().await;
-        self.push_keys.answered(&st.partition, client_id, commit_id);
-        if let Some(found) = st.push_result_after_lock(client_id, commit_id) {
-            return Ok(found);
-        }
-        let _slow = super::slow!("tx");
-        with_tx!(@locked self, st, |_st, c, p| meta::get_push_result(
-            c, &p, client_id, commit_id
-        )
-        .await)
-    }
-
-    pub async fn tx_scan_rows(
-        &self, id: u32, table: &str, filter: &ScopeFilter, after_row_id: &str, limit: i64,
-    ) -> Result<Vec<StoredRow>> {
-        let (loaded, i) = self.table(table)?;
-        let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);
-        with_tx!(self, id, |_st, c, p| rows::scan_rows(
-            c,
-            t,
-            sql,
-            &p,
-            filter,
-            after_row_id,
-            limit
-        )
-        .await)
-    }
-
-    /// Discards staged candidate writes, records the rejection (first
-    /// writer wins) and commits; the transaction ends either way, except
-    /// when it has no savepoint (it stays open and usable, as in-tree).
-    pub async fn tx_commit_rejected_push_result(
-        &self, id: u32, client_id: &str, commit_id: &str, json: &str,
-    ) -> Result<()> {
-        // An append not sent yet goes with the candidates (it can only
-        // follow the lock batch, which made the savepoint).
-        {
-            let slot = self.tx_slot(id)?;
-            let mut st = slot.lock().await;
-            if st.savepoint {
-                st.pending_append = None;
-                st.discard_rows();
-            }
-        }
-        let staged: Result<()> = with_tx!(self, id, |st, c, p| {
-            if !st.savepoint {
-                return Err(Error::plain(
-                    "ERR_SYNCULAR_NO_SAVEPOINT",
-                    "push rejection requires its apply savepoint",
-                ));
-            }
-            super::exec(c, super::sql::ROLLBACK_TO_SAVEPOINT).await?;
-            super::exec(c, super::sql::RELEASE_SAVEPOINT).await?;
-            st.savepoint = false;
-            meta::put_push_result(c, &p, client_id, commit_id, json).await
-        });
-        match staged {
-            Ok(()) => self.unlock(id, true).await,
-            Err(e) => {
-                if !matches!(
-                    &e,
-                    Error::Plain {
-                        code: "ERR_SYNCULAR_NO_SAVEPOINT",
-                        ..
-                    }
-                ) {
-                    self.unlock(id, false).await?;
-                }
-                Err(e)
-            }
-        }
-    }
-
-    /// `defer`: whether to try keeping it for the next batch (the caller's
-    /// thread may already have found it cannot be, `now::upsert_row_now`).
-    pub async fn tx_upsert_row(
-        &self, id: u32, table: &str, row: &StoredRow, op_index: Option<u32>, defer: bool,
-    ) -> Result<()> {
-        let (loaded, i) = self.table(table)?;
-        let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);
-        let slot = self.tx_slot(id)?;
-        let mut st = slot.lock().await;
-        if st.conn.is_none() {
-            return Err(Error::tx_finished());
-        }
-        if defer {
-            match st.defer_upsert(t, sql, row, true)? {
-                Deferral::Kept => return Ok(()),
-                Deferral::Flush => return st.ready(self).await,
-                Deferral::No | Deferral::Full => {}
-            }
-        }
-        let _slow = super::slow!("tx");
-        with_tx!(@locked self, st, |_st, c, p| {
-            rows::upsert_row(c, t, sql, &p, row, op_index).await
-        })
-    }
-
-    pub async fn tx_delete_row(&self, id: u32, table: &str, row_id: &str) -> Result<()> {
-        let (loaded, i) = self.table(table)?;
-        let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);
-        with_tx!(self, id, |_st, c, p| {
-            rows::delete_row(c, t, sql, &p, row_id).await
-        })
-    }
-
-    /// Answered at once and sent with the next batch where `deferred`
-    /// allows; otherwise sent now.
-    pub async fn tx_append_commit(&self, id: u32, commit: &NewCommit) -> Result<i64> {
-        let version = self.writer_version();
-        let slot = self.tx_slot(id)?;
-        let mut st = slot.lock().await;
-        if st.conn.is_none() {
-            return Err(Error::tx_finished());
-        }
-        // Only the transaction's first append: it changes the counter row.
-        let locked = st.locked.take();
-        if st.pending_put.is_none() && st.pending_append.is_none() {
-            if let Some((seq, append)) = deferred::defer(locked, &st.partition, commit, version) {
-                st.after_lock = None;
-                st.pending_append = Some(append);
-                return Ok(seq);
-            }
-        }
-        let _slow = super::slow!("tx");
-        with_tx!(@locked self, st, |_st, c, p| log::append_commit(c, &p, commit, version).await)
-    }
-
-    pub async fn tx_set_blob_refs(
-        &self, id: u32, table: &str, row_id: &str, blob_ids: &[String],
-    ) -> Result<()> {
-        with_tx!(self, id, |_st, c, p| rows::set_blob_refs(
-            c, &p, table, row_id, blob_ids
-        )
-        .await)
-    }
-
-    pub async fn tx_read_serve_gate(&self, id: u32, running: i64) -> Result<ServeGate> {
-        let slot = self.tx_slot(id)?;
-        let mut st = slot.lock().await;
-        if let Some(gate) = st.gate_after_lock(running) {
-            return Ok(gate);
-        }
-        let _slow = super::slow!("tx");
-        with_tx!(@locked self, st, |_st, c, p| meta::read_serve_gate(c, &p, running)
             .await)
     }
 }

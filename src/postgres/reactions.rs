@@ -4,8 +4,9 @@
 //! `FOR UPDATE SKIP LOCKED`, so concurrent claimers (other processes too)
 //! never share a row and never wait on each other.
 
-use super::conn::map_err;
-use super::{read, with_tx, write, PgEngine};
+use super::error::map_err;
+use super::handle::PgEngine;
+use super::run::{read, with_tx, write};
 use crate::error::{Error, Result};
 use crate::model::reactions::{
     ClaimQuery, FailureUpdate, NewReaction, PruneQuery, PrunedCounts, StoredReaction,

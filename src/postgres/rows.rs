@@ -3,7 +3,8 @@
 //! rules as `sqlite::rows`; the scan paging is `crate::scan`. Stored scopes
 //! are read in either JSONB form (`crate::stored`).
 
-use super::conn::{map_err, next_row, row_write_err};
+use super::error::{map_err, row_write_err};
+use super::stmt::next_row;
 use crate::codec::{self, ColumnType, Value};
 use crate::error::{Error, Result};
 use crate::model::StoredRow;
@@ -29,13 +30,13 @@ pub struct TableSql {
     scan_one: Arc<str>,
     /// Rows and tombstones of many ids (`prefetchRows`).
     pub prefetch: Arc<str>,
-    /// The upsert as a session's prepared statement (`deferred_upsert`):
+    /// The upsert as a session's prepared statement (`tx::upsert`):
     /// its name (after the hash of its text) and its `PREPARE`.
     pub upsert_name: Arc<str>,
     pub upsert_prepare: Arc<str>,
-    /// Whether its upserts may be deferred (`deferred_upsert::verdict`);
+    /// Whether its upserts may be deferred (`tx::upsert::verdict`);
     /// cleared for good when a deferred batch is refused
-    /// (`deferred_upsert::refused`).
+    /// (`tx::upsert::refused`).
     pub deferrable: AtomicBool,
 }
 
@@ -100,11 +101,7 @@ impl TableSql {
         let (tbl, vars, vals) = (n + 1, n + 2, n + 3);
         let mut types = vec!["pg_catalog.text", "pg_catalog.text"];
         if t.materialize {
-            types.extend(
-                t.columns
-                    .iter()
-                    .map(|c| super::deferred_upsert::param_type(c.def.ty)),
-            );
+            types.extend(t.columns.iter().map(|c| param_type(c.def.ty)));
         }
         types.extend([
             "pg_catalog.int8",
@@ -147,7 +144,7 @@ SELECT 1"#
             .into(),
             scan: scan_sql(&q, SCAN_ANY).into(),
             scan_one: scan_sql(&q, SCAN_ONE).into(),
-            prefetch: super::prefetch::prefetch_sql(q).into(),
+            prefetch: prefetch_sql(q).into(),
             upsert_name: "".into(),
             upsert_prepare: "".into(),
             deferrable: AtomicBool::new(false),
@@ -426,5 +423,32 @@ pub async fn scan_rows(
         if !fold.next_page() {
             return Ok(fold.finish());
         }
+    }
+}
+
+/// A schema with the statement text of each of its tables.
+pub type Loaded = crate::schema::Loaded<TableSql>;
+
+/// Rows and tombstones of `ids` in one statement.
+const PREFETCH: &str = "SELECT k.id, t.\"_sync_row_id\" IS NOT NULL, t.\"_sync_server_version\", t.\"_sync_scopes\"::text, \
+t.\"_sync_payload\", t.\"_sync_column_versions\", ts.commit_seq \
+FROM unnest($2::text[]) AS k(id) \
+LEFT JOIN {table} t ON t.\"_sync_partition\" = $1 AND t.\"_sync_row_id\" = k.id \
+LEFT JOIN sync_tombstones ts ON ts.partition = $1 AND ts.tbl = $3 AND ts.row_id = k.id";
+
+pub fn prefetch_sql(quoted_table: &str) -> String {
+    PREFETCH.replace("{table}", quoted_table)
+}
+
+/// The prepared statement's parameter type for a column.
+/// Named in `pg_catalog`: an operator's `search_path` may put a schema
+/// holding a domain of the same name first.
+pub fn param_type(ty: ColumnType) -> &'static str {
+    match ty {
+        ColumnType::String | ColumnType::BlobRef | ColumnType::Json => "pg_catalog.text",
+        ColumnType::Integer => "pg_catalog.int8",
+        ColumnType::Float => "pg_catalog.float8",
+        ColumnType::Boolean => "pg_catalog.bool",
+        ColumnType::Bytes | ColumnType::Crdt => "pg_catalog.bytea",
     }
 }

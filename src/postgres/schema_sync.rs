@@ -3,14 +3,14 @@
 //! so the bump commits or rolls back as a whole. A bump first takes
 //! `LOCK TABLE sync_partitions IN EXCLUSIVE MODE`, as the in-tree storage.
 
-use super::conn::map_err;
+use super::error::map_err;
 use super::meta;
 use super::rows::{bind_value, pg_type};
 use crate::codec::{self, ColumnType};
-use crate::error::{Error, Result};
-use crate::migrate::{self, check_append_only, check_stored_layout, PhysicalColumn, PhysicalIndex};
+use crate::error::Result;
+use crate::migrate::{self, check_append_only, PhysicalColumn, PhysicalIndex};
 use crate::model::CheckpointDeclaration;
-use crate::schema::{parse_layouts, quote_ident, LayoutColumn, Schema, Table};
+use crate::schema::{quote_ident, LayoutColumn, Schema, Table};
 use sqlx::{AssertSqlSafe, Executor, PgConnection, Row};
 
 /// (name, type as `format_type` prints it, not null, pk position).
@@ -215,16 +215,8 @@ pub async fn ensure_schema(
             .map_err(map_err)?;
         stored = meta::stored_schema_version(c).await?;
     }
-    match stored {
-        Some((v, _)) if v > schema.version => Err(Error::plain(
-            "ERR_SYNCULAR_SCHEMA_NEWER",
-            format!(
-                "stored schema version {v} is newer than the running schema version {}: refusing to run an older server against a migrated database",
-                schema.version
-            ),
-        )),
-        Some((v, layouts)) if v == schema.version => {
-            check_stored_layout(schema, &layouts)?;
+    match migrate::plan(schema, stored)? {
+        migrate::Plan::Current => {
             let mut locked = false;
             for t in &schema.tables {
                 let mut repairs = check_physical(c, t).await?;
@@ -241,8 +233,7 @@ pub async fn ensure_schema(
             }
             Ok(false)
         }
-        other => {
-            let old = other.map(|(_, l)| parse_layouts(&l)).unwrap_or_default();
+        migrate::Plan::Migrate { old, .. } => {
             migrate_tables(c, schema, &old).await?;
             crate::postgres::stmt::query(
                 "INSERT INTO sync_schema_meta (id, schema_version, layouts) VALUES (1, $1, $2)

@@ -215,3 +215,11 @@ pub const LOCK_PARTITION: &str =
     "SELECT max_commit_seq FROM sync_partitions WHERE partition = $1 FOR UPDATE";
 pub const INSERT_PARTITION: &str =
     "INSERT INTO sync_partitions (partition, max_commit_seq) VALUES ($1, 0) ON CONFLICT DO NOTHING";
+
+/// `COMMIT` behind a statement that fails in an aborted transaction:
+/// PostgreSQL answers a bare `COMMIT` there with `ROLLBACK` and no error,
+/// and a caller must never be told that writes are durable when an earlier
+/// error (a deferred write refused, a statement the caller ignored) undid
+/// them. The probe fails with 25P02 (`ERR_SYNCULAR_TX_ABORTED`) and the
+/// transaction is rolled back.
+pub(crate) const CHECKED_COMMIT: &str = "SELECT 1; COMMIT";

@@ -1,5 +1,7 @@
 //! Every extended-protocol statement of the engine is built here, so that
-//! whether it is prepared under a name is decided in one place.
+//! whether it is prepared under a name is decided in one place; a result
+//! is read row by row here (`next_row`), and simple-protocol text sent
+//! (`exec`, `exec_text`).
 //!
 //! sqlx prepares a statement under a name (`sqlx_s_N`) and keeps it for the
 //! connection's session. Behind a transaction pooler the next transaction
@@ -16,9 +18,11 @@
 //! which costs a direct connection one round trip per statement and is
 //! never wrong.
 
-use sqlx::postgres::{PgArguments, Postgres};
+use super::error::map_err;
+use crate::error::Result;
+use sqlx::postgres::{PgArguments, PgRow, Postgres};
 use sqlx::query::{Query, QueryScalar};
-use sqlx::SqlSafeStr;
+use sqlx::{Executor, PgConnection, SqlSafeStr};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static UNNAMED: AtomicBool = AtomicBool::new(false);
@@ -44,4 +48,29 @@ where
     (O,): for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
 {
     sqlx::query_scalar(sql).persistent(named())
+}
+
+/// The next row of a result read as it arrives (`Executor::fetch`), so
+/// that each row is decoded while the server still produces the rest.
+pub async fn next_row(
+    rows: &mut futures_core::stream::BoxStream<'_, std::result::Result<PgRow, sqlx::Error>>,
+) -> Result<Option<PgRow>> {
+    std::future::poll_fn(|cx| rows.as_mut().poll_next(cx))
+        .await
+        .transpose()
+        .map_err(map_err)
+}
+
+/// One simple-protocol statement (or several, `;`-separated).
+pub(crate) async fn exec(c: &mut PgConnection, sql: &'static str) -> Result<()> {
+    c.execute(sql).await.map_err(map_err)?;
+    Ok(())
+}
+
+/// [`exec`] of a text made at run time (one simple-protocol message).
+pub(crate) async fn exec_text(c: &mut PgConnection, sql: &str) -> Result<()> {
+    c.execute(sqlx::AssertSqlSafe(sql.to_owned()))
+        .await
+        .map_err(map_err)?;
+    Ok(())
 }

@@ -15,7 +15,8 @@
 //! Scopes are read in either stored form (`crate::stored`): the jsonb
 //! object, or the jsonb string Bun.SQL hosts wrote before 0.26.4.
 
-use super::conn::{map_err, next_row};
+use super::error::map_err;
+use super::stmt::next_row;
 use crate::error::Result;
 use crate::model::StoredCommit;
 use crate::scope::ScopeFilter;

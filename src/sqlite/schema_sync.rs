@@ -9,10 +9,10 @@ use super::meta;
 use super::rows::Projected;
 use super::sql;
 use crate::codec::{self, ColumnType, Value};
-use crate::error::{Error, Result};
-use crate::migrate::{self, check_append_only, check_stored_layout, PhysicalColumn, PhysicalIndex};
+use crate::error::Result;
+use crate::migrate::{self, check_append_only, PhysicalColumn, PhysicalIndex};
 use crate::model::CheckpointDeclaration;
-use crate::schema::{parse_layouts, quote_ident, LayoutColumn, Schema, Table};
+use crate::schema::{quote_ident, LayoutColumn, Schema, Table};
 use rusqlite::{params, Connection, OptionalExtension, ToSql};
 
 pub fn sqlite_type(ty: ColumnType) -> &'static str {
@@ -82,17 +82,8 @@ pub fn ensure_schema(
     conn.execute_batch(sql::SCHEMA_META_DDL).map_err(map_err)?;
     // Left by the open when the file already held row scope entries.
     let built_by_row = ensure_row_scopes_by_row(conn)?;
-    let stored = meta::stored_schema_version(conn)?;
-    match stored {
-        Some((v, _)) if v > schema.version => Err(Error::plain(
-            "ERR_SYNCULAR_SCHEMA_NEWER",
-            format!(
-                "stored schema version {v} is newer than the running schema version {}: refusing to run an older server against a migrated database",
-                schema.version
-            ),
-        )),
-        Some((v, layouts)) if v == schema.version => {
-            check_stored_layout(schema, &layouts)?;
+    match migrate::plan(schema, meta::stored_schema_version(conn)?)? {
+        migrate::Plan::Current => {
             let mut repaired = false;
             for t in &schema.tables {
                 let repairs = check_physical(conn, t)?;
@@ -105,9 +96,7 @@ pub fn ensure_schema(
                 Outcome::Unchanged
             })
         }
-        other => {
-            let from = other.as_ref().map(|(v, _)| *v);
-            let old = other.map(|(_, l)| parse_layouts(&l)).unwrap_or_default();
+        migrate::Plan::Migrate { from, old } => {
             migrate(conn, schema, &old)?;
             conn.prepare_cached(
                 "INSERT INTO sync_schema_meta (id, schema_version, layouts) VALUES (1, ?1, ?2)

@@ -1,5 +1,6 @@
 //! What the host asks right after it takes the partition lock, read in the
-//! lock's own round trip (issue 27).
+//! lock's own round trip (issue 27), and the statements each connection
+//! prepares for that batch.
 //!
 //! A push goes: `getPushResult` (storage level), `begin`,
 //! `lockPartitionForPush`, `readServeGate`, then `tx.getPushResult` for the
@@ -16,15 +17,15 @@
 //! Both are read after the row lock is granted, in the same transaction,
 //! so they are what a statement sent at that point reads. The answers are
 //! used only until the transaction sends anything else: every other member
-//! goes through [`TxState::ready`], which drops them. Push results of a
+//! goes through `TxState::ready`, which drops them. Push results of a
 //! partition are written only by transactions holding its lock, so one read
 //! under the lock cannot change before this transaction writes one. The
 //! gate's rows are not written under the partition lock; an answer from the
 //! batch is what a read sent a few microseconds earlier would have seen.
 
-use super::prefetch::lit;
-use super::TxState;
 use crate::model::ServeGate;
+use crate::postgres::log::APPEND_COMMIT;
+use crate::postgres::quote::lit;
 use crate::stored::{self, Form, Shape};
 use sqlx::postgres::PgRow;
 use sqlx::{Column, Row};
@@ -106,7 +107,7 @@ pub struct AfterLock {
 /// pending checkpoint (partition, name, schema version).
 struct Gate(i64, Option<String>, Vec<(String, String, i64)>);
 
-/// What the lock batch read that `deferred` relies on: the counter row's
+/// What the lock batch read that `append` relies on: the counter row's
 /// `max_commit_seq` and the partition's writer fence (`None`: no fence
 /// row). Both hold until the transaction itself appends: the counter row
 /// is locked, and a fence raised meanwhile still fails the append
@@ -124,11 +125,11 @@ pub const RESULT: &str = "syncular_after_lock_result_v1";
 /// The partition's counter row lock itself (the batch's first statement).
 pub const LOCK: &str = "syncular_lock_partition_v1";
 /// The push result the transaction records, sent with `COMMIT`
-/// (`prefetch::put_and_commit`). Prepared before [`LOCK`], so a transaction
+/// (`batch::put_and_commit`). Prepared before [`LOCK`], so a transaction
 /// whose lock batch executed [`LOCK`] has it too.
 pub const PUT: &str = "syncular_put_push_result_v1";
 /// The commit append (`log::APPEND_COMMIT`), executed with literal
-/// arguments in a later batch (`deferred`). Prepared before [`LOCK`] too.
+/// arguments in a later batch (`append`). Prepared before [`LOCK`] too.
 pub const APPEND: &str = "syncular_append_commit_v1";
 /// Its parameter types, in `log::APPEND_COMMIT`'s order.
 const APPEND_TYPES: &str = "text, text, text, text, int8, int8, int4[], text[], text[], int2[], \
@@ -147,8 +148,8 @@ pub fn select_lock(p: &str) -> String {
 /// its first column and has the same columns, all cast to text, so the
 /// prepared statement's result type stays the same whatever a later layout
 /// makes of the columns. The prepared form also reads the partition's
-/// writer fence (`f`), for `deferred`, and the upsert statements the
-/// session has prepared (`u`), for `deferred_upsert`.
+/// writer fence (`f`), for `append`, and the upsert statements the
+/// session has prepared (`u`), for `upsert`.
 fn select_gate(p: &str, fence: bool) -> String {
     let fence = if fence {
         format!(
@@ -208,7 +209,7 @@ pub fn prepare() -> String {
             "text, text, text, jsonb",
             format!("{PUT_INTO} ($1, $2, $3, $4) ON CONFLICT DO NOTHING"),
         ),
-        one(APPEND, APPEND_TYPES, super::log::APPEND_COMMIT.to_owned()),
+        one(APPEND, APPEND_TYPES, APPEND_COMMIT.to_owned()),
         one(LOCK, "text", select_lock("$1")),
     )
 }
@@ -300,11 +301,11 @@ pub fn read(rows: &[PgRow], asked: Vec<(String, String)>) -> Option<AfterLock> {
     })
 }
 
-impl TxState {
-    /// The serve gate read in the lock batch, when nothing was sent since.
-    pub fn gate_after_lock(&mut self, running: i64) -> Option<ServeGate> {
-        let Gate(stored_schema_version, log_epoch, pending) =
-            self.after_lock.as_mut()?.gate.take()?;
+impl AfterLock {
+    /// The serve gate, for the first `readServeGate` (`running` the
+    /// host's schema version).
+    pub fn take_gate(&mut self, running: i64) -> Option<ServeGate> {
+        let Gate(stored_schema_version, log_epoch, pending) = self.gate.take()?;
         // As the statement binds it (`meta::read_serve_gate`).
         let running = i64::from(i32::try_from(running).unwrap_or(i32::MAX));
         Some(ServeGate {
@@ -318,14 +319,9 @@ impl TxState {
         })
     }
 
-    /// A push result read in the lock batch, when nothing was sent since:
-    /// `Some(answer)` for a client commit it asked about.
-    pub fn push_result_after_lock(
-        &mut self, client_id: &str, commit_id: &str,
-    ) -> Option<Option<String>> {
-        let after = self.after_lock.as_mut()?;
-        after
-            .results
+    /// `Some(answer)` for a client commit the batch asked about.
+    pub fn take_result(&mut self, client_id: &str, commit_id: &str) -> Option<Option<String>> {
+        self.results
             .remove(&(client_id.to_owned(), commit_id.to_owned()))
     }
 }

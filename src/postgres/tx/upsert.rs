@@ -1,13 +1,13 @@
 //! Row upserts answered without a round trip and sent with the
 //! transaction's next statement (issue 27), like the commit append
-//! (`deferred`): a push of n operations then costs its lock batch, its
+//! (`append`): a push of n operations then costs its lock batch, its
 //! prefetch and one batch for every write and `COMMIT`, instead of n more
 //! round trips inside the partition lock.
 //!
 //! A deferred upsert is a prepared statement per table (`TableSql::
 //! upsert_prepare`, named after the hash of its text) `EXECUTE`d with
 //! literal arguments. The lock batch reads which of them the connection has
-//! (`after_lock::prepared_upserts`); the first deferred upsert of a table
+//! (`lock_reads::prepared_upserts`); the first deferred upsert of a table
 //! whose statement the connection lacks carries the `PREPARE` too.
 //!
 //! `upsertRow` is deferred only where the write cannot fail at the server
@@ -41,15 +41,12 @@
 //! member that sends the batch: the next statement or `commit`; the
 //! transaction then rolls back either way.
 
-use super::conn::map_err;
-use super::deferred::{bytea, texts};
-use super::prefetch::lit;
-use super::rows::{pg_type, TableSql};
-use super::PgEngine;
-use super::TxState;
 use crate::codec::{self, ColumnType, Value};
 use crate::error::{Error, Result};
 use crate::model::StoredRow;
+use crate::postgres::error::map_err;
+use crate::postgres::quote::{bytea, lit, texts};
+use crate::postgres::rows::{pg_type, TableSql};
 use crate::schema::{Schema, Table};
 use crate::scope::scope_pairs;
 use sqlx::{PgConnection, Row};
@@ -173,19 +170,6 @@ pub fn verdict(t: &Table, found: Option<&Found>, scopes_clean: bool) -> bool {
                 n == name && wt.eq_ignore_ascii_case(ty) && (!strict || *always)
             })
         })
-}
-
-/// The prepared statement's parameter type for a column.
-/// Named in `pg_catalog`: an operator's `search_path` may put a schema
-/// holding a domain of the same name first.
-pub fn param_type(ty: ColumnType) -> &'static str {
-    match ty {
-        ColumnType::String | ColumnType::BlobRef | ColumnType::Json => "pg_catalog.text",
-        ColumnType::Integer => "pg_catalog.int8",
-        ColumnType::Float => "pg_catalog.float8",
-        ColumnType::Boolean => "pg_catalog.bool",
-        ColumnType::Bytes | ColumnType::Crdt => "pg_catalog.bytea",
-    }
 }
 
 /// A column value as the literal `rows::bind_value` would bind (`None`:
@@ -312,84 +296,19 @@ fn arguments(
     Some(args)
 }
 
-impl TxState {
-    /// Keeps `row`'s upsert for the next batch where the module comment
-    /// allows. Without `may_flush` (the caller cannot send), a row that
-    /// would fill the batch is not kept: [`Deferral::Full`].
-    pub fn defer_upsert(
-        &mut self, t: &Table, sql: &TableSql, row: &StoredRow, may_flush: bool,
-    ) -> Result<Deferral> {
-        if !(sql.deferrable.load(Ordering::Relaxed)
-            && self.prepared
-            && self.savepoint
-            && self.pending_append.is_none()
-            && self.pending_put.is_none())
-        {
-            return Ok(Deferral::No);
-        }
-        let Some(execute) = execute_text(t, sql, &self.partition, row)? else {
-            return Ok(Deferral::No);
-        };
-        let full = self
-            .pending_rows
-            .iter()
-            .map(|r| r.text.len())
-            .sum::<usize>()
-            + execute.len()
-            + sql.upsert_prepare.len()
-            > MAX_PENDING;
-        if full && !may_flush {
-            return Ok(Deferral::Full);
-        }
-        let prepares = (!self.upserts.contains(&sql.upsert_name)).then(|| sql.upsert_name.clone());
-        let text = match &prepares {
-            Some(_) => format!("{}; {execute}", sql.upsert_prepare),
-            None => execute,
-        };
-        if let Some(name) = &prepares {
-            self.upserts.insert(name.clone());
-        }
-        self.after_lock = None;
-        self.pending_rows.push(PendingRow { text, prepares });
-        Ok(if full {
-            Deferral::Flush
-        } else {
-            Deferral::Kept
-        })
-    }
-
-    /// Drops the upserts not sent (their statements were not prepared).
-    pub fn discard_rows(&mut self) {
-        for r in self.pending_rows.drain(..) {
-            if let Some(name) = r.prepares {
-                self.upserts.remove(&name);
-            }
-        }
-    }
-
-    /// The pending upserts and append as one text, emptied.
-    pub fn take_batch(&mut self) -> Option<String> {
-        let mut parts: Vec<String> = self.pending_rows.drain(..).map(|r| r.text).collect();
-        if let Some(a) = self.pending_append.take() {
-            parts.push(a.text);
-        }
-        (!parts.is_empty()).then(|| parts.join("; "))
-    }
-}
-
 /// After a batch that carried deferred upserts failed with `e`: a value
 /// or constraint error (SQLSTATE class 22 or 23) means the tables changed
 /// since `ensureSchema` checked them (an operator's constraint or
 /// trigger), so this storage writes every upsert at once from now on, and
 /// the host sees the next such refusal at `upsertRow` again.
-pub fn refused(engine: &PgEngine, e: &Error) {
+pub fn refused(tables: &[TableSql], e: &Error) {
     let Error::Engine { code, .. } = e.primary() else {
         return;
     };
     if !(code.starts_with("22") || code.starts_with("23")) {
         return;
     }
-    for sql in &engine.loaded().sql {
+    for sql in tables {
         sql.deferrable.store(false, Ordering::Relaxed);
     }
     tracing::warn!(
@@ -399,7 +318,7 @@ pub fn refused(engine: &PgEngine, e: &Error) {
     );
 }
 
-/// What `defer_upsert` did.
+/// What `TxState::defer_upsert` did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Deferral {
     /// Write it now.

@@ -5,12 +5,14 @@
 //! form would, and returns `None` to send the caller there instead: the
 //! transaction is busy with another call, or the work needs the server.
 
-use super::after_lock::Locked;
-use super::deferred_upsert::Deferral;
-use super::{deferred, lock, PgEngine, TxState};
+use super::append;
+use super::lock_reads::Locked;
+use super::put::PendingPut;
+use super::state::TxState;
+use super::upsert::Deferral;
 use crate::error::{Error, Result};
 use crate::model::{NewCommit, ServeGate, StoredRow};
-use std::sync::atomic::Ordering;
+use crate::postgres::handle::PgEngine;
 
 impl PgEngine {
     /// Runs `f` on transaction `id` when no other call holds it.
@@ -30,11 +32,7 @@ impl PgEngine {
 
     /// `begin` on a connection from the idle list.
     pub fn begin_now(&self, partition: &str) -> Option<u32> {
-        if self.closed.load(Ordering::Acquire) {
-            return None;
-        }
-        self.pool.get()?;
-        let conn = lock(&self.idle).conns.pop()?;
+        let conn = self.take_idle()?;
         Some(self.pin(conn, partition))
     }
 
@@ -70,7 +68,7 @@ impl PgEngine {
                 return None;
             }
             let locked: Option<Locked> = st.locked;
-            let (seq, append) = deferred::defer(locked, &st.partition, commit, version)?;
+            let (seq, append) = append::defer(locked, &st.partition, commit, version)?;
             st.locked = None;
             st.after_lock = None;
             st.pending_append = Some(append);
@@ -86,7 +84,7 @@ impl PgEngine {
             if st.pending_append.is_none() || st.pending_put.is_some() {
                 return None;
             }
-            st.pending_put = Some(super::prefetch::PendingPut::new(client_id, commit_id, json));
+            st.pending_put = Some(PendingPut::new(client_id, commit_id, json));
             Some(Ok(()))
         })
     }

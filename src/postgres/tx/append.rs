@@ -4,7 +4,7 @@
 //! Under the partition lock the next commitSeq is known: the lock batch
 //! read the counter row `FOR UPDATE`, and only this transaction can change
 //! it before it ends. So `appendCommit` answers `max_commit_seq + 1` at
-//! once and keeps the append (`after_lock::APPEND`, executed with literal
+//! once and keeps the append (`lock_reads::APPEND`, executed with literal
 //! arguments) for the next batch: with the push result and `COMMIT` on a
 //! host's push (one round trip for all three), or before whatever the
 //! transaction sends next (`TxState::ready`).
@@ -30,10 +30,10 @@
 //! statement itself refuses to record any commitSeq but the one answered
 //! (`log::APPEND_COMMIT`, `$19`).
 
-use super::after_lock::{Locked, APPEND};
-use super::log::AppendArrays;
-use super::prefetch::lit;
+use super::lock_reads::{Locked, APPEND};
 use crate::model::NewCommit;
+use crate::postgres::log::AppendArrays;
+use crate::postgres::quote::{array, bytea, lit, texts};
 
 /// The largest commit deferred, by the approximate length of its literal
 /// arguments.
@@ -108,41 +108,8 @@ pub fn defer(
     ))
 }
 
-/// `ARRAY[…]::pg_catalog.ty[]` of elements already written as literals
-/// (`None`: one could not be); the type named in `pg_catalog`, whatever an
-/// operator's `search_path` puts first.
-pub(super) fn array(ty: &str, items: impl Iterator<Item = Option<String>>) -> Option<String> {
-    let items: Vec<String> = items.collect::<Option<_>>()?;
-    Some(if items.is_empty() {
-        format!("'{{}}'::pg_catalog.{ty}[]")
-    } else {
-        format!("ARRAY[{}]::pg_catalog.{ty}[]", items.join(","))
-    })
-}
-
-pub(super) fn texts<S: AsRef<str>>(items: &[S]) -> Option<String> {
-    array("text", items.iter().map(|s| lit(s.as_ref())))
-}
-
 fn int_or_null(v: Option<i64>) -> String {
     v.map_or_else(|| "NULL".to_owned(), |v| v.to_string())
-}
-
-/// `E'\\x…'` (hex), or `NULL`.
-pub(super) fn bytea(p: Option<&[u8]>) -> String {
-    use std::fmt::Write;
-    match p {
-        None => "NULL".to_owned(),
-        Some(b) => {
-            let mut out = String::with_capacity(b.len() * 2 + 6);
-            out.push_str("E'\\\\x");
-            for byte in b {
-                let _ = write!(out, "{byte:02x}");
-            }
-            out.push('\'');
-            out
-        }
-    }
 }
 
 #[cfg(test)]
