@@ -4,7 +4,8 @@
 //! reads share one snapshot.
 
 use super::conn::map_err;
-use super::{rows, SqliteEngine};
+use super::rows;
+use super::storage::SqliteEngine;
 use crate::error::Result;
 use crate::model::admin::*;
 use crate::schema::Table;

@@ -2,8 +2,10 @@
 //! numbers of `stats()`, and online backup through SQLite's backup API
 //! (`docs/operations.md`).
 
+use super::conn::Location;
 use super::conn::{self, map_err};
-use super::{lock, Location, SqliteEngine};
+use super::mutex::lock;
+use super::storage::SqliteEngine;
 use crate::engine::EngineStats;
 use crate::error::{Error, Result};
 use rusqlite::backup::{Backup, StepResult};

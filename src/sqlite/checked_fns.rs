@@ -350,84 +350,77 @@ impl Side {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn one(conn: &Connection, sql: &str) -> String {
-        match conn.query_row(sql, [], |r| r.get::<_, Value>(0)) {
-            Ok(v) => format!("{v:?}"),
-            Err(e) => format!("error: {e}"),
-        }
-    }
+    use crate::sqlite::fn_tests::{assert_agree, builtin_and_ours};
 
     /// Every case answered by SQLite's built-ins (a fresh connection) and
     /// through the checked forms must agree.
     #[test]
     fn checked_forms_answer_what_sqlite_answers() {
-        let builtin = Connection::open_in_memory().unwrap();
-        let ours = Connection::open_in_memory().unwrap();
-        register(&ours).unwrap();
-        for c in [
-            "length('héllo')",
-            "length(x'0102')",
-            "length(NULL)",
-            "length(12.5)",
-            "lower('ÀBC')",
-            "upper('abc')",
-            "trim('  a  ')",
-            "substr('hello', 2)",
-            "substr('hello', -3, 2)",
-            "substring('héllo', 2, 2)",
-            "substr(x'010203', 2)",
-            "hex('abc')",
-            "hex(12)",
-            "unhex('6162')",
-            "unhex('61-62', '-')",
-            "unhex('zz')",
-            "quote('it''s')",
-            "quote(x'00ff')",
-            "quote(1.5)",
-            "concat('a', NULL, 2, 1.5)",
-            "concat_ws(',', 'a', NULL, 'b')",
-            "printf('%d-%s-%5.2f-%q', 3, 'x', 2.5, 'o''k')",
-            "format('%.*c', 3, 'x')",
-            "printf('%.*c', 2000000000, 'x')",
-            "abs(-3)",
-            "abs('-2.5')",
-            "abs(-9223372036854775808)",
-            "round(2.567, 2)",
-            "round('x')",
-            "sign(-2)",
-            "typeof(sqrt(2))",
-            "log(2, 8)",
-            "mod(7, 3)",
-            "atan2(1, 1)",
-            "json('[1, 2]')",
-            "json('{\"a\":')",
-            "json_array(1, json('[2]'), '[3]')",
-            "json_object('a', json_array(1), 'b', '{}')",
-            "json_object('a', json('{\"x\":1}') -> '$.x')",
-            "json_extract('{\"a\":[1,2]}', '$.a')",
-            "json_array(json_extract('{\"a\":[1,2]}', '$.a'))",
-            "'{\"a\":[1,2]}' -> '$.a'",
-            "json_array('{\"a\":[1,2]}' -> '$.a')",
-            "'{\"a\":[1,2]}' ->> '$.a[1]'",
-            "json_set('{}', '$.a', json('[1]'))",
-            "json_insert('[1]', '$[#]', 2)",
-            "json_remove('[1,2]', '$[0]')",
-            "json_replace('{\"a\":1}', '$.a', 'x')",
-            "json_type('[1]', '$[0]')",
-            "json_valid('[1')",
-            "json_valid(jsonb('[1]'), 8)",
-            "json_quote('a\"b')",
-            "json_array_length('[1,2,3]')",
-            "json_pretty('[1]')",
-            "json_error_position('[1')",
-            "hex(jsonb('[1]'))",
-            "json(jsonb_object('a', 1))",
-            "json_extract(jsonb_array(1, 2), '$[1]')",
-        ] {
-            let sql = format!("SELECT {c}");
-            assert_eq!(one(&builtin, &sql), one(&ours, &sql), "{c}");
-        }
+        let (builtin, ours) = builtin_and_ours(register);
+        assert_agree(
+            &builtin,
+            &ours,
+            [
+                "length('héllo')",
+                "length(x'0102')",
+                "length(NULL)",
+                "length(12.5)",
+                "lower('ÀBC')",
+                "upper('abc')",
+                "trim('  a  ')",
+                "substr('hello', 2)",
+                "substr('hello', -3, 2)",
+                "substring('héllo', 2, 2)",
+                "substr(x'010203', 2)",
+                "hex('abc')",
+                "hex(12)",
+                "unhex('6162')",
+                "unhex('61-62', '-')",
+                "unhex('zz')",
+                "quote('it''s')",
+                "quote(x'00ff')",
+                "quote(1.5)",
+                "concat('a', NULL, 2, 1.5)",
+                "concat_ws(',', 'a', NULL, 'b')",
+                "printf('%d-%s-%5.2f-%q', 3, 'x', 2.5, 'o''k')",
+                "format('%.*c', 3, 'x')",
+                "printf('%.*c', 2000000000, 'x')",
+                "abs(-3)",
+                "abs('-2.5')",
+                "abs(-9223372036854775808)",
+                "round(2.567, 2)",
+                "round('x')",
+                "sign(-2)",
+                "typeof(sqrt(2))",
+                "log(2, 8)",
+                "mod(7, 3)",
+                "atan2(1, 1)",
+                "json('[1, 2]')",
+                "json('{\"a\":')",
+                "json_array(1, json('[2]'), '[3]')",
+                "json_object('a', json_array(1), 'b', '{}')",
+                "json_object('a', json('{\"x\":1}') -> '$.x')",
+                "json_extract('{\"a\":[1,2]}', '$.a')",
+                "json_array(json_extract('{\"a\":[1,2]}', '$.a'))",
+                "'{\"a\":[1,2]}' -> '$.a'",
+                "json_array('{\"a\":[1,2]}' -> '$.a')",
+                "'{\"a\":[1,2]}' ->> '$.a[1]'",
+                "json_set('{}', '$.a', json('[1]'))",
+                "json_insert('[1]', '$[#]', 2)",
+                "json_remove('[1,2]', '$[0]')",
+                "json_replace('{\"a\":1}', '$.a', 'x')",
+                "json_type('[1]', '$[0]')",
+                "json_valid('[1')",
+                "json_valid(jsonb('[1]'), 8)",
+                "json_quote('a\"b')",
+                "json_array_length('[1,2,3]')",
+                "json_pretty('[1]')",
+                "json_error_position('[1')",
+                "hex(jsonb('[1]'))",
+                "json(jsonb_object('a', 1))",
+                "json_extract(jsonb_array(1, 2), '$[1]')",
+            ],
+        );
     }
 
     #[test]

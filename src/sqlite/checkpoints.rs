@@ -4,7 +4,8 @@
 //! the fence reads live in `meta.rs`.
 
 use super::conn::map_err;
-use super::{log, SqliteEngine};
+use super::log;
+use super::storage::SqliteEngine;
 use crate::error::{Error, Result};
 use crate::model::{Checkpoint, CheckpointProgress};
 use rusqlite::{params, Connection, OptionalExtension};

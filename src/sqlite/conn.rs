@@ -601,34 +601,21 @@ mod tests {
 
     #[test]
     fn result_codes_keep_their_exact_names() {
+        use rusqlite::ffi::*;
         let name = |code| code_name(&rusqlite::ffi::Error::new(code));
-        assert_eq!(name(rusqlite::ffi::SQLITE_PROTOCOL), "SQLITE_PROTOCOL");
-        assert_eq!(name(rusqlite::ffi::SQLITE_SCHEMA), "SQLITE_SCHEMA");
-        assert_eq!(
-            name(rusqlite::ffi::SQLITE_IOERR_WRITE),
-            "SQLITE_IOERR_WRITE"
-        );
-        assert_eq!(
-            name(rusqlite::ffi::SQLITE_BUSY_SNAPSHOT),
-            "SQLITE_BUSY_SNAPSHOT"
-        );
-        assert_eq!(
-            name(rusqlite::ffi::SQLITE_CANTOPEN_ISDIR),
-            "SQLITE_CANTOPEN_ISDIR"
-        );
-        assert_eq!(
-            name(rusqlite::ffi::SQLITE_READONLY_DBMOVED),
-            "SQLITE_READONLY_DBMOVED"
-        );
-        assert_eq!(
-            name(rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE),
-            "SQLITE_CONSTRAINT_UNIQUE"
-        );
-        // An extended code this build does not know: its primary code's name.
-        assert_eq!(
-            name(rusqlite::ffi::SQLITE_IOERR | (99 << 8)),
-            "SQLITE_IOERR"
-        );
+        for (code, expected) in [
+            (SQLITE_PROTOCOL, "SQLITE_PROTOCOL"),
+            (SQLITE_SCHEMA, "SQLITE_SCHEMA"),
+            (SQLITE_IOERR_WRITE, "SQLITE_IOERR_WRITE"),
+            (SQLITE_BUSY_SNAPSHOT, "SQLITE_BUSY_SNAPSHOT"),
+            (SQLITE_CANTOPEN_ISDIR, "SQLITE_CANTOPEN_ISDIR"),
+            (SQLITE_READONLY_DBMOVED, "SQLITE_READONLY_DBMOVED"),
+            (SQLITE_CONSTRAINT_UNIQUE, "SQLITE_CONSTRAINT_UNIQUE"),
+            // An extended code this build does not know: its primary code's name.
+            (SQLITE_IOERR | (99 << 8), "SQLITE_IOERR"),
+        ] {
+            assert_eq!(name(code), expected);
+        }
     }
 
     fn temp_db(name: &str) -> (std::path::PathBuf, String) {

@@ -5,7 +5,7 @@
 //! a lock held by another process, are blocking work for the host's worker
 //! pool.
 
-use super::SqliteEngine;
+use super::storage::SqliteEngine;
 use crate::checkpoint::{Activation, SourceState};
 use crate::engine::{blocking, Call, Engine, Prefetch};
 use crate::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
@@ -28,8 +28,8 @@ fn leased_on_worker<T: Send + 'static>(
     engine: &Arc<SqliteEngine>, lease: u32,
     f: impl FnOnce(&SqliteEngine) -> crate::error::Result<T> + Send + 'static,
 ) -> Call<T> {
-    if lease == super::OWN_TRANSACTION {
-        return Call::Now(Err(super::would_block()));
+    if lease == super::lease::OWN_TRANSACTION {
+        return Call::Now(Err(super::lease::would_block()));
     }
     let e = Arc::clone(engine);
     blocking(move || f(&e))
@@ -218,11 +218,11 @@ impl Engine for Arc<SqliteEngine> {
                     c,
                     &p,
                     &q,
-                    super::Budget::within(NOW_ROWS, NOW_BYTES),
+                    super::budget::Budget::within(NOW_ROWS, NOW_BYTES),
                 )
             });
             match r {
-                Err(e) if super::is_over_budget(&e) => {}
+                Err(e) if super::budget::is_over_budget(&e) => {}
                 r => return Call::Now(r),
             }
         }
@@ -266,14 +266,14 @@ impl Engine for Arc<SqliteEngine> {
                         &filter,
                         &after_row_id,
                         limit,
-                        super::Budget::within(NOW_ROWS, NOW_BYTES),
+                        super::budget::Budget::within(NOW_ROWS, NOW_BYTES),
                     )
                     .map(Some)
                 })
             });
             match r {
                 Ok(None) => {}
-                Err(e) if super::is_over_budget(&e) => {}
+                Err(e) if super::budget::is_over_budget(&e) => {}
                 r => return Call::Now(r.map(Option::unwrap_or_default)),
             }
         }

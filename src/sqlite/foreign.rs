@@ -215,7 +215,7 @@ impl Watch {
 
 #[cfg(target_os = "linux")]
 mod imp {
-    use super::FileId;
+    use crate::sqlite::foreign::FileId;
     use std::os::unix::fs::MetadataExt;
     use std::sync::mpsc::{sync_channel, RecvTimeoutError, SyncSender};
     use std::sync::{Arc, Mutex};
@@ -339,14 +339,15 @@ mod imp {
             let thread = std::thread::Builder::new()
                 .name("syncular-fdwatch".into())
                 .spawn(move || {
-                    let mut pause = super::INTERVAL;
+                    let mut pause = crate::sqlite::foreign::INTERVAL;
                     loop {
                         match stopped.recv_timeout(pause) {
                             Err(RecvTimeoutError::Timeout) => {
                                 let t = Instant::now();
                                 let verdict = second_mapping(&path);
                                 *seen.lock().unwrap_or_else(|p| p.into_inner()) = verdict;
-                                pause = super::INTERVAL.max(t.elapsed() * super::SHARE);
+                                pause = crate::sqlite::foreign::INTERVAL
+                                    .max(t.elapsed() * crate::sqlite::foreign::SHARE);
                             }
                             _ => return,
                         }
@@ -373,7 +374,7 @@ mod imp {
 
 #[cfg(not(target_os = "linux"))]
 mod imp {
-    use super::FileId;
+    use crate::sqlite::foreign::FileId;
     use std::sync::{Arc, Mutex};
 
     pub fn file_id(_path: &str) -> Option<FileId> {

@@ -1,6 +1,11 @@
 //! The write lease, group commit and writes in their own transaction.
 
+use super::lease::WOULD_BLOCK;
+use super::mutex::lock;
 use super::*;
+use crate::error::Error;
+use conn::map_err;
+use rusqlite::Connection;
 
 fn engine() -> SqliteEngine {
     let e = SqliteEngine::new(Config::for_tests(Location::Memory));
@@ -24,6 +29,13 @@ fn run(e: &SqliteEngine, id: u32, sql: &str) {
         .unwrap();
 }
 
+/// A new lease (the write lock free at once) that has run `sql`.
+fn leased(e: &SqliteEngine, sql: &str) -> u32 {
+    let id = e.try_lock(None).unwrap().unwrap();
+    run(e, id, sql);
+    id
+}
+
 fn count(e: &SqliteEngine, table: &str) -> i64 {
     e.read(|c| {
         c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
@@ -35,15 +47,12 @@ fn count(e: &SqliteEngine, table: &str) -> i64 {
 #[test]
 fn held_leases_become_visible_with_the_commit_that_ends_the_group() {
     let e = engine();
-    let a = e.try_lock(None).unwrap().unwrap();
-    run(&e, a, "INSERT INTO parent VALUES (1)");
+    let a = leased(&e, "INSERT INTO parent VALUES (1)");
     e.hold(a).unwrap();
     assert_eq!(count(&e, "parent"), 0, "held, not durable");
-    let b = e.try_lock(None).unwrap().unwrap();
-    run(&e, b, "INSERT INTO parent VALUES (2)");
+    let b = leased(&e, "INSERT INTO parent VALUES (2)");
     e.unlock(b, false).unwrap();
-    let c = e.try_lock(None).unwrap().unwrap();
-    run(&e, c, "INSERT INTO parent VALUES (3)");
+    let c = leased(&e, "INSERT INTO parent VALUES (3)");
     e.unlock(c, true).unwrap();
     let ids: Vec<i64> = e
         .read(|conn| {
@@ -58,18 +67,15 @@ fn held_leases_become_visible_with_the_commit_that_ends_the_group() {
 #[test]
 fn a_failed_physical_commit_fails_the_whole_group() {
     let e = engine();
-    let a = e.try_lock(None).unwrap().unwrap();
-    run(&e, a, "INSERT INTO parent VALUES (1)");
+    let a = leased(&e, "INSERT INTO parent VALUES (1)");
     e.hold(a).unwrap();
-    let b = e.try_lock(None).unwrap().unwrap();
-    run(&e, b, "INSERT INTO child VALUES (99)");
+    let b = leased(&e, "INSERT INTO child VALUES (99)");
     e.hold(b).unwrap();
     assert!(e.flush().is_err(), "the deferred key fails the COMMIT");
     assert_eq!(count(&e, "parent"), 0, "no lease of the group survives");
     assert_eq!(count(&e, "child"), 0);
     // The writer is usable again, outside any group.
-    let c = e.try_lock(None).unwrap().unwrap();
-    run(&e, c, "INSERT INTO parent VALUES (5)");
+    let c = leased(&e, "INSERT INTO parent VALUES (5)");
     e.unlock(c, true).unwrap();
     assert_eq!(count(&e, "parent"), 1);
 }
@@ -77,8 +83,7 @@ fn a_failed_physical_commit_fails_the_whole_group() {
 #[test]
 fn flush_waits_for_a_lease_that_has_run_work_and_rescues_one_that_has_not() {
     let e = engine();
-    let a = e.try_lock(None).unwrap().unwrap();
-    run(&e, a, "INSERT INTO parent VALUES (1)");
+    let a = leased(&e, "INSERT INTO parent VALUES (1)");
     e.hold(a).unwrap();
     let b = e.try_lock(None).unwrap().unwrap();
     // b has run nothing: the group commits without it.
@@ -86,8 +91,7 @@ fn flush_waits_for_a_lease_that_has_run_work_and_rescues_one_that_has_not() {
     assert_eq!(count(&e, "parent"), 1);
     run(&e, b, "INSERT INTO parent VALUES (2)");
     e.hold(b).unwrap();
-    let c = e.try_lock(None).unwrap().unwrap();
-    run(&e, c, "INSERT INTO parent VALUES (3)");
+    let c = leased(&e, "INSERT INTO parent VALUES (3)");
     assert!(!e.flush().unwrap(), "c has run work: not now");
     e.unlock(c, true).unwrap();
     assert_eq!(count(&e, "parent"), 3);
@@ -115,8 +119,7 @@ fn a_failed_rollback_after_a_failed_commit_rides_on_the_commit_error() {
     assert_eq!(wire["code"], "SQLITE_CONSTRAINT_FOREIGNKEY");
     assert_eq!(wire["rollbackError"]["code"], "SQLITE_AUTH");
     // The transaction the ROLLBACK could not end is ended by the next lease.
-    let b = e.try_lock(None).unwrap().unwrap();
-    run(&e, b, "INSERT INTO parent VALUES (1)");
+    let b = leased(&e, "INSERT INTO parent VALUES (1)");
     e.unlock(b, true).unwrap();
     assert_eq!(count(&e, "child"), 0);
     assert_eq!(count(&e, "parent"), 1);
@@ -125,8 +128,7 @@ fn a_failed_rollback_after_a_failed_commit_rides_on_the_commit_error() {
 #[test]
 fn a_commit_refused_and_a_rollback_that_succeeds_report_the_commit_error_alone() {
     let e = engine();
-    let a = e.try_lock(None).unwrap().unwrap();
-    run(&e, a, "INSERT INTO parent VALUES (1)");
+    let a = leased(&e, "INSERT INTO parent VALUES (1)");
     e.arm_faults(true, false).unwrap();
     let err = e.unlock(a, true).unwrap_err();
     assert!(
@@ -199,8 +201,7 @@ fn a_write_in_its_own_transaction_runs_nothing_while_a_lease_or_group_holds_the_
 #[test]
 fn close_rolls_back_held_leases() {
     let e = engine();
-    let a = e.try_lock(None).unwrap().unwrap();
-    run(&e, a, "INSERT INTO parent VALUES (1)");
+    let a = leased(&e, "INSERT INTO parent VALUES (1)");
     e.hold(a).unwrap();
     e.close();
     assert!(e.try_lock(None).is_err());
@@ -261,8 +262,7 @@ const MANY_CTE: &str = "WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 
 #[test]
 fn a_transaction_the_database_rolled_back_refuses_its_calls_and_its_commit() {
     let e = engine();
-    let a = e.try_lock(None).unwrap().unwrap();
-    run(&e, a, "INSERT INTO parent VALUES (1)");
+    let a = leased(&e, "INSERT INTO parent VALUES (1)");
     let _ = interrupted(&e, a, MANY_CTE);
     // Without the check, this write would commit on its own.
     let next = e.with_lease(a, |h| {
@@ -277,8 +277,7 @@ fn a_transaction_the_database_rolled_back_refuses_its_calls_and_its_commit() {
     );
     assert_eq!(count(&e, "parent"), 0, "nothing of it stored");
     // The writer serves the next transaction.
-    let b = e.try_lock(None).unwrap().unwrap();
-    run(&e, b, "INSERT INTO parent VALUES (3)");
+    let b = leased(&e, "INSERT INTO parent VALUES (3)");
     e.unlock(b, true).unwrap();
     assert_eq!(count(&e, "parent"), 1);
 }
@@ -286,8 +285,7 @@ fn a_transaction_the_database_rolled_back_refuses_its_calls_and_its_commit() {
 #[test]
 fn a_member_rolled_back_by_the_database_fails_the_held_commits_of_its_group() {
     let e = engine();
-    let a = e.try_lock(None).unwrap().unwrap();
-    run(&e, a, "INSERT INTO parent VALUES (1)");
+    let a = leased(&e, "INSERT INTO parent VALUES (1)");
     e.hold(a).unwrap();
     let b = e.try_lock(None).unwrap().unwrap();
     let _ = interrupted(&e, b, MANY_CTE);
@@ -299,21 +297,18 @@ fn a_member_rolled_back_by_the_database_fails_the_held_commits_of_its_group() {
     assert_eq!(count(&e, "parent"), 0);
     assert!(e.flush().unwrap(), "reported once");
     // A lease begun before the flush is told too, and its work undone.
-    let a = e.try_lock(None).unwrap().unwrap();
-    run(&e, a, "INSERT INTO parent VALUES (1)");
+    let a = leased(&e, "INSERT INTO parent VALUES (1)");
     e.hold(a).unwrap();
     let b = e.try_lock(None).unwrap().unwrap();
     let _ = interrupted(&e, b, MANY_CTE);
     e.unlock(b, false).unwrap();
-    let c = e.try_lock(None).unwrap().unwrap();
-    run(&e, c, "INSERT INTO parent VALUES (5)");
+    let c = leased(&e, "INSERT INTO parent VALUES (5)");
     assert_eq!(
         code(&e.unlock(c, true).unwrap_err()),
         crate::error::TX_ABORTED
     );
     assert_eq!(count(&e, "parent"), 0);
-    let d = e.try_lock(None).unwrap().unwrap();
-    run(&e, d, "INSERT INTO parent VALUES (6)");
+    let d = leased(&e, "INSERT INTO parent VALUES (6)");
     e.unlock(d, true).unwrap();
     assert!(e.flush().unwrap());
     assert_eq!(count(&e, "parent"), 1);

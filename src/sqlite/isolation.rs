@@ -11,9 +11,10 @@
 //! - While the query compiles and runs, an authorizer admits: SELECT,
 //!   recursive CTEs, reads of an app table only through its own view, reads
 //!   of those views, the JSON table-valued functions, and functions from
-//!   [`FUNCTIONS`]. Everything else is denied: `sync_*` and `sqlite_*`
-//!   tables, an app table named directly (`main.tasks`, or one the rewrite
-//!   missed), pragmas and pragma functions, ATTACH, every write and DDL.
+//!   an allowlist (`super::authorizer`). Everything else is denied:
+//!   `sync_*` and `sqlite_*` tables, an app table named directly
+//!   (`main.tasks`, or one the rewrite missed), pragmas and pragma
+//!   functions, ATTACH, every write and DDL.
 //!   The views' names start with `_syncular_q_`, which no registered query
 //!   may write anywhere in its text (`crate::query`), so no CTE or alias
 //!   can pose as a view: SQLite reports the FROM item being expanded as
@@ -46,12 +47,13 @@
 //! Temp objects live only in the connection that made them: the database
 //! file gains nothing, and the in-tree storage never sees them.
 
+use super::authorizer::{authorize, Rules, PARTITION_FN};
 use super::conn::map_err;
 use crate::error::{Error, Result};
 use crate::query;
 use crate::schema::{quote_ident, Table};
 use rusqlite::functions::FunctionFlags;
-use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
+use rusqlite::hooks::{AuthContext, Authorization};
 use rusqlite::Connection;
 use rusqlite::OptionalExtension;
 use std::cell::RefCell;
@@ -59,9 +61,6 @@ use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
-
-/// The SQL function the views filter on.
-const PARTITION_FN: &str = "syncular_partition";
 
 thread_local! {
     /// The partition of the registered query running on this thread. A
@@ -71,21 +70,6 @@ thread_local! {
     /// What the registered query compiling or running on this thread may
     /// read; `None` outside one (the storage's own statements).
     static BOUND: RefCell<Option<Rules>> = const { RefCell::new(None) };
-}
-
-/// The authorizer's view of one bounded query run.
-struct Rules {
-    /// (lower-case table name, its view's name) of the declared tables.
-    views: Vec<(String, String)>,
-    /// Set when anything was denied: SQLite reports some denials
-    /// (functions) as a plain SQLITE_ERROR.
-    denied: bool,
-    /// Set when the run was stopped at its step budget.
-    over_budget: bool,
-    /// FROM items read without naming a column whose name SQLite could
-    /// not place in a database (see [`column_free_read`]); checked once the
-    /// statement has compiled or recompiled ([`Bounded::verify`]).
-    unresolved: Vec<String>,
 }
 
 /// Registered query text starts with this comment, and no statement of the
@@ -157,132 +141,6 @@ pub fn now_stall() -> Duration {
         }),
     })
 }
-
-/// Functions a registered query may call (lower case). Pure functions of
-/// their arguments: none reads outside the query, writes, sleeps, loads
-/// code or allocates without bound from a small argument (so no
-/// `zeroblob`, `randomblob`, `load_extension`, `sqlite_*`, `fts3_*`), and
-/// none costs more than linear time in its arguments (so no `json_patch`,
-/// whose merge compares every key of one object with every key of the
-/// other; `instr`, `replace` and the trims are `super::linear_fns`).
-/// `like`/`glob` are what the LIKE and GLOB operators call.
-const FUNCTIONS: &[&str] = &[
-    // aggregates
-    "count",
-    "sum",
-    "total",
-    "avg",
-    "min",
-    "max",
-    "group_concat",
-    "string_agg",
-    // window functions: crate::query::WINDOW_FUNCTIONS
-    // scalar
-    "abs",
-    "coalesce",
-    "ifnull",
-    "iif",
-    "if",
-    "nullif",
-    "typeof",
-    "length",
-    "octet_length",
-    "lower",
-    "upper",
-    "trim",
-    "ltrim",
-    "rtrim",
-    "substr",
-    "substring",
-    "replace",
-    "instr",
-    "hex",
-    "unhex",
-    "quote",
-    "printf",
-    "format",
-    "char",
-    "unicode",
-    "round",
-    "sign",
-    "like",
-    "glob",
-    "likely",
-    "unlikely",
-    "likelihood",
-    "concat",
-    "concat_ws",
-    "random",
-    // math
-    "ceil",
-    "ceiling",
-    "floor",
-    "trunc",
-    "ln",
-    "log",
-    "log10",
-    "log2",
-    "exp",
-    "pow",
-    "power",
-    "sqrt",
-    "mod",
-    "pi",
-    "degrees",
-    "radians",
-    "sin",
-    "cos",
-    "tan",
-    "asin",
-    "acos",
-    "atan",
-    "atan2",
-    // date and time
-    "date",
-    "time",
-    "datetime",
-    "julianday",
-    "unixepoch",
-    "strftime",
-    "timediff",
-    // JSON
-    "json",
-    "jsonb",
-    "json_array",
-    "jsonb_array",
-    "json_array_length",
-    "json_extract",
-    "jsonb_extract",
-    "json_insert",
-    "jsonb_insert",
-    "json_object",
-    "jsonb_object",
-    "json_remove",
-    "jsonb_remove",
-    "json_replace",
-    "jsonb_replace",
-    "json_set",
-    "jsonb_set",
-    "json_type",
-    "json_valid",
-    "json_quote",
-    "json_group_array",
-    "jsonb_group_array",
-    "json_group_object",
-    "jsonb_group_object",
-    "json_each",
-    "json_tree",
-    "json_pretty",
-    "json_error_position",
-    "->",
-    "->>",
-    // the views' own filter
-    PARTITION_FN,
-];
-
-/// Table-valued functions a query may read (they read only their
-/// arguments).
-const TABLE_FUNCTIONS: &[&str] = &["json_each", "json_tree"];
 
 /// Registers `syncular_partition()` and the authorizer on a new
 /// connection.
@@ -400,7 +258,7 @@ pub struct Bounded<'c> {
 /// Makes the views of `tables` (the declared, materialized tables) when
 /// missing, binds `partition` for them, and installs the authorizer and the
 /// time limit.
-/// `budget`: when given, the run stops (with [`super::OVER_BUDGET`]) after
+/// `budget`: when given, the run stops (with `OVER_BUDGET`) after
 /// that many thousand VM steps.
 pub fn bound<'c>(
     conn: &'c Connection, partition: &str, tables: &[&Table], limit: Duration,
@@ -572,73 +430,6 @@ impl Drop for Bounded<'_> {
     }
 }
 
-fn authorize(ctx: &AuthContext<'_>, rules: &mut Rules) -> Authorization {
-    let views = &rules.views;
-    match ctx.action {
-        AuthAction::Select | AuthAction::Recursive => Authorization::Allow,
-        AuthAction::Function { function_name } => allow(
-            FUNCTIONS
-                .iter()
-                .chain(crate::query::WINDOW_FUNCTIONS)
-                .any(|f| f.eq_ignore_ascii_case(function_name)),
-        ),
-        AuthAction::Read { table_name, .. } => {
-            // SQLite authorizes a read of a real table's column with the
-            // database it resolved to, and never asks about a CTE's or
-            // subquery's columns. No database: a FROM item none of whose
-            // columns is read, named as the query wrote it.
-            let Some(db) = ctx.database_name else {
-                return column_free_read(table_name, rules);
-            };
-            if db.eq_ignore_ascii_case("main") {
-                if TABLE_FUNCTIONS
-                    .iter()
-                    .any(|f| f.eq_ignore_ascii_case(table_name))
-                {
-                    return Authorization::Allow;
-                }
-                // An app table, only from inside its own view (no query
-                // can name anything else like a view: see the module doc).
-                let table = table_name.to_ascii_lowercase();
-                allow(
-                    views
-                        .iter()
-                        .any(|(t, v)| *t == table && ctx.accessor == Some(v.as_str())),
-                )
-            } else if db.eq_ignore_ascii_case("temp") {
-                allow(views.iter().any(|(_, v)| v == table_name))
-            } else {
-                Authorization::Deny
-            }
-        }
-        _ => Authorization::Deny,
-    }
-}
-
-/// A FROM item the query reads no column of: a view or a JSON table
-/// function is admitted; any other name is admitted for now and checked
-/// once the statement has compiled ([`Bounded::verify`]): it must name
-/// nothing outside the query, so it was one of the query's CTEs.
-fn column_free_read(name: &str, rules: &mut Rules) -> Authorization {
-    let known = rules
-        .views
-        .iter()
-        .any(|(_, v)| v.eq_ignore_ascii_case(name))
-        || TABLE_FUNCTIONS.iter().any(|f| f.eq_ignore_ascii_case(name));
-    if !known && !rules.unresolved.iter().any(|n| n == name) {
-        rules.unresolved.push(name.to_owned());
-    }
-    Authorization::Allow
-}
-
-fn allow(yes: bool) -> Authorization {
-    if yes {
-        Authorization::Allow
-    } else {
-        Authorization::Deny
-    }
-}
-
 impl Bounded<'_> {
     /// After the statement compiled (and again after a run, which may
     /// have compiled it again): refuses the query when a FROM item it
@@ -684,7 +475,7 @@ impl Bounded<'_> {
     fn too_big(&self) -> Error {
         if self.now {
             return Error::plain(
-                super::OVER_BUDGET,
+                super::budget::OVER_BUDGET,
                 "registered query touched a value too large for the calling thread",
             );
         }
@@ -707,7 +498,7 @@ impl Bounded<'_> {
             Some(super::meter::Stop::TooBig) => return self.too_big(),
             Some(super::meter::Stop::Stall) if !closed.load(Ordering::Relaxed) => {
                 return Error::plain(
-                    super::OVER_BUDGET,
+                    super::budget::OVER_BUDGET,
                     "registered query exceeded its step budget",
                 )
             }
@@ -720,7 +511,7 @@ impl Bounded<'_> {
         });
         if over_budget && !closed.load(Ordering::Relaxed) {
             return Error::plain(
-                super::OVER_BUDGET,
+                super::budget::OVER_BUDGET,
                 "registered query exceeded its step budget",
             );
         }

@@ -1,7 +1,13 @@
 //! The storage members on SQLite, one method each. Reads take a reader
 //! connection; writes take the numbered write lease the caller holds.
 
-use super::{log, meta, rows, schema_sync, window, Held, SqliteEngine};
+use super::log;
+use super::meta;
+use super::rows;
+use super::schema_sync;
+use super::storage::SqliteEngine;
+use super::window;
+use super::writer::Held;
 use crate::error::{Error, Result};
 use crate::model::*;
 use crate::schema::Schema;
@@ -330,7 +336,7 @@ impl SqliteEngine {
 mod tests {
     use super::*;
     use crate::codec::{encode_row, Value};
-    use crate::sqlite::{Config, Location};
+    use crate::sqlite::conn::{Config, Location};
 
     const BENCH_SCHEMA: &str = r#"{"version":1,"tables":[{"name":"tasks","columns":[{"name":"id","type":"string","nullable":false},{"name":"project_id","type":"string","nullable":false},{"name":"title","type":"string","nullable":true},{"name":"n","type":"integer","nullable":true}],"primaryKeyIndex":0,"materialize":true,"indexes":[]}]}"#;
 

@@ -356,21 +356,13 @@ fn compare(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn one(conn: &Connection, sql: &str) -> String {
-        match conn.query_row(sql, [], |r| r.get::<_, Value>(0)) {
-            Ok(v) => format!("{v:?}"),
-            Err(e) => format!("error: {e}"),
-        }
-    }
+    use crate::sqlite::fn_tests::{assert_agree, builtin_and_ours};
 
     /// Every case answered by SQLite's own operators (a fresh connection)
     /// and by these functions must agree, errors included.
     #[test]
     fn the_matchers_agree_with_sqlite() {
-        let builtin = Connection::open_in_memory().unwrap();
-        let ours = Connection::open_in_memory().unwrap();
-        register(&ours).unwrap();
+        let (builtin, ours) = builtin_and_ours(register);
         let strings = [
             "",
             "a",
@@ -441,10 +433,7 @@ mod tests {
         ] {
             cases.push(extra.to_owned());
         }
-        for c in &cases {
-            let sql = format!("SELECT {c}");
-            assert_eq!(one(&builtin, &sql), one(&ours, &sql), "{c}");
-        }
+        assert_agree(&builtin, &ours, &cases);
         // The pattern limit, as SQLite applies it (ours reads it from the
         // meter of the running query).
         builtin
@@ -458,14 +447,15 @@ mod tests {
             memory: i64::MAX,
         };
         let _run = meter::start(limits, far, None, &closed);
-        for c in [
-            "'abcde' LIKE 'abcde'",
-            "'abcd' LIKE 'abcd'",
-            "NULL LIKE '%%%%%'",
-        ] {
-            let sql = format!("SELECT {c}");
-            assert_eq!(one(&builtin, &sql), one(&ours, &sql), "{c}");
-        }
+        assert_agree(
+            &builtin,
+            &ours,
+            [
+                "'abcde' LIKE 'abcde'",
+                "'abcd' LIKE 'abcd'",
+                "NULL LIKE '%%%%%'",
+            ],
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use super::conn::map_err;
 use super::sql::placeholders;
-use super::SqliteEngine;
+use super::storage::SqliteEngine;
 use crate::error::Result;
 use crate::model::reactions::*;
 use crate::stored::{self, Form};
@@ -44,6 +44,16 @@ WHERE partition = ?2 AND idempotency_key = ?3 AND status = 'dead-letter'";
 const PRUNABLE: &str =
     "((status = 'completed' AND completed_at_ms IS NOT NULL AND completed_at_ms < ?2) \
 OR (status = 'dead-letter' AND available_at_ms < ?3))";
+
+/// The reactions `text` (bound to `args`) answers, of `partition`.
+fn reactions_of(
+    conn: &Connection, text: &str, args: &[&dyn ToSql], partition: &str,
+) -> Result<Vec<StoredReaction>> {
+    let mut st = conn.prepare(text).map_err(map_err)?;
+    let rows = st.query_map(args, reaction_from).map_err(map_err)?;
+    rows.map(|r| stored::reaction(Form::Text, r.map_err(map_err)?, partition))
+        .collect()
+}
 
 /// The reaction as stored; [`stored::reaction`] checks its JSON columns.
 fn reaction_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredReaction> {
@@ -108,34 +118,35 @@ created_at_ms, idempotency_key LIMIT ?) RETURNING {FIELDS}",
     let mut args: Vec<&dyn ToSql> = vec![&q.lease_owner, &q.lease_expires_at_ms, &partition];
     args.extend(q.types.iter().map(|t| t as &dyn ToSql));
     args.extend([&q.now_ms as &dyn ToSql, &q.now_ms, &q.limit]);
-    let mut st = conn.prepare(&text).map_err(map_err)?;
-    let rows = st
-        .query_map(args.as_slice(), reaction_from)
-        .map_err(map_err)?;
-    rows.map(|r| stored::reaction(Form::Text, r.map_err(map_err)?, partition))
-        .collect()
-}
-
-fn changed_one(n: usize) -> bool {
-    n == 1
+    reactions_of(conn, &text, &args, partition)
 }
 
 pub fn complete(
     conn: &Connection, partition: &str, key: &str, owner: &str, completed_at_ms: i64,
 ) -> Result<bool> {
-    conn.prepare_cached(&format!("{COMPLETE} {LEASE_GUARD}"))
-        .and_then(|mut st| st.execute(params![completed_at_ms, partition, key, owner]))
-        .map(changed_one)
-        .map_err(map_err)
+    under_lease(conn, COMPLETE, completed_at_ms, partition, key, owner)
 }
 
 pub fn extend(
     conn: &Connection, partition: &str, key: &str, owner: &str, expires_at_ms: i64,
 ) -> Result<bool> {
-    conn.prepare_cached(&format!("{EXTEND} {LEASE_GUARD}"))
-        .and_then(|mut st| st.execute(params![expires_at_ms, partition, key, owner]))
+    under_lease(conn, EXTEND, expires_at_ms, partition, key, owner)
+}
+
+/// `update` (setting its one time value `at_ms`) of the reaction `key`,
+/// guarded by its lease (`LEASE_GUARD`: still `owner`'s); `true` when that
+/// one row changed.
+fn under_lease(
+    conn: &Connection, update: &str, at_ms: i64, partition: &str, key: &str, owner: &str,
+) -> Result<bool> {
+    conn.prepare_cached(&format!("{update} {LEASE_GUARD}"))
+        .and_then(|mut st| st.execute(params![at_ms, partition, key, owner]))
         .map(changed_one)
         .map_err(map_err)
+}
+
+fn changed_one(n: usize) -> bool {
+    n == 1
 }
 
 /// With `retry_at_ms`: back to `pending` at that time; without: dead-letter,
@@ -197,12 +208,7 @@ pub fn list(
     }
     text.push_str(" ORDER BY created_at_ms DESC, idempotency_key DESC LIMIT ?");
     args.push(&limit);
-    let mut st = conn.prepare(&text).map_err(map_err)?;
-    let rows = st
-        .query_map(args.as_slice(), reaction_from)
-        .map_err(map_err)?;
-    rows.map(|r| stored::reaction(Form::Text, r.map_err(map_err)?, partition))
-        .collect()
+    reactions_of(conn, &text, &args, partition)
 }
 
 /// Deletes at most `limit` aged terminal rows, oldest first, then by key.

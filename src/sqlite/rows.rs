@@ -4,6 +4,7 @@
 //! (staged writes visible) and a committed-state reader. Stored scopes are
 //! read as JSON objects (`crate::stored`); anything else is corrupt.
 
+use super::budget::Budget;
 use super::conn::{is_constraint, map_err};
 use super::sql::placeholders;
 use crate::codec::{self, Value};
@@ -14,6 +15,9 @@ use crate::scope::{scope_pairs, ScopeFilter};
 use crate::stored::{self, Form};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{params, Connection, OptionalExtension, ToSql};
+
+/// A schema with the statement text of each of its tables.
+pub type Loaded = crate::schema::Loaded<TableSql>;
 
 /// Statement text per row table, built once per loaded schema.
 pub struct TableSql {
@@ -308,16 +312,16 @@ pub fn scan_rows(
         filter,
         after_row_id,
         limit,
-        super::Budget::unbounded(),
+        Budget::unbounded(),
     )
 }
 
-/// [`scan_rows`], failing with [`super::OVER_BUDGET`] once it would step
+/// [`scan_rows`], failing with `OVER_BUDGET` once it would step
 /// more rows, or copy more payload bytes, than `budget` allows.
 #[allow(clippy::too_many_arguments)]
 pub fn scan_rows_within(
     conn: &Connection, table: &Table, sql: &TableSql, partition: &str, filter: &ScopeFilter,
-    after_row_id: &str, limit: i64, mut budget: super::Budget,
+    after_row_id: &str, limit: i64, mut budget: Budget,
 ) -> Result<Vec<StoredRow>> {
     let Some((var, values)) = filter.probe() else {
         return Err(Error::query("sync.storage.scan_requires_scope"));

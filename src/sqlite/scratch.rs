@@ -56,7 +56,7 @@ impl Scratch {
                 format!("could not create the memory database's directory {dir:?}: {e}"),
             )
         })?;
-        super::lock(&LIVE).push((owner, dir.clone()));
+        super::mutex::lock(&LIVE).push((owner, dir.clone()));
         Ok(Scratch { dir })
     }
 
@@ -68,7 +68,7 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
-        super::lock(&LIVE).retain(|(_, d)| d != &self.dir);
+        super::mutex::lock(&LIVE).retain(|(_, d)| d != &self.dir);
     }
 }
 
@@ -76,7 +76,7 @@ impl Drop for Scratch {
 /// is exiting).
 pub fn remove_owned_by(owner: u64) {
     let mine: Vec<PathBuf> = {
-        let mut live = super::lock(&LIVE);
+        let mut live = super::mutex::lock(&LIVE);
         let (mine, rest): (Vec<_>, Vec<_>) = live.drain(..).partition(|(o, _)| *o == owner);
         *live = rest;
         mine.into_iter().map(|(_, d)| d).collect()

@@ -27,9 +27,9 @@
 //! pragmas that set how the connection works are refused: they belong to
 //! the storage.
 
+use super::bind::{cell, Bound};
 use super::conn::{self, map_err};
-use super::query::{cell, Bound};
-use super::Writer;
+use super::writer::{Staged, Writer};
 use crate::error::{Error, Result};
 use crate::model::Cell;
 use crate::query::Value;
@@ -198,13 +198,6 @@ fn db_err(scope: &InScope, e: rusqlite::Error) -> Error {
         }
         e => map_err(e),
     }
-}
-
-/// One write through `db` inside the open transaction, kept until that
-/// transaction commits (see the module comment).
-pub(super) struct Staged {
-    sql: String,
-    params: Vec<Value>,
 }
 
 /// What the caller wants of a statement.
@@ -454,29 +447,6 @@ pub(super) fn replay_fresh(w: &mut Writer) {
         return;
     }
     drop(wait);
-}
-
-impl super::SqliteEngine {
-    /// `db.exec(sql)`.
-    pub fn db_exec(&self, sql: &str) -> Result<()> {
-        let db = self.db()?;
-        let mut w = super::lock(&db.writer);
-        exec(&mut w, sql)
-    }
-
-    /// `db.query(sql)`: compiles it, so a bad statement fails there.
-    pub fn db_prepare(&self, sql: &str) -> Result<()> {
-        let db = self.db()?;
-        let mut w = super::lock(&db.writer);
-        prepare(&mut w, sql)
-    }
-
-    /// `db.run(sql, params)`, and a statement's `run`, `get` and `all`.
-    pub fn db_statement(&self, sql: &str, params: Vec<Value>, fetch: Fetch) -> Result<Output> {
-        let db = self.db()?;
-        let mut w = super::lock(&db.writer);
-        statement(&mut w, sql, params, fetch)
-    }
 }
 
 #[cfg(test)]

@@ -1,11 +1,12 @@
 //! `storage.db` beside the write lease: a write through `db` survives every
 //! way the transaction it joined can end without committing.
 
-use super::super::{Config, Location, SqliteEngine};
 use super::{Fetch, Output};
 use crate::error::Error;
 use crate::model::Cell;
 use crate::query::Value;
+use crate::sqlite::conn::{Config, Location};
+use crate::sqlite::storage::SqliteEngine;
 
 fn engine() -> SqliteEngine {
     engine_at(Location::Memory)
@@ -23,7 +24,7 @@ fn engine_at(location: Location) -> SqliteEngine {
     )
     .unwrap();
     let db = e.db().unwrap();
-    super::super::lock(&db.writer)
+    crate::sqlite::mutex::lock(&db.writer)
         .conn
         .execute_batch("PRAGMA foreign_keys=ON")
         .unwrap();

@@ -73,7 +73,7 @@ impl StandIn {
 
 #[cfg(target_os = "linux")]
 mod imp {
-    use super::{StandIn, SHARED_FIRST, SHARED_SIZE};
+    use crate::sqlite::standin::{StandIn, SHARED_FIRST, SHARED_SIZE};
     use std::os::fd::AsRawFd;
 
     pub fn open(path: &str) -> Option<StandIn> {
@@ -114,7 +114,7 @@ mod imp {
 
 #[cfg(not(target_os = "linux"))]
 mod imp {
-    use super::StandIn;
+    use crate::sqlite::standin::StandIn;
 
     pub fn open(_path: &str) -> Option<StandIn> {
         None

@@ -3,9 +3,9 @@
 //! each candidate commit is folded with its changes to the table that pass
 //! the whole filter.
 
+use super::budget::Budget;
 use super::conn::map_err;
 use super::sql::ValueSet;
-use super::Budget;
 use crate::error::Result;
 use crate::model::StoredCommit;
 use crate::scope::ScopeFilter;
@@ -21,7 +21,7 @@ pub fn read_commit_window(
     read_commit_window_within(conn, partition, q, Budget::unbounded())
 }
 
-/// [`read_commit_window`], failing with [`super::OVER_BUDGET`] once it
+/// [`read_commit_window`], failing with `OVER_BUDGET` once it
 /// would step more rows, or copy more payload bytes, than `budget` allows.
 pub fn read_commit_window_within(
     conn: &Connection, partition: &str, q: &WindowQuery<'_>, mut budget: Budget,
