@@ -28,9 +28,10 @@ test('a cycle between files and an engine using the other engine are caught', ()
     };
     put('src/lib.rs', 'pub mod engine;\npub mod sqlite;\npub mod postgres;\n');
     put('src/engine.rs', 'pub trait Engine {}\n');
-    put('src/sqlite/mod.rs', 'mod a;\nmod b;\npub fn f() { a::g() }\n');
+    put('src/sqlite/mod.rs', 'mod a;\nmod b;\nmod c;\npub fn f() { a::g() }\n');
     put('src/sqlite/a.rs', 'pub fn g() { super::b::h() }\n');
-    put('src/sqlite/b.rs', 'pub fn h() { crate::sqlite::a::g(); crate::postgres::k() }\n');
+    put('src/sqlite/b.rs', 'use super::{a, c::D};\npub fn h() { a::g(); crate::postgres::k() }\n');
+    put('src/sqlite/c.rs', 'pub struct D;\n');
     put('src/postgres/mod.rs', 'pub fn k() { let _ = "crate::sqlite::f"; }\n');
     const r = run('--repo', repo);
     assert.equal(r.status, 1, r.stdout);

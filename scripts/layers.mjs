@@ -115,6 +115,20 @@ for (const [m, f] of modules) {
     const to = resolve(base, parts);
     if (to && to !== self) out.add(to);
   }
+  // Grouped imports: `use super::{a, b::C}` names each part.
+  for (const g of src.matchAll(/\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)*)::\{([^{}]*)\}/g)) {
+    let base = g[1] === 'crate' ? 'crate' : g[1] === 'self' ? self : isFace(f) ? parentOf(self) : here;
+    const prefix = g[2].split('::').filter(Boolean);
+    while (prefix[0] === 'super') {
+      base = parentOf(base);
+      prefix.shift();
+    }
+    for (const item of g[3].split(',')) {
+      const parts = [...prefix, ...item.trim().split(/\s+as\s+/)[0].split('::').filter((p) => p && p !== 'self')];
+      const to = resolve(base, parts);
+      if (to && to !== self) out.add(to);
+    }
+  }
   for (const c of src.matchAll(/\bmod\s+([a-z_0-9]+)\s*;/g)) {
     const child = `${self}::${c[1]}`;
     if (modules.has(child) && new RegExp(`(?<![:\\w])${c[1]}::`).test(src.replace(/\bmod\s+[a-z_0-9]+\s*;/g, ''))) out.add(child);
