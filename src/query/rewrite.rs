@@ -30,6 +30,17 @@ pub enum Request {
     Malformed,
 }
 
+impl Request {
+    /// Bytes of the request's SQL text (0 for a malformed one): what the
+    /// rewrite's and a guard's work grow with.
+    pub fn text_len(&self) -> usize {
+        match self {
+            Request::Legacy { sql } | Request::Plan { sql, .. } => sql.len(),
+            Request::Malformed => 0,
+        }
+    }
+}
+
 /// Where a flattened `?` takes its value from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bind {

@@ -92,11 +92,7 @@ impl PgEngine {
         &self, req: &Request, params: &[Value], declared: &[String], w: &Where,
     ) -> Result<(Prepared, Arc<guard::Guarded>)> {
         let loaded = self.registered_schema()?;
-        let text = match req {
-            Request::Legacy { sql } | Request::Plan { sql, .. } => sql.len(),
-            Request::Malformed => 0,
-        };
-        if text > guard::MAX_QUERY_BYTES {
+        if req.text_len() > guard::MAX_QUERY_BYTES {
             // Before the rewrite and the guard: their work grows with it.
             return Err(Error::plain(
                 query::REFUSED,
@@ -452,11 +448,7 @@ const LONG_QUERY_BYTES: usize = 2048;
 /// of the call to a runtime worker; a short query stays on the calling
 /// thread, where it answers without a hop.
 async fn off_the_calling_thread(req: &Request) {
-    let text = match req {
-        Request::Legacy { sql } | Request::Plan { sql, .. } => sql.len(),
-        Request::Malformed => 0,
-    };
-    if text > LONG_QUERY_BYTES {
+    if req.text_len() > LONG_QUERY_BYTES {
         tokio::task::yield_now().await;
     }
 }
