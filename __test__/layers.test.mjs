@@ -26,8 +26,8 @@ test('a cycle between files and an engine using the other engine are caught', ()
       mkdirSync(dirname(join(repo, p)), { recursive: true });
       writeFileSync(join(repo, p), text);
     };
-    put('src/lib.rs', 'pub mod engine;\npub mod sqlite;\npub mod postgres;\n');
-    put('src/engine.rs', 'pub trait Engine {}\n');
+    put('src/lib.rs', 'pub mod seam;\npub mod sqlite;\npub mod postgres;\n');
+    put('src/seam.rs', 'pub trait Engine {}\n');
     put('src/sqlite/mod.rs', 'mod a;\nmod b;\nmod c;\npub fn f() { a::g() }\n');
     put('src/sqlite/a.rs', 'pub fn g() { super::b::h() }\n');
     put('src/sqlite/b.rs', 'use super::{a, c::D};\npub fn h() { a::g(); crate::postgres::k() }\n');

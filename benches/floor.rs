@@ -12,11 +12,11 @@
 //! `tests/bench_floor.rs` includes this file to keep it compiling and working.
 
 use std::time::{Duration, Instant};
-use syncular_native_storage::codec::{encode_row, Value};
-use syncular_native_storage::model::{
+use syncular_native_storage::core::codec::{encode_row, Value};
+use syncular_native_storage::core::model::{
     Change, ChangeOp, CheckpointDeclaration, NewCommit, StoredRow, Tomb,
 };
-use syncular_native_storage::schema::Schema;
+use syncular_native_storage::core::schema::Schema;
 use syncular_native_storage::sqlite::{Config, Location, SqliteEngine, Synchronous};
 use syncular_native_storage::Result;
 
@@ -44,7 +44,7 @@ pub fn direct_push(path: &str, commits: u32, ops: u32, synchronous: Synchronous)
         location: Location::File(path.to_owned()),
         synchronous,
         busy_timeout: Duration::from_secs(5),
-        query_timeout: syncular_native_storage::query::DEFAULT_TIMEOUT,
+        query_timeout: syncular_native_storage::core::query::DEFAULT_TIMEOUT,
         result_limits: Default::default(),
     });
     let lease = engine.try_lock(None)?.expect("fresh database");

@@ -3,7 +3,7 @@
 // the other engine, or a url whose scheme names no engine is a coded error
 // that names the key and what is accepted, never a silent default (a typo
 // must not open a memory database whose data vanishes at close). The url's
-// own syntax is checked natively (src/engine.rs).
+// own syntax is checked natively (src/open.rs).
 
 const { invalidArgument } = require('./errors');
 

@@ -1,34 +1,21 @@
 //! syncular-native-storage: the `@syncular/server` storage seam in Rust.
 //!
-//! Layers, inner to outer:
-//! - `codec`: the row payload codec (pure);
-//! - `schema`, `scope`, `model`: what the host's data means, engine-neutral;
-//! - `window`, `scan`, `migrate`, `stored`: logic both engines share;
-//! - `sqlite`: the embedded engine (SQL text in `sqlite::sql`, logic per area);
-//! - `engine`: the seam, `trait Engine`, naming no engine;
-//! - `postgres`: the PostgreSQL engine on sqlx (same areas, same shared logic);
-//! - `open`: picks and opens the engine a url names (above the engines);
-//! - `telemetry`: `tracing` events (calls, slow statements, waits) and their
-//!   routing to stderr or a sink; knows nothing of JS;
+//! Layers, inner to outer (arrows point down; `scripts/layers.mjs --check`):
+//! - `core`: engine-neutral meaning and shared rules (codec, schema, scope,
+//!   model, windows, scans, the schema plan, registered-query rewrite,
+//!   errors, telemetry);
+//! - `seam`: `trait Engine`, in core types only, naming no engine;
+//! - `sqlite`, `postgres`: the two engines, side by side, each behind the
+//!   seam (SQL text in their `sql` modules, logic per area);
+//! - `open`: picks and opens the engine a url names;
 //! - `napi`: the thin N-API binding; the only module that knows JS exists.
 
-pub mod checkpoint;
-pub mod codec;
-pub mod engine;
-pub mod error;
-pub mod migrate;
-pub mod model;
+pub mod core;
 pub mod open;
 pub mod postgres;
-pub mod query;
-pub mod scan;
-pub mod schema;
-pub mod scope;
+pub mod seam;
 pub mod sqlite;
-pub mod stored;
-pub mod telemetry;
-pub mod window;
 
 mod napi;
 
-pub use error::{Error, Result};
+pub use crate::core::error::{Error, Result};

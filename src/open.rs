@@ -1,13 +1,13 @@
 //! Opens the engine a host's options name: the one place above the seam
 //! that knows every engine.
 //!
-//! [`crate::engine`] defines the seam and names no engine; each engine
+//! [`crate::seam`] defines the seam and names no engine; each engine
 //! implements it beside its own code; this module validates the options,
 //! picks the engine by url and returns it as a `dyn Engine`, with the SQLite
 //! engine also by its own type for `storage.db`. Only the binding calls it.
 
-use crate::engine::Engine;
-use crate::error::Result;
+use crate::core::error::Result;
+use crate::seam::Engine;
 use std::sync::Arc;
 
 /// What a host may configure, engine-neutral; each engine reads its part.
@@ -71,9 +71,11 @@ pub struct Opened {
 /// Validates the options and returns the engine they name. Nothing
 /// connects yet: the database opens on first use.
 pub fn open(o: Options) -> Result<Opened> {
-    let query_timeout = o.query_timeout.unwrap_or(crate::query::DEFAULT_TIMEOUT);
-    let defaults = crate::query::result::Limits::default();
-    let result_limits = crate::query::result::Limits {
+    let query_timeout = o
+        .query_timeout
+        .unwrap_or(crate::core::query::DEFAULT_TIMEOUT);
+    let defaults = crate::core::query::result::Limits::default();
+    let result_limits = crate::core::query::result::Limits {
         rows: o.max_result_rows.unwrap_or(defaults.rows),
         bytes: o.max_result_bytes.unwrap_or(defaults.bytes),
     };

@@ -14,7 +14,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::Config;
-use syncular_native_storage::codec::{decode_row, encode_row, ColumnDef, ColumnType, Value};
+use syncular_native_storage::core::codec::{decode_row, encode_row, ColumnDef, ColumnType, Value};
 
 const MAX_SAFE: i64 = 9_007_199_254_740_991;
 

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
-use syncular_native_storage::codec::{
+use syncular_native_storage::core::codec::{
     decode_row, encode_row, reencode_with_added_nulls, ColumnDef, ColumnType, Value,
 };
 

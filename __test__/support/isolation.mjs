@@ -237,7 +237,7 @@ export async function endRunaways(url) {
 
 /**
  * The name of the SQLite engine's partition view of a table (FNV-1a over
- * the table's and its columns' names, as src/query/rewrite.rs names it):
+ * the table's and its columns' names, as src/core/query/rewrite.rs names it):
  * derived from the schema, so an attacker knows it too.
  */
 export function viewName(table, columns) {

@@ -5,7 +5,7 @@ use super::convert::int;
 use super::records::RowScopes;
 use super::reply::Reply;
 use super::storage::NativeEngine;
-use crate::model::admin::{CommitMetadata, ScopeActivity};
+use crate::core::model::admin::{CommitMetadata, ScopeActivity};
 use napi_derive::napi;
 
 #[napi]

@@ -7,7 +7,7 @@ use super::convert::{int, JsDeclaration};
 use super::records::Gate;
 use super::reply::Reply;
 use super::storage::NativeEngine;
-use crate::model::{Checkpoint, CheckpointProgress};
+use crate::core::model::{Checkpoint, CheckpointProgress};
 use napi_derive::napi;
 
 fn progress(

@@ -11,7 +11,7 @@
 
 use super::args::js_type;
 use super::jsontext::{int, string};
-use crate::model::{ClientRecord, RegistryEntry};
+use crate::core::model::{ClientRecord, RegistryEntry};
 use napi::bindgen_prelude::ToNapiValue;
 use napi::sys;
 

@@ -1,7 +1,7 @@
 //! JS-facing shapes and argument checks.
 
-use crate::error::{Error, Result};
-use crate::model::*;
+use crate::core::error::{Error, Result};
+use crate::core::model::*;
 use napi_derive::napi;
 
 /// A JS number that must be a safe integer (NaN, fractions, ±Infinity and
@@ -45,7 +45,7 @@ pub fn positive_ms(v: f64, what: &str) -> Result<std::time::Duration> {
 
 pub fn query_timeout(ms: Option<f64>) -> Result<std::time::Duration> {
     match ms {
-        None => Ok(crate::query::DEFAULT_TIMEOUT),
+        None => Ok(crate::core::query::DEFAULT_TIMEOUT),
         Some(v) => {
             let ms = int(v, "queryTimeoutMs")?;
             if ms < 1 {
@@ -79,9 +79,9 @@ impl JsDeclaration {
 /// legacy 0.15.x form.
 pub fn prune_target(through_seq: f64, log_epoch: Option<String>) -> Result<PruneTarget> {
     let through = non_negative(through_seq, "throughSeq")
-        .map_err(|_| crate::error::Error::query("sync.storage.invalid_prune_cursor"))?;
+        .map_err(|_| crate::core::error::Error::query("sync.storage.invalid_prune_cursor"))?;
     match log_epoch {
-        Some(e) if e.is_empty() => Err(crate::error::Error::query(
+        Some(e) if e.is_empty() => Err(crate::core::error::Error::query(
             "sync.storage.invalid_prune_cursor",
         )),
         Some(e) => Ok(PruneTarget::Checked {

@@ -8,8 +8,8 @@
 use super::query::{cell, values, QueryValue};
 use super::records::object;
 use super::storage::NativeEngine;
-use crate::error::Error;
-use crate::model::MAX_SAFE_INTEGER;
+use crate::core::error::Error;
+use crate::core::model::MAX_SAFE_INTEGER;
 use crate::sqlite::shared::{Fetch, Output};
 use crate::sqlite::SqliteEngine;
 use napi::bindgen_prelude::*;

@@ -6,9 +6,9 @@
 use super::args::Str;
 use super::reply::Reply;
 use super::storage::NativeEngine;
-use crate::model::admin::BlobReferencingRow;
-use crate::model::reactions::StoredReaction;
-use crate::model::{Checkpoint, ClientCursor, ClientRecord, RegistryEntry};
+use crate::core::model::admin::BlobReferencingRow;
+use crate::core::model::reactions::StoredReaction;
+use crate::core::model::{Checkpoint, ClientCursor, ClientRecord, RegistryEntry};
 use napi_derive::napi;
 
 macro_rules! forward {

@@ -1,7 +1,7 @@
 //! What happens around a storage's life that JS cannot see: the env's
 //! teardown (process or worker exit) and collection by GC.
 
-use crate::engine::Engine;
+use crate::seam::Engine;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use std::cell::Cell;

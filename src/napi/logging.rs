@@ -1,4 +1,4 @@
-//! `setLogSink`: hands the native diagnostics (`crate::telemetry`) to a JS
+//! `setLogSink`: hands the native diagnostics (`crate::core::telemetry`) to a JS
 //! callback, and starts stderr logging at module registration.
 //!
 //! The callback is a weak threadsafe function: events from any thread are
@@ -8,7 +8,7 @@
 //! by every storage and worker): a later call replaces it.
 
 use super::to_napi;
-use crate::telemetry::{self, LogRecord};
+use crate::core::telemetry::{self, LogRecord};
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{
     ThreadsafeFunction, ThreadsafeFunctionCallMode, UnknownReturnValue,

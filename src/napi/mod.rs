@@ -1,5 +1,5 @@
 //! The N-API binding: one class, `NativeEngine`, over whichever engine the
-//! url names (`crate::engine`). It converts arguments, contains panics and
+//! url names (`crate::seam`). It converts arguments, contains panics and
 //! turns answers into JS values or Promises; no storage logic lives here.
 //!
 //! Errors cross as a JSON description inside the message (see
@@ -27,7 +27,7 @@ mod reply;
 mod rowpack;
 mod storage;
 
-use crate::error::Error;
+use crate::core::error::Error;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Marks a message as a serialized core error.
@@ -56,7 +56,7 @@ pub fn panicked(p: Box<dyn std::any::Any + Send>) -> Error {
         "ERR_SYNCULAR_INTERNAL",
         format!(
             "internal error (panic contained): {}",
-            crate::error::panic_message(p)
+            crate::core::error::panic_message(p)
         ),
     )
 }

@@ -3,7 +3,7 @@
 
 use super::reply::Reply;
 use super::storage::NativeEngine;
-use crate::engine::EngineStats;
+use crate::seam::EngineStats;
 use napi_derive::napi;
 
 #[napi(object)]

@@ -26,8 +26,8 @@
 
 use super::args::js_type;
 use super::bytes::{typed_array, Bytes};
-use crate::engine::Prefetch;
-use crate::model::{ChangeOp, StoredCommit, StoredRow, Tomb};
+use crate::core::model::{ChangeOp, StoredCommit, StoredRow, Tomb};
+use crate::seam::Prefetch;
 use napi::bindgen_prelude::{check_status, ToNapiValue};
 use napi::sys;
 use std::collections::HashMap;
@@ -109,7 +109,7 @@ impl Writer {
     fn row_fields(&mut self, r: &StoredRow) {
         self.int(r.server_version);
         self.json.push(',');
-        // Stored scopes, read as a JSON object (`crate::stored`).
+        // Stored scopes, read as a JSON object (`crate::core::stored`).
         self.json.push_str(&r.scopes_json);
         self.blob(Some(&r.payload));
         self.blob(r.column_versions.as_deref());
@@ -260,7 +260,7 @@ impl<'a> Columns<'a> {
 }
 
 /// Rows as the engines read them: their scopes are JSON objects (every
-/// row read checks them, `crate::stored`), so JS parses each text as is.
+/// row read checks them, `crate::core::stored`), so JS parses each text as is.
 pub fn rows(list: Vec<StoredRow>) -> Records {
     let payloads = list.iter().map(|r| r.payload.len()).sum();
     let ids = list.iter().map(|r| r.row_id.len()).sum();

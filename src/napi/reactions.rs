@@ -5,11 +5,11 @@
 use super::convert::int;
 use super::reply::Reply;
 use super::storage::NativeEngine;
-use crate::error::Error;
-use crate::model::reactions::{
+use crate::core::error::Error;
+use crate::core::model::reactions::{
     ClaimQuery, FailureUpdate, NewReaction, PruneQuery, PrunedCounts, StoredReaction,
 };
-use crate::model::MAX_SAFE_INTEGER;
+use crate::core::model::MAX_SAFE_INTEGER;
 use napi_derive::napi;
 
 #[napi(object, object_to_js = false)]
@@ -170,7 +170,7 @@ impl NativeEngine {
 #[cfg(test)]
 mod tests {
     use super::lease_expiry;
-    use crate::model::MAX_SAFE_INTEGER;
+    use crate::core::model::MAX_SAFE_INTEGER;
 
     #[test]
     fn lease_expiry_caps_at_max_safe_integer() {

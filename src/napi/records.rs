@@ -4,9 +4,9 @@
 //! leave out absent properties.
 
 use super::args::js_type;
-use crate::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
-use crate::model::reactions::{PrunedCounts, StoredReaction};
-use crate::model::*;
+use crate::core::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
+use crate::core::model::reactions::{PrunedCounts, StoredReaction};
+use crate::core::model::*;
 use napi::bindgen_prelude::{check_status, ToNapiValue};
 use napi::sys;
 use std::ffi::CStr;

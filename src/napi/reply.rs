@@ -7,8 +7,8 @@
 
 use super::panicked;
 use super::to_napi;
-use crate::engine::{Call, Pending, Work};
-use crate::error::Error;
+use crate::core::error::Error;
+use crate::seam::{Call, Pending, Work};
 use napi::bindgen_prelude::{AsyncTask, Env, Task, ToNapiValue, TypeName, ValueType};
 use napi::sys;
 use std::future::Future;
@@ -56,7 +56,7 @@ impl<T> Future for Guarded<T> {
             Ok(Poll::Ready(r)) => r,
             Err(p) => Err(panicked(p)),
         };
-        crate::telemetry::call_finished(self.started, self.member, self.engine);
+        crate::core::telemetry::call_finished(self.started, self.member, self.engine);
         Poll::Ready(out.map_err(to_napi))
     }
 }
@@ -103,7 +103,7 @@ impl<T: ToNapiValue + Send + 'static> Task for Blocking<T> {
             Ok(r) => r,
             Err(p) => Err(panicked(p)),
         };
-        crate::telemetry::call_finished(self.started, self.member, self.engine);
+        crate::core::telemetry::call_finished(self.started, self.member, self.engine);
         out.map_err(to_napi)
     }
 
@@ -126,7 +126,7 @@ impl<T: ToNapiValue + Send + 'static> ToNapiValue for Reply<T> {
     unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> napi::Result<sys::napi_value> {
         match val.call {
             Call::Now(r) => {
-                crate::telemetry::call_finished(val.started, val.member, val.engine);
+                crate::core::telemetry::call_finished(val.started, val.member, val.engine);
                 unsafe { T::to_napi_value(env, r.map_err(to_napi)?) }
             }
             Call::Blocking(work) => {

@@ -5,8 +5,8 @@
 
 use super::args::js_type;
 use super::bytes::Bytes;
-use crate::error::{Error, Result};
-use crate::model::{Change, ChangeOp, StoredRow};
+use crate::core::error::{Error, Result};
+use crate::core::model::{Change, ChangeOp, StoredRow};
 use napi::bindgen_prelude::{check_status, ToNapiValue};
 use napi::sys;
 use serde_json::value::RawValue;

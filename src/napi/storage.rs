@@ -2,7 +2,7 @@
 //! engine the url names. Each member converts its arguments, calls the
 //! engine once and hands back a [`Reply`]: a value when the engine answered
 //! at once, else a Promise. Members taking `lease` run under a lease from
-//! `begin` (see `crate::engine`). Checkpoints, reactions, admin reads and
+//! `begin` (see `crate::seam`). Checkpoints, reactions, admin reads and
 //! registered queries are in the sibling files, as further `impl` blocks.
 
 use super::args::{At, Buf, Str};
@@ -12,12 +12,14 @@ use super::packed::{self, Packed, Records};
 use super::panicked;
 use super::reply::Reply;
 use super::rowpack::{unpack_changes, RowTuple};
-use crate::engine::{Call, Engine};
-use crate::model::{ClientRecord, CursorAdvance, NewCommit, PruneResult, RegistryEntry, StoredRow};
+use crate::core::model::{
+    ClientRecord, CursorAdvance, NewCommit, PruneResult, RegistryEntry, StoredRow,
+};
+use crate::core::schema::Schema;
+use crate::core::scope::ScopeFilter;
+use crate::core::window::Window;
 use crate::open::Options;
-use crate::schema::Schema;
-use crate::scope::ScopeFilter;
-use crate::window::Window;
+use crate::seam::{Call, Engine};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -113,7 +115,7 @@ impl NativeEngine {
     pub(super) fn run<T: Send + 'static>(
         &self, member: &'static str, f: impl FnOnce(&dyn Engine) -> crate::Result<Call<T>>,
     ) -> Reply<T> {
-        let started = crate::telemetry::call_started();
+        let started = crate::core::telemetry::call_started();
         let engine = self.engine();
         let call = match catch_unwind(AssertUnwindSafe(|| f(engine))) {
             Ok(Ok(call)) => call,

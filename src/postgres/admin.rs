@@ -5,10 +5,10 @@
 use super::error::map_err;
 use super::handle::PgEngine;
 use super::run::{read, snapshot};
-use crate::error::Result;
-use crate::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
-use crate::schema::quote_ident;
-use crate::stored::{self, Form, Shape};
+use crate::core::error::Result;
+use crate::core::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
+use crate::core::schema::quote_ident;
+use crate::core::stored::{self, Form, Shape};
 use sqlx::{AssertSqlSafe, PgConnection, Row};
 
 /// Changes per (commit, table) of the listed commits, ordered by table.
@@ -109,7 +109,7 @@ pub async fn scope_activity(
 }
 
 /// `(serverVersion, scopes JSON)` without reading the payload; the scopes
-/// in either JSONB form (`crate::stored`).
+/// in either JSONB form (`crate::core::stored`).
 pub async fn row_scopes(
     c: &mut PgConnection, table: &str, partition: &str, row_id: &str,
 ) -> Result<Option<(i64, String)>> {

@@ -1,16 +1,16 @@
 //! RFC 0007 checkpoint lifecycle beyond declaration on PostgreSQL
 //! (storage-layout §14.3–§14.5): claim, the owner-epoch compare-and-set,
 //! source coverage, the source-change check and activation under the
-//! partition row lock. The decisions are `crate::checkpoint`'s.
+//! partition row lock. The decisions are `crate::core::checkpoint`'s.
 
 use super::error::map_err;
 use super::handle::PgEngine;
 use super::log;
 use super::meta::{checkpoint_from, version_i32};
 use super::run::{read, snapshot, with_tx, write};
-use crate::checkpoint::{fence_covers, Activation, SourceState};
-use crate::error::{Error, Result};
-use crate::model::{Checkpoint, CheckpointProgress};
+use crate::core::checkpoint::{fence_covers, Activation, SourceState};
+use crate::core::error::{Error, Result};
+use crate::core::model::{Checkpoint, CheckpointProgress};
 use sqlx::{PgConnection, Row};
 
 const CLAIM: &str = "UPDATE sync_backfill_checkpoints

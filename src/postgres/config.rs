@@ -3,8 +3,8 @@
 //! pool size, the schema, the time and size bounds, and what opening a
 //! transaction sends under each pooling mode.
 
-use crate::error::{Error, Result};
-use crate::schema::quote_ident;
+use crate::core::error::{Error, Result};
+use crate::core::schema::quote_ident;
 use std::time::Duration;
 
 #[derive(Debug, Clone)]
@@ -16,7 +16,7 @@ pub struct Config {
     /// How long one registered query may run (`queryTimeoutMs`).
     pub query_timeout: Duration,
     /// The size bounds of one registered query's result.
-    pub result_limits: crate::query::result::Limits,
+    pub result_limits: crate::core::query::result::Limits,
     /// How long a call may wait for a connection (`connectTimeoutMs`):
     /// while the server is unreachable, each call fails with
     /// `PG_POOL_TIMEOUT` after this long, and connection attempts back off
@@ -166,7 +166,7 @@ impl Config {
             begin,
             max_connections,
             schema,
-            query_timeout: crate::query::DEFAULT_TIMEOUT,
+            query_timeout: crate::core::query::DEFAULT_TIMEOUT,
             result_limits: Default::default(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
         })

@@ -6,8 +6,8 @@
 use super::config::{Config, Pooling};
 use super::error::{connect_error, map_err, MOVED, POOLER};
 use super::meta_setup::{build_row_scopes_index, ddl_race, ensure_meta, retry_ddl_race};
-use crate::error::{Error, Result};
-use crate::schema::quote_ident;
+use crate::core::error::{Error, Result};
+use crate::core::schema::quote_ident;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::Connection as _;
 use sqlx::{AssertSqlSafe, Executor, PgPool};

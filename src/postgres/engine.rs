@@ -4,17 +4,17 @@
 
 use super::handle::PgEngine;
 use super::tx::immediate::UpsertNow;
-use crate::checkpoint::{Activation, SourceState};
-use crate::engine::{later, Call, Engine, Prefetch};
-use crate::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
-use crate::model::reactions::{
+use crate::core::checkpoint::{Activation, SourceState};
+use crate::core::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
+use crate::core::model::reactions::{
     ClaimQuery, FailureUpdate, NewReaction, PruneQuery, PrunedCounts, StoredReaction,
 };
-use crate::model::*;
-use crate::query::{Request, Value};
-use crate::schema::Schema;
-use crate::scope::ScopeFilter;
-use crate::window::Window;
+use crate::core::model::*;
+use crate::core::query::{Request, Value};
+use crate::core::schema::Schema;
+use crate::core::scope::ScopeFilter;
+use crate::core::window::Window;
+use crate::seam::{later, Call, Engine, Prefetch};
 use std::sync::Arc;
 
 /// `pg!(self, |e| e.member(&arg).await)`: the body runs later, on a clone
@@ -32,7 +32,7 @@ macro_rules! pg {
 
 impl Engine for Arc<PgEngine> {
     fn name(&self) -> &'static str {
-        crate::telemetry::POSTGRES
+        crate::core::telemetry::POSTGRES
     }
 
     fn exclusive_writes(&self) -> bool {
@@ -54,7 +54,7 @@ impl Engine for Arc<PgEngine> {
         pg!(self, |e| e.ping().await)
     }
 
-    fn stats(&self) -> crate::engine::EngineStats {
+    fn stats(&self) -> crate::seam::EngineStats {
         PgEngine::stats(self)
     }
 

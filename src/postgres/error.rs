@@ -1,12 +1,12 @@
-//! PostgreSQL's errors in the crate's vocabulary (`crate::error`): sqlx's
+//! PostgreSQL's errors in the crate's vocabulary (`crate::core::error`): sqlx's
 //! errors mapped to coded errors (SQLSTATE, pool and connection failures,
 //! a pooler that moved the session), the row-write form a push rejects, and
 //! the checks callers make on them (connection lost, constraint).
 
-use crate::error::Error;
+use crate::core::error::Error;
 
 /// The code of a call on a transaction an earlier error aborted.
-pub use crate::error::TX_ABORTED;
+pub use crate::core::error::TX_ABORTED;
 
 /// The code of an error that says a pooler broke an assumption of the
 /// storage's `pooling` setting.

@@ -11,9 +11,9 @@ use super::rows::{Loaded, TableSql};
 use super::stmt::{self, exec};
 use super::tx::lock_reads;
 use super::tx::state::TxState;
-use crate::error::{Error, Result};
-use crate::schema::Schema;
-use crate::telemetry;
+use crate::core::error::{Error, Result};
+use crate::core::schema::Schema;
+use crate::core::telemetry;
 use sqlx::pool::PoolConnection;
 use sqlx::{PgPool, Postgres};
 use std::collections::HashMap;
@@ -29,7 +29,7 @@ pub(in crate::postgres) type TxSlot = Arc<tokio::sync::Mutex<TxState>>;
 pub struct PgEngine {
     pub(in crate::postgres) cfg: Config,
     pool: tokio::sync::OnceCell<PgPool>,
-    pub(in crate::postgres) loaded: crate::schema::Ensured<TableSql>,
+    pub(in crate::postgres) loaded: crate::core::schema::Ensured<TableSql>,
     txs: Mutex<HashMap<u32, TxSlot>>,
     next_id: AtomicU32,
     closed: AtomicBool,
@@ -175,10 +175,10 @@ impl PgEngine {
     }
 
     /// The pool's gauges and the wait counters; touches no connection.
-    pub fn stats(&self) -> crate::engine::EngineStats {
+    pub fn stats(&self) -> crate::seam::EngineStats {
         let (pool_waits, pool_wait_micros) = self.pool_waits.read();
         let (lock_waits, lock_wait_micros) = self.lock_waits.read();
-        let mut out = crate::engine::EngineStats {
+        let mut out = crate::seam::EngineStats {
             lock_waits,
             lock_wait_micros,
             pool_waits,

@@ -4,12 +4,12 @@
 //! tombstones (one statement), the horizon and pruning.
 
 use super::error::map_err;
-use crate::error::{Error, Result};
-use crate::model::{ChangeOp, NewCommit, PruneResult};
-use crate::scope::scope_pairs;
+use crate::core::error::{Error, Result};
+use crate::core::model::{ChangeOp, NewCommit, PruneResult};
+use crate::core::scope::scope_pairs;
 use sqlx::PgConnection;
 
-pub use crate::model::PruneTarget;
+pub use crate::core::model::PruneTarget;
 
 pub async fn max_commit_seq(c: &mut PgConnection, partition: &str) -> Result<i64> {
     let v: Option<i64> = crate::postgres::stmt::query_scalar(
@@ -64,9 +64,9 @@ pub async fn set_horizon_seq(c: &mut PgConnection, partition: &str, seq: i64) ->
 /// only when missing, insert and lock again. A wait above the slow
 /// threshold warns on `syncular::lock`.
 pub async fn lock_partition(c: &mut PgConnection, partition: &str) -> Result<()> {
-    let waited = crate::telemetry::lock_wait_started();
+    let waited = crate::core::telemetry::lock_wait_started();
     let out = lock_partition_row(c, partition).await;
-    crate::telemetry::lock_waited(waited, crate::telemetry::POSTGRES, Some(partition));
+    crate::core::telemetry::lock_waited(waited, crate::core::telemetry::POSTGRES, Some(partition));
     out
 }
 

@@ -3,11 +3,11 @@
 //! bound as text with a cast and read back as text.
 
 use super::error::map_err;
-use crate::error::{Error, Result};
-use crate::model::{
+use crate::core::error::{Error, Result};
+use crate::core::model::{
     Checkpoint, CheckpointDeclaration, ClientCursor, ClientRecord, RegistryEntry, ServeGate,
 };
-use crate::stored::{self, Form, Shape};
+use crate::core::stored::{self, Form, Shape};
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 

@@ -5,8 +5,8 @@
 
 use super::error::map_err;
 use super::sql;
-use crate::error::{Error, Result};
-use crate::schema::quote_ident;
+use crate::core::error::{Error, Result};
+use crate::core::schema::quote_ident;
 use sqlx::{AssertSqlSafe, Executor};
 
 /// The index this storage adds to the in-tree `sync_row_scopes`.

@@ -7,11 +7,11 @@ use super::handle::PgEngine;
 use super::run::{read, write};
 use super::tx::upsert;
 use super::{log, meta, rows, schema_sync, window};
-use crate::error::Result;
-use crate::model::*;
-use crate::schema::Schema;
-use crate::scope::ScopeFilter;
-use crate::window::WindowQuery;
+use crate::core::error::Result;
+use crate::core::model::*;
+use crate::core::schema::Schema;
+use crate::core::scope::ScopeFilter;
+use crate::core::window::WindowQuery;
 
 impl PgEngine {
     /// `SELECT current_setting('server_version')` through the pool.

@@ -7,11 +7,11 @@
 use super::error::map_err;
 use super::handle::PgEngine;
 use super::run::{read, with_tx, write};
-use crate::error::{Error, Result};
-use crate::model::reactions::{
+use crate::core::error::{Error, Result};
+use crate::core::model::reactions::{
     ClaimQuery, FailureUpdate, NewReaction, PruneQuery, PrunedCounts, StoredReaction,
 };
-use crate::stored::{self, Form};
+use crate::core::stored::{self, Form};
 use sqlx::postgres::PgRow;
 use sqlx::{AssertSqlSafe, PgConnection, Row};
 

@@ -1,17 +1,17 @@
 //! Row tables on PostgreSQL: point reads, upserts with their projection and
 //! scope index, deletes, tombstones, blob references and scope scans. Same
-//! rules as `sqlite::rows`; the scan paging is `crate::scan`. Stored scopes
-//! are read in either JSONB form (`crate::stored`).
+//! rules as `sqlite::rows`; the scan paging is `crate::core::scan`. Stored scopes
+//! are read in either JSONB form (`crate::core::stored`).
 
 use super::error::{map_err, row_write_err};
 use super::stmt::next_row;
-use crate::codec::{self, ColumnType, Value};
-use crate::error::{Error, Result};
-use crate::model::StoredRow;
-use crate::scan::ScanFold;
-use crate::schema::{quote_ident, Table};
-use crate::scope::{scope_pairs, ScopeFilter};
-use crate::stored::{self, Form, Shape};
+use crate::core::codec::{self, ColumnType, Value};
+use crate::core::error::{Error, Result};
+use crate::core::model::StoredRow;
+use crate::core::scan::ScanFold;
+use crate::core::schema::{quote_ident, Table};
+use crate::core::scope::{scope_pairs, ScopeFilter};
+use crate::core::stored::{self, Form, Shape};
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
 use sqlx::{AssertSqlSafe, PgConnection, Postgres, Row};
@@ -152,7 +152,7 @@ SELECT 1"#
         let prepare = format!("({}) AS {}", types.join(", "), sql.upsert);
         let name = format!(
             "syncular_upsert_{:016x}",
-            crate::schema::fnv1a64(prepare.as_bytes())
+            crate::core::schema::fnv1a64(prepare.as_bytes())
         );
         sql.upsert_prepare = format!("PREPARE {name}{prepare}").into();
         sql.upsert_name = name.into();
@@ -372,7 +372,7 @@ pub async fn set_blob_refs(
     Ok(())
 }
 
-/// One page of a scope scan (storage-layout §7.5), paged by `crate::scan`.
+/// One page of a scope scan (storage-layout §7.5), paged by `crate::core::scan`.
 pub async fn scan_rows(
     c: &mut PgConnection, table: &Table, sql: &TableSql, partition: &str, filter: &ScopeFilter,
     after_row_id: &str, limit: i64,
@@ -427,7 +427,7 @@ pub async fn scan_rows(
 }
 
 /// A schema with the statement text of each of its tables.
-pub type Loaded = crate::schema::Loaded<TableSql>;
+pub type Loaded = crate::core::schema::Loaded<TableSql>;
 
 /// Rows and tombstones of `ids` in one statement.
 const PREFETCH: &str = "SELECT k.id, t.\"_sync_row_id\" IS NOT NULL, t.\"_sync_server_version\", t.\"_sync_scopes\"::text, \

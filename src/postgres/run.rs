@@ -7,7 +7,7 @@
 use super::handle::PgEngine;
 use super::sql;
 use super::stmt::exec;
-use crate::error::Result;
+use crate::core::error::Result;
 use sqlx::pool::PoolConnection;
 use sqlx::Postgres;
 
@@ -76,10 +76,10 @@ macro_rules! on_live_connection {
 /// macro (slow work warns on `syncular::slow`; a cached check otherwise).
 macro_rules! slow {
     ($kind:expr) => {
-        $crate::telemetry::Slow::start(
-            $crate::telemetry::POSTGRES,
+        $crate::core::telemetry::Slow::start(
+            $crate::core::telemetry::POSTGRES,
             $kind,
-            $crate::telemetry::Site::Text(concat!(file!(), ":", line!())),
+            $crate::core::telemetry::Site::Text(concat!(file!(), ":", line!())),
         )
     };
 }
@@ -131,7 +131,7 @@ macro_rules! with_tx {
         $st.ready($self).await?;
         let $p: String = $st.partition.clone();
         let Some(__conn) = $st.conn.as_mut() else {
-            return Err($crate::error::Error::tx_finished());
+            return Err($crate::core::error::Error::tx_finished());
         };
         let $c: &mut sqlx::PgConnection = &mut *__conn;
         $body

@@ -1,16 +1,16 @@
 //! `ensureSchema` on PostgreSQL (storage-layout §14.6), with the checks and
-//! the append-only rule of `crate::migrate`: one storage-level transaction,
+//! the append-only rule of `crate::core::migrate`: one storage-level transaction,
 //! so the bump commits or rolls back as a whole. A bump first takes
 //! `LOCK TABLE sync_partitions IN EXCLUSIVE MODE`, as the in-tree storage.
 
 use super::error::map_err;
 use super::meta;
 use super::rows::{bind_value, pg_type};
-use crate::codec::{self, ColumnType};
-use crate::error::Result;
-use crate::migrate::{self, check_append_only, PhysicalColumn, PhysicalIndex};
-use crate::model::CheckpointDeclaration;
-use crate::schema::{quote_ident, LayoutColumn, Schema, Table};
+use crate::core::codec::{self, ColumnType};
+use crate::core::error::Result;
+use crate::core::migrate::{self, check_append_only, PhysicalColumn, PhysicalIndex};
+use crate::core::model::CheckpointDeclaration;
+use crate::core::schema::{quote_ident, LayoutColumn, Schema, Table};
 use sqlx::{AssertSqlSafe, Executor, PgConnection, Row};
 
 /// (name, type as `format_type` prints it, not null, pk position).
@@ -354,7 +354,7 @@ async fn migrate_tables(
     Ok(())
 }
 
-const ROW_TABLE_TYPES: crate::migrate::RowTableTypes = crate::migrate::RowTableTypes {
+const ROW_TABLE_TYPES: crate::core::migrate::RowTableTypes = crate::core::migrate::RowTableTypes {
     app: pg_type,
     version: "BIGINT",
     scopes: "JSONB",
@@ -362,7 +362,11 @@ const ROW_TABLE_TYPES: crate::migrate::RowTableTypes = crate::migrate::RowTableT
 };
 
 async fn create_table(c: &mut PgConnection, t: &Table) -> Result<()> {
-    run(c, crate::migrate::create_table_sql(t, &ROW_TABLE_TYPES)).await
+    run(
+        c,
+        crate::core::migrate::create_table_sql(t, &ROW_TABLE_TYPES),
+    )
+    .await
 }
 
 async fn drop_managed_indexes(c: &mut PgConnection, t: &Table) -> Result<()> {

@@ -19,7 +19,7 @@
 //! never wrong.
 
 use super::error::map_err;
-use crate::error::Result;
+use crate::core::error::Result;
 use sqlx::postgres::{PgArguments, PgRow, Postgres};
 use sqlx::query::{Query, QueryScalar};
 use sqlx::{Executor, PgConnection, SqlSafeStr};

@@ -1,5 +1,5 @@
 //! Commit windows on PostgreSQL (storage-layout §7.4): the page query; the
-//! folding and stop rule are `crate::window`.
+//! folding and stop rule are `crate::core::window`.
 //!
 //! Candidates are read per probe value (a LATERAL index range per value,
 //! each ordered by `commit_seq` and limited to the batch), then merged: a
@@ -12,16 +12,16 @@
 //! analyzed (every table right after it fills) got a plan that rescanned
 //! the partition's commits for every candidate, 8 ms a page instead of 1.
 //!
-//! Scopes are read in either stored form (`crate::stored`): the jsonb
+//! Scopes are read in either stored form (`crate::core::stored`): the jsonb
 //! object, or the jsonb string Bun.SQL hosts wrote before 0.26.4.
 
 use super::error::map_err;
 use super::stmt::next_row;
-use crate::error::Result;
-use crate::model::StoredCommit;
-use crate::scope::ScopeFilter;
-use crate::stored::{self, Form, Shape};
-use crate::window::{change_corrupt, ChangeRow, WindowFold, WindowQuery};
+use crate::core::error::Result;
+use crate::core::model::StoredCommit;
+use crate::core::scope::ScopeFilter;
+use crate::core::stored::{self, Form, Shape};
+use crate::core::window::{change_corrupt, ChangeRow, WindowFold, WindowQuery};
 use sqlx::{PgConnection, Row};
 
 /// A page's candidate commits (`c.commit_seq`, ordered, at most `$6`) for

@@ -6,10 +6,10 @@
 use super::conn::map_err;
 use super::rows;
 use super::storage::SqliteEngine;
-use crate::error::Result;
-use crate::model::admin::*;
-use crate::schema::Table;
-use crate::stored::{self, Form, Shape};
+use crate::core::error::Result;
+use crate::core::model::admin::*;
+use crate::core::schema::Table;
+use crate::core::stored::{self, Form, Shape};
 use rusqlite::{params, Connection, OptionalExtension};
 
 const COMMIT_FIELDS: &str =

@@ -41,7 +41,7 @@ const FUNCTIONS: &[&str] = &[
     "max",
     "group_concat",
     "string_agg",
-    // window functions: crate::query::WINDOW_FUNCTIONS
+    // window functions: crate::core::query::WINDOW_FUNCTIONS
     // scalar
     "abs",
     "coalesce",
@@ -156,7 +156,7 @@ pub(super) fn authorize(ctx: &AuthContext<'_>, rules: &mut Rules) -> Authorizati
         AuthAction::Function { function_name } => allow(
             FUNCTIONS
                 .iter()
-                .chain(crate::query::WINDOW_FUNCTIONS)
+                .chain(crate::core::query::WINDOW_FUNCTIONS)
                 .any(|f| f.eq_ignore_ascii_case(function_name)),
         ),
         AuthAction::Read { table_name, .. } => {

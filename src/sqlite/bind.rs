@@ -1,8 +1,8 @@
 //! Values across the rusqlite boundary: a registered query's or a `db`
 //! statement's bound value in, a result cell out.
 
-use crate::model::Cell as SqlValue;
-use crate::query::Value;
+use crate::core::model::Cell as SqlValue;
+use crate::core::query::Value;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::ToSql;
 

@@ -2,7 +2,7 @@
 //! bytes copied), and the internal error that sends it off-thread when
 //! spent. Used by every read that may answer at once.
 
-use crate::error::{Error, Result};
+use crate::core::error::{Error, Result};
 
 /// Internal: a read tried on the calling thread needed more rows, or more
 /// payload bytes, than its budget; the engine runs it again off-thread.

@@ -14,7 +14,7 @@
 //! configured `synchronous` level; a checkpoint only moves it.
 
 use super::conn::map_err;
-use crate::error::Result;
+use crate::core::error::Result;
 use rusqlite::{ffi, Connection, OpenFlags};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering::Relaxed};
@@ -152,7 +152,7 @@ impl Checkpointer {
                     }
                 }
             })
-            .map_err(|e| crate::error::Error::plain("ERR_SYNCULAR_OPEN", e.to_string()))?;
+            .map_err(|e| crate::core::error::Error::plain("ERR_SYNCULAR_OPEN", e.to_string()))?;
         let hook = Box::new(Hook {
             wake: Mutex::new(Some(wake)),
             asked_at: AtomicI32::new(0),

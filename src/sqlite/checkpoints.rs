@@ -6,11 +6,11 @@
 use super::conn::map_err;
 use super::log;
 use super::storage::SqliteEngine;
-use crate::error::{Error, Result};
-use crate::model::{Checkpoint, CheckpointProgress};
+use crate::core::error::{Error, Result};
+use crate::core::model::{Checkpoint, CheckpointProgress};
 use rusqlite::{params, Connection, OptionalExtension};
 
-pub use crate::checkpoint::{Activation, SourceState};
+pub use crate::core::checkpoint::{Activation, SourceState};
 
 const CLAIM: &str = "UPDATE sync_backfill_checkpoints
    SET owner_epoch = owner_epoch + 1,
@@ -124,7 +124,7 @@ pub fn activate(
         .prepare_cached(FENCE_AND_VERSION)
         .and_then(|mut st| st.query_row(params![partition, name], |r| Ok((r.get(0)?, r.get(1)?))))
         .map_err(map_err)?;
-    if !crate::checkpoint::fence_covers(required, version) {
+    if !crate::core::checkpoint::fence_covers(required, version) {
         return Err(Error::query("sync.storage.checkpoint_fence_missing"));
     }
     let sources_state = has_source_changes_above(conn, partition, sources, watermark)?;
@@ -193,7 +193,7 @@ impl SqliteEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::CheckpointDeclaration;
+    use crate::core::model::CheckpointDeclaration;
     use crate::sqlite::meta;
 
     fn db() -> Connection {

@@ -1,7 +1,7 @@
 //! Opening connections, their pragmas, and mapping engine errors.
 
 use super::sql;
-use crate::error::{Error, Result};
+use crate::core::error::{Error, Result};
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 use std::time::Duration;
@@ -74,7 +74,7 @@ pub struct Config {
     /// How long one registered query may run (`queryTimeoutMs`).
     pub query_timeout: Duration,
     /// The size bounds of one registered query's result.
-    pub result_limits: crate::query::result::Limits,
+    pub result_limits: crate::core::query::result::Limits,
 }
 
 #[cfg(test)]
@@ -86,7 +86,7 @@ impl Config {
             location,
             synchronous: Synchronous::Normal,
             busy_timeout: Duration::from_secs(1),
-            query_timeout: crate::query::DEFAULT_TIMEOUT,
+            query_timeout: crate::core::query::DEFAULT_TIMEOUT,
             result_limits: Default::default(),
         }
     }
@@ -156,8 +156,8 @@ unsafe extern "C" fn busy_wait(
     }
     // Never unwind into SQLite.
     let _ = std::panic::catch_unwind(|| {
-        crate::telemetry::busy_retry(
-            crate::telemetry::SQLITE,
+        crate::core::telemetry::busy_retry(
+            crate::core::telemetry::SQLITE,
             "statement",
             count as u32 + 1,
             Duration::from_millis(prior.max(0) as u64),

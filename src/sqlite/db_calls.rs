@@ -4,8 +4,8 @@
 use super::mutex::lock;
 use super::shared::{self, Fetch, Output};
 use super::storage::SqliteEngine;
-use crate::error::Result;
-use crate::query::Value;
+use crate::core::error::Result;
+use crate::core::query::Value;
 
 impl SqliteEngine {
     /// `db.exec(sql)`.

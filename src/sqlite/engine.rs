@@ -6,17 +6,17 @@
 //! pool.
 
 use super::storage::SqliteEngine;
-use crate::checkpoint::{Activation, SourceState};
-use crate::engine::{blocking, Call, Engine, Prefetch};
-use crate::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
-use crate::model::reactions::{
+use crate::core::checkpoint::{Activation, SourceState};
+use crate::core::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
+use crate::core::model::reactions::{
     ClaimQuery, FailureUpdate, NewReaction, PruneQuery, PrunedCounts, StoredReaction,
 };
-use crate::model::*;
-use crate::query::{Request, Value};
-use crate::schema::Schema;
-use crate::scope::ScopeFilter;
-use crate::window::Window;
+use crate::core::model::*;
+use crate::core::query::{Request, Value};
+use crate::core::schema::Schema;
+use crate::core::scope::ScopeFilter;
+use crate::core::window::Window;
+use crate::seam::{blocking, Call, Engine, Prefetch};
 use std::sync::Arc;
 
 /// Storage-level work that may take seconds (index builds over every row):
@@ -26,7 +26,7 @@ use std::sync::Arc;
 /// writer while the work holds it.
 fn leased_on_worker<T: Send + 'static>(
     engine: &Arc<SqliteEngine>, lease: u32,
-    f: impl FnOnce(&SqliteEngine) -> crate::error::Result<T> + Send + 'static,
+    f: impl FnOnce(&SqliteEngine) -> crate::core::error::Result<T> + Send + 'static,
 ) -> Call<T> {
     if lease == super::lease::OWN_TRANSACTION {
         return Call::Now(Err(super::lease::would_block()));
@@ -65,7 +65,7 @@ const NOW_STEPS: u32 = 128;
 
 impl Engine for Arc<SqliteEngine> {
     fn name(&self) -> &'static str {
-        crate::telemetry::SQLITE
+        crate::core::telemetry::SQLITE
     }
 
     fn exclusive_writes(&self) -> bool {
@@ -85,7 +85,7 @@ impl Engine for Arc<SqliteEngine> {
         SqliteEngine::ping(self).into()
     }
 
-    fn stats(&self) -> crate::engine::EngineStats {
+    fn stats(&self) -> crate::seam::EngineStats {
         SqliteEngine::stats(self)
     }
 
@@ -209,7 +209,7 @@ impl Engine for Arc<SqliteEngine> {
         let few = window.limit_changes <= NOW_CANDIDATES
             || window.through_seq.saturating_sub(window.after_seq) <= NOW_CANDIDATES;
         if few && window.filter.probe().is_some_and(|(_, v)| v.len() == 1) {
-            let q = crate::window::WindowQuery {
+            let q = crate::core::window::WindowQuery {
                 page: Some(window.limit_changes.min(NOW_CANDIDATES)),
                 ..window.query()
             };

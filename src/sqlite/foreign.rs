@@ -32,7 +32,7 @@
 //! without `/proc`.
 
 use super::standin::StandIn;
-use crate::error::{Error, Result};
+use crate::core::error::{Error, Result};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 use super::lease::WOULD_BLOCK;
 use super::mutex::lock;
 use super::*;
-use crate::error::Error;
+use crate::core::error::Error;
 use conn::map_err;
 use rusqlite::Connection;
 
@@ -270,10 +270,10 @@ fn a_transaction_the_database_rolled_back_refuses_its_calls_and_its_commit() {
             .execute_batch("INSERT INTO parent VALUES (2)")
             .map_err(map_err)
     });
-    assert_eq!(code(&next.unwrap_err()), crate::error::TX_ABORTED);
+    assert_eq!(code(&next.unwrap_err()), crate::core::error::TX_ABORTED);
     assert_eq!(
         code(&e.unlock(a, true).unwrap_err()),
-        crate::error::TX_ABORTED
+        crate::core::error::TX_ABORTED
     );
     assert_eq!(count(&e, "parent"), 0, "nothing of it stored");
     // The writer serves the next transaction.
@@ -293,7 +293,10 @@ fn a_member_rolled_back_by_the_database_fails_the_held_commits_of_its_group() {
     // the group's held commit was lost with the transaction, and the flush
     // that would have made it durable says so.
     e.unlock(b, false).unwrap();
-    assert_eq!(code(&e.flush().unwrap_err()), crate::error::TX_ABORTED);
+    assert_eq!(
+        code(&e.flush().unwrap_err()),
+        crate::core::error::TX_ABORTED
+    );
     assert_eq!(count(&e, "parent"), 0);
     assert!(e.flush().unwrap(), "reported once");
     // A lease begun before the flush is told too, and its work undone.
@@ -305,7 +308,7 @@ fn a_member_rolled_back_by_the_database_fails_the_held_commits_of_its_group() {
     let c = leased(&e, "INSERT INTO parent VALUES (5)");
     assert_eq!(
         code(&e.unlock(c, true).unwrap_err()),
-        crate::error::TX_ABORTED
+        crate::core::error::TX_ABORTED
     );
     assert_eq!(count(&e, "parent"), 0);
     let d = leased(&e, "INSERT INTO parent VALUES (6)");

@@ -16,7 +16,7 @@
 //!   (`main.tasks`, or one the rewrite missed), pragmas and pragma
 //!   functions, ATTACH, every write and DDL.
 //!   The views' names start with `_syncular_q_`, which no registered query
-//!   may write anywhere in its text (`crate::query`), so no CTE or alias
+//!   may write anywhere in its text (`crate::core::query`), so no CTE or alias
 //!   can pose as a view: SQLite reports the FROM item being expanded as
 //!   the accessor, and that is a view only when the rewrite put it there.
 //! - A FROM item the query reads no column of (`SELECT count(*) FROM t`)
@@ -49,9 +49,9 @@
 
 use super::authorizer::{authorize, Rules, PARTITION_FN};
 use super::conn::map_err;
-use crate::error::{Error, Result};
-use crate::query;
-use crate::schema::{quote_ident, Table};
+use crate::core::error::{Error, Result};
+use crate::core::query;
+use crate::core::schema::{quote_ident, Table};
 use rusqlite::functions::FunctionFlags;
 use rusqlite::hooks::{AuthContext, Authorization};
 use rusqlite::Connection;

@@ -9,8 +9,8 @@ use super::shared;
 use super::sql;
 use super::storage::SqliteEngine;
 use super::writer::{Held, Lease, Writer};
-use crate::error::{Error, Result};
-use crate::telemetry::{self, Site, Slow};
+use crate::core::error::{Error, Result};
+use crate::core::telemetry::{self, Site, Slow};
 use std::time::{Duration, Instant};
 
 /// The lease number of a storage-level write that runs in one call, in a
@@ -38,7 +38,7 @@ pub(super) fn would_block() -> Error {
 /// The error of the calls that would have made a lost group durable.
 fn group_lost_error() -> Error {
     Error::plain(
-        crate::error::TX_ABORTED,
+        crate::core::error::TX_ABORTED,
         "the database rolled back the open group of commits after an error; none of them was stored",
     )
 }

@@ -16,7 +16,7 @@
 
 use super::conn::map_err;
 use super::meter;
-use crate::error::Result;
+use crate::core::error::Result;
 use rusqlite::functions::{Context, FunctionFlags};
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::Connection;

@@ -2,9 +2,9 @@
 //! scope index and tombstones, the horizon and pruning.
 
 use super::conn::map_err;
-use crate::error::{Error, Result};
-use crate::model::{ChangeOp, NewCommit, PruneResult, PruneTarget};
-use crate::scope::scope_pairs;
+use crate::core::error::{Error, Result};
+use crate::core::model::{ChangeOp, NewCommit, PruneResult, PruneTarget};
+use crate::core::scope::scope_pairs;
 use rusqlite::{params, Connection, OptionalExtension};
 
 pub fn max_commit_seq(conn: &Connection, partition: &str) -> Result<i64> {

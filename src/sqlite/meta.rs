@@ -2,11 +2,11 @@
 //! the writer fence and the serve gate.
 
 use super::conn::map_err;
-use crate::error::{Error, Result};
-use crate::model::{
+use crate::core::error::{Error, Result};
+use crate::core::model::{
     Checkpoint, CheckpointDeclaration, ClientCursor, ClientRecord, RegistryEntry, ServeGate,
 };
-use crate::stored::{self, Form};
+use crate::core::stored::{self, Form};
 use rusqlite::{params, Connection, OptionalExtension};
 
 // ---- registry ---------------------------------------------------------------

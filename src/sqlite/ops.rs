@@ -8,14 +8,15 @@ use super::schema_sync;
 use super::storage::SqliteEngine;
 use super::window;
 use super::writer::Held;
-use crate::error::{Error, Result};
-use crate::model::*;
-use crate::schema::Schema;
-use crate::scope::ScopeFilter;
+use crate::core::error::{Error, Result};
+use crate::core::model::*;
+use crate::core::schema::Schema;
+use crate::core::scope::ScopeFilter;
 
 impl SqliteEngine {
     pub(super) fn table_sql<T>(
-        &self, table: &str, f: impl FnOnce(&crate::schema::Table, &rows::TableSql) -> Result<T>,
+        &self, table: &str,
+        f: impl FnOnce(&crate::core::schema::Table, &rows::TableSql) -> Result<T>,
     ) -> Result<T> {
         let loaded = self.loaded();
         let i = loaded.schema.index_of(table)?;
@@ -84,7 +85,7 @@ impl SqliteEngine {
     }
 
     pub fn prune_commits_through(
-        &self, id: u32, partition: &str, target: crate::model::PruneTarget,
+        &self, id: u32, partition: &str, target: crate::core::model::PruneTarget,
     ) -> Result<PruneResult> {
         self.with_lease(id, |h| log::prune(h.conn, partition, target))
     }
@@ -335,7 +336,7 @@ impl SqliteEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::{encode_row, Value};
+    use crate::core::codec::{encode_row, Value};
     use crate::sqlite::conn::{Config, Location};
 
     const BENCH_SCHEMA: &str = r#"{"version":1,"tables":[{"name":"tasks","columns":[{"name":"id","type":"string","nullable":false},{"name":"project_id","type":"string","nullable":false},{"name":"title","type":"string","nullable":true},{"name":"n","type":"integer","nullable":true}],"primaryKeyIndex":0,"materialize":true,"indexes":[]}]}"#;

@@ -1,5 +1,5 @@
 //! Registered authoritative queries (storage-layout §13) and index lookups
-//! (§7.6) on SQLite. The rewrite itself is engine-neutral (`crate::query`);
+//! (§7.6) on SQLite. The rewrite itself is engine-neutral (`crate::core::query`);
 //! this file executes it.
 //!
 //! Isolation is enforced by SQLite itself (`super::isolation`): the
@@ -16,21 +16,21 @@ use super::rewrites::{NOW_MAX_TEXT, UNKNOWN};
 use super::rows;
 use super::rows::Loaded;
 use super::storage::SqliteEngine;
-use crate::error::{Error, Result};
-use crate::model::StoredRow;
-use crate::model::{Cell as SqlValue, QueryOutput};
-use crate::query::result::{Limits, Tally, CELL};
-use crate::query::{self, Bind, Prepared, Request, Value};
-use crate::schema::{quote_ident, Table};
-use crate::stored::{self, Form};
-use crate::telemetry::{self, Site, Slow};
+use crate::core::error::{Error, Result};
+use crate::core::model::StoredRow;
+use crate::core::model::{Cell as SqlValue, QueryOutput};
+use crate::core::query::result::{Limits, Tally, CELL};
+use crate::core::query::{self, Bind, Prepared, Request, Value};
+use crate::core::schema::{quote_ident, Table};
+use crate::core::stored::{self, Form};
+use crate::core::telemetry::{self, Site, Slow};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, ToSql};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// What [`crate::query::result::cell_bytes`] counts for `v`.
+/// What [`crate::core::query::result::cell_bytes`] counts for `v`.
 fn ref_bytes(v: ValueRef<'_>) -> u64 {
     CELL + match v {
         ValueRef::Text(b) | ValueRef::Blob(b) => b.len() as u64,
@@ -215,7 +215,7 @@ pub fn scan_rows_by_index(
     conn: &Connection, table: &Table, partition: &str, index: &str, values: Option<&[Value]>,
     after_row_id: &str, limit: f64,
 ) -> Result<Vec<StoredRow>> {
-    let (ix, values, limit) = crate::scan::check_index_lookup(table, index, values, limit)?;
+    let (ix, values, limit) = crate::core::scan::check_index_lookup(table, index, values, limit)?;
     let mut text = format!(
         r#"SELECT {INDEX_ROW_FIELDS} FROM {} WHERE "_sync_partition" = ?"#,
         table.quoted

@@ -3,7 +3,7 @@
 //! time, value sizes) a run stops at.
 
 use super::*;
-use crate::schema::Schema;
+use crate::core::schema::Schema;
 use crate::sqlite::rewrites::{Placement, RewriteCache};
 
 fn setup() -> (Connection, Loaded) {

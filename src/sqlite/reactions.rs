@@ -8,9 +8,9 @@
 use super::conn::map_err;
 use super::sql::placeholders;
 use super::storage::SqliteEngine;
-use crate::error::Result;
-use crate::model::reactions::*;
-use crate::stored::{self, Form};
+use crate::core::error::Result;
+use crate::core::model::reactions::*;
+use crate::core::stored::{self, Form};
 use rusqlite::{params, Connection, OptionalExtension, ToSql};
 
 const FIELDS: &str = "idempotency_key, type, version, payload, source_client_id, \
@@ -370,7 +370,7 @@ mod tests {
         let c = db();
         enqueue(&c, "p", &[reaction("a", "t", 1)]).unwrap();
         match enqueue(&c, "p", &[reaction("a", "t", 2)]) {
-            Err(crate::error::Error::Engine { code, .. }) => {
+            Err(crate::core::error::Error::Engine { code, .. }) => {
                 assert_eq!(code, "SQLITE_CONSTRAINT_PRIMARYKEY")
             }
             other => panic!("unexpected {other:?}"),

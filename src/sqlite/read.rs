@@ -6,8 +6,8 @@ use super::conn::{self, map_err};
 use super::mutex::lock;
 use super::storage::SqliteEngine;
 use super::writer::Db;
-use crate::error::Result;
-use crate::telemetry::{self, Site, Slow};
+use crate::core::error::Result;
+use crate::core::telemetry::{self, Site, Slow};
 use rusqlite::Connection;
 
 const MAX_IDLE_READERS: usize = 4;
@@ -31,7 +31,7 @@ impl SqliteEngine {
         &self, f: impl FnOnce(&Connection) -> Result<T>,
     ) -> Result<T> {
         let db = self.db()?;
-        if !crate::engine::off_thread() {
+        if !crate::seam::off_thread() {
             if let Ok(w) = db.writer.try_lock() {
                 if w.lease.is_none() && w.held == 0 && w.conn.is_autocommit() {
                     return f(&w.conn);

@@ -6,8 +6,8 @@ use super::budget::is_over_budget;
 use super::isolation;
 use super::mutex::lock;
 use super::rows::Loaded;
-use crate::error::{Error, Result};
-use crate::query::{self, Bind, Prepared, Request, Target, Value};
+use crate::core::error::{Error, Result};
+use crate::core::query::{self, Bind, Prepared, Request, Target, Value};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 

@@ -2,22 +2,22 @@
 //! deletes, tombstones, blob references and scope scans. Every function
 //! takes the connection it runs on, so the same code serves a transaction
 //! (staged writes visible) and a committed-state reader. Stored scopes are
-//! read as JSON objects (`crate::stored`); anything else is corrupt.
+//! read as JSON objects (`crate::core::stored`); anything else is corrupt.
 
 use super::budget::Budget;
 use super::conn::{is_constraint, map_err};
 use super::sql::placeholders;
-use crate::codec::{self, Value};
-use crate::error::{Error, Result};
-use crate::model::StoredRow;
-use crate::schema::{quote_ident, Table};
-use crate::scope::{scope_pairs, ScopeFilter};
-use crate::stored::{self, Form};
+use crate::core::codec::{self, Value};
+use crate::core::error::{Error, Result};
+use crate::core::model::StoredRow;
+use crate::core::schema::{quote_ident, Table};
+use crate::core::scope::{scope_pairs, ScopeFilter};
+use crate::core::stored::{self, Form};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{params, Connection, OptionalExtension, ToSql};
 
 /// A schema with the statement text of each of its tables.
-pub type Loaded = crate::schema::Loaded<TableSql>;
+pub type Loaded = crate::core::schema::Loaded<TableSql>;
 
 /// Statement text per row table, built once per loaded schema.
 pub struct TableSql {
@@ -357,7 +357,8 @@ LEFT JOIN {} t ON t."_sync_partition" = ?1 AND t."_sync_row_id" = c.row_id"#,
         )
     };
     let mut st = conn.prepare_cached(&text).map_err(map_err)?;
-    let mut fold = crate::scan::ScanFold::new(filter, &table.name, partition, after_row_id, limit);
+    let mut fold =
+        crate::core::scan::ScanFold::new(filter, &table.name, partition, after_row_id, limit);
     let mut after = String::new();
     loop {
         after.clone_from(&fold.after);

@@ -8,11 +8,11 @@ use super::conn::map_err;
 use super::meta;
 use super::rows::Projected;
 use super::sql;
-use crate::codec::{self, ColumnType, Value};
-use crate::error::Result;
-use crate::migrate::{self, check_append_only, PhysicalColumn, PhysicalIndex};
-use crate::model::CheckpointDeclaration;
-use crate::schema::{quote_ident, LayoutColumn, Schema, Table};
+use crate::core::codec::{self, ColumnType, Value};
+use crate::core::error::Result;
+use crate::core::migrate::{self, check_append_only, PhysicalColumn, PhysicalIndex};
+use crate::core::model::CheckpointDeclaration;
+use crate::core::schema::{quote_ident, LayoutColumn, Schema, Table};
 use rusqlite::{params, Connection, OptionalExtension, ToSql};
 
 pub fn sqlite_type(ty: ColumnType) -> &'static str {
@@ -340,7 +340,7 @@ fn migrate(conn: &Connection, schema: &Schema, old: &[(String, Vec<LayoutColumn>
     Ok(())
 }
 
-const ROW_TABLE_TYPES: crate::migrate::RowTableTypes = crate::migrate::RowTableTypes {
+const ROW_TABLE_TYPES: crate::core::migrate::RowTableTypes = crate::core::migrate::RowTableTypes {
     app: sqlite_type,
     version: "INTEGER",
     scopes: "TEXT",
@@ -348,7 +348,7 @@ const ROW_TABLE_TYPES: crate::migrate::RowTableTypes = crate::migrate::RowTableT
 };
 
 fn create_table(conn: &Connection, t: &Table) -> Result<()> {
-    conn.execute_batch(&crate::migrate::create_table_sql(t, &ROW_TABLE_TYPES))
+    conn.execute_batch(&crate::core::migrate::create_table_sql(t, &ROW_TABLE_TYPES))
         .map_err(map_err)
 }
 

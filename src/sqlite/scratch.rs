@@ -11,7 +11,7 @@
 //! own storages' directories, never another thread's); a process killed
 //! outright leaves it in the temporary directory.
 
-use crate::error::{Error, Result};
+use crate::core::error::{Error, Result};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;

@@ -30,9 +30,9 @@
 use super::bind::{cell, Bound};
 use super::conn::{self, map_err};
 use super::writer::{Staged, Writer};
-use crate::error::{Error, Result};
-use crate::model::Cell;
-use crate::query::Value;
+use crate::core::error::{Error, Result};
+use crate::core::model::Cell;
+use crate::core::query::Value;
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
 use rusqlite::{Batch, Connection, Statement};
 use std::cell::Cell as StdCell;

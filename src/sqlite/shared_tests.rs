@@ -2,9 +2,9 @@
 //! way the transaction it joined can end without committing.
 
 use super::{Fetch, Output};
-use crate::error::Error;
-use crate::model::Cell;
-use crate::query::Value;
+use crate::core::error::Error;
+use crate::core::model::Cell;
+use crate::core::query::Value;
 use crate::sqlite::conn::{Config, Location};
 use crate::sqlite::storage::SqliteEngine;
 

@@ -11,15 +11,15 @@ use super::rows::{Loaded, TableSql};
 use super::scratch;
 use super::shared;
 use super::writer::{Db, Writer};
-use crate::error::{Error, Result};
-use crate::schema::Schema;
-use crate::telemetry;
+use crate::core::error::{Error, Result};
+use crate::core::schema::Schema;
+use crate::core::telemetry;
 use std::sync::{Arc, Mutex};
 
 pub struct SqliteEngine {
     pub(super) cfg: Config,
     pub(super) db: Mutex<Option<Arc<Db>>>,
-    pub(super) loaded: crate::schema::Ensured<TableSql>,
+    pub(super) loaded: crate::core::schema::Ensured<TableSql>,
     /// Shared with running queries' progress handlers, which stop at once
     /// when the storage closes.
     pub(super) closed: Arc<std::sync::atomic::AtomicBool>,

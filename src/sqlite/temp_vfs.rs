@@ -49,7 +49,7 @@ static PARENT: OnceLock<Option<Parent>> = OnceLock::new();
 
 /// Registers the VFS (once per process). Storage connections then open
 /// with [`NAME`]; an error means SQLite has no default VFS to wrap.
-pub fn register() -> crate::error::Result<()> {
+pub fn register() -> crate::core::error::Result<()> {
     let parent = PARENT.get_or_init(|| {
         // rusqlite configures SQLite's threading mode before SQLite's first
         // initialisation, and refuses to open after anyone else's: a
@@ -80,7 +80,7 @@ pub fn register() -> crate::error::Result<()> {
     });
     match parent {
         Some(_) => Ok(()),
-        None => Err(crate::error::Error::plain(
+        None => Err(crate::core::error::Error::plain(
             "ERR_SYNCULAR_OPEN",
             "SQLite has no default VFS to open the database with",
         )),

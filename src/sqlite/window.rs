@@ -6,14 +6,14 @@
 use super::budget::Budget;
 use super::conn::map_err;
 use super::sql::ValueSet;
-use crate::error::Result;
-use crate::model::StoredCommit;
-use crate::scope::ScopeFilter;
-use crate::window::{change_corrupt, ChangeRow, WindowFold};
+use crate::core::error::Result;
+use crate::core::model::StoredCommit;
+use crate::core::scope::ScopeFilter;
+use crate::core::window::{change_corrupt, ChangeRow, WindowFold};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, ToSql};
 
-pub use crate::window::WindowQuery;
+pub use crate::core::window::WindowQuery;
 
 pub fn read_commit_window(
     conn: &Connection, partition: &str, q: &WindowQuery<'_>,

@@ -7,7 +7,7 @@ use super::checkpointer;
 use super::conn::Config;
 use super::foreign;
 use super::scratch;
-use crate::query::Value;
+use crate::core::query::Value;
 use rusqlite::Connection;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -19,8 +19,8 @@
 //! when the outer query neither joins, groups nor sorts). Rows are counted
 //! again as they arrive (`super::run`), in the same units as SQLite's.
 
-use crate::error::Error;
-use crate::query::result::{self, Limits};
+use crate::core::error::Error;
+use crate::core::query::result::{self, Limits};
 
 /// The alias of the wrapped query.
 const RESULT: &str = "\"_syncular_q_result\"";
@@ -61,7 +61,7 @@ pub fn coded(code: &str, message: &str, limits: Limits) -> Option<Error> {
     match code {
         ROW_TOO_LARGE => Some(result::too_many_bytes(limits.bytes)),
         TOO_COSTLY => Some(Error::plain(
-            crate::query::REFUSED,
+            crate::core::query::REFUSED,
             format!("registered query refused: {message} (the work bound of one call; see README, Registered queries: bounds)"),
         )),
         _ => None,

@@ -3,10 +3,10 @@
 //! result cell of any PostgreSQL type becomes an engine-neutral cell (int8
 //! beyond 2^53 as `bigint`, numeric as text).
 
-use crate::error::{Error, Result};
-use crate::model::Cell;
+use crate::core::error::{Error, Result};
+use crate::core::model::Cell;
+use crate::core::query::Value;
 use crate::postgres::error::map_err;
-use crate::query::Value;
 use sqlx::encode::{Encode, IsNull};
 use sqlx::error::BoxDynError;
 use sqlx::postgres::types::Oid;

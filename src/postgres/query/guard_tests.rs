@@ -6,9 +6,9 @@ use super::guard::{
     cached, guard, view_ddl, view_ddl_for, view_name, Cache, Guarded, Scope, Slot,
     MAX_GUARDED_BYTES,
 };
-use crate::error::Error;
-use crate::query::{self, Bind, Request, Value};
-use crate::schema::Schema;
+use crate::core::error::Error;
+use crate::core::query::{self, Bind, Request, Value};
+use crate::core::schema::Schema;
 use std::sync::Arc;
 use std::sync::Mutex;
 

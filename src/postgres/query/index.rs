@@ -2,16 +2,16 @@
 //! over a declared index, each value cast to its column's type.
 
 use super::cells::bind_value;
-use crate::codec::ColumnType;
-use crate::error::Result;
-use crate::model::StoredRow;
+use crate::core::codec::ColumnType;
+use crate::core::error::Result;
+use crate::core::model::StoredRow;
+use crate::core::query::Value;
+use crate::core::schema::{quote_ident, Table};
+use crate::core::stored::{self, Form};
 use crate::postgres::error::map_err;
 use crate::postgres::handle::PgEngine;
 use crate::postgres::rows;
 use crate::postgres::run::{read, with_tx};
-use crate::query::Value;
-use crate::schema::{quote_ident, Table};
-use crate::stored::{self, Form};
 use sqlx::{AssertSqlSafe, PgConnection};
 
 /// One index value as bound: booleans from numbers, JSON as text.
@@ -57,7 +57,7 @@ pub async fn scan_rows_by_index(
     c: &mut PgConnection, table: &Table, partition: &str, index: &str, values: Option<&[Value]>,
     after_row_id: &str, limit: f64,
 ) -> Result<Vec<StoredRow>> {
-    let (ix, values, limit) = crate::scan::check_index_lookup(table, index, values, limit)?;
+    let (ix, values, limit) = crate::core::scan::check_index_lookup(table, index, values, limit)?;
     let mut text = format!(
         r#"SELECT {INDEX_ROW_FIELDS} FROM {} WHERE "_sync_partition" = $1"#,
         table.quoted

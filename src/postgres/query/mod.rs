@@ -1,5 +1,5 @@
 //! Registered authoritative queries (storage-layout §13) and index lookups
-//! (§7.6) on PostgreSQL. The shared rewrite (`crate::query`) runs first,
+//! (§7.6) on PostgreSQL. The shared rewrite (`crate::core::query`) runs first,
 //! for its upstream-compatible errors; its placeholders are renumbered
 //! (`?` → `$n`, §13.5), then [`guard`] parses the text with PostgreSQL's
 //! own parser, binds every table to the call's partition in the tree,
@@ -31,17 +31,17 @@ mod guard_tests;
 mod index;
 pub(in crate::postgres) mod run;
 
-use crate::error::{Error, Result};
-use crate::model::QueryOutput;
+use crate::core::error::{Error, Result};
+use crate::core::model::QueryOutput;
+use crate::core::query::{self, Prepared, Request, Value};
+use crate::core::schema::quote_ident;
+use crate::core::telemetry::{self, Site, Slow};
 use crate::postgres::error::map_err;
 use crate::postgres::handle::PgEngine;
 use crate::postgres::meta;
 use crate::postgres::rows::Loaded;
 use crate::postgres::run::{body, with_tx};
 use crate::postgres::stmt::exec;
-use crate::query::{self, Prepared, Request, Value};
-use crate::schema::quote_ident;
-use crate::telemetry::{self, Site, Slow};
 use run::{confine, max_commit_seq_then, missing_view, run, Where, ABANDON_AFTER};
 use sqlx::{AssertSqlSafe, Executor, PgConnection, Postgres};
 use std::sync::Arc;

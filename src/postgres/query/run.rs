@@ -6,12 +6,12 @@
 use super::bounds;
 use super::cells::{bind_value, cell};
 use super::guard;
-use crate::error::{Error, Result};
-use crate::model::Cell;
+use crate::core::error::{Error, Result};
+use crate::core::model::Cell;
+use crate::core::query::result::{Limits, Tally};
+use crate::core::query::{self, Bind, Value};
 use crate::postgres::error::{map_err, sqlstate};
 use crate::postgres::quote::lit;
-use crate::query::result::{Limits, Tally};
-use crate::query::{self, Bind, Value};
 use sqlx::{AssertSqlSafe, Column, Executor, PgConnection, Row};
 use std::sync::Mutex;
 use std::time::Duration;

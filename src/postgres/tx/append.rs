@@ -31,7 +31,7 @@
 //! (`log::APPEND_COMMIT`, `$19`).
 
 use super::lock_reads::{Locked, APPEND};
-use crate::model::NewCommit;
+use crate::core::model::NewCommit;
 use crate::postgres::log::AppendArrays;
 use crate::postgres::quote::{array, bytea, lit, texts};
 
@@ -115,7 +115,7 @@ fn int_or_null(v: Option<i64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Change, ChangeOp};
+    use crate::core::model::{Change, ChangeOp};
 
     fn commit(scopes: &str) -> NewCommit {
         NewCommit {

@@ -6,13 +6,13 @@
 use super::put::{put_text, PendingPut};
 use super::state::TxState;
 use super::upsert;
-use crate::error::{Error, Result};
+use crate::core::error::{Error, Result};
+use crate::core::telemetry::{self, Site, Slow};
 use crate::postgres::error::{is_connection_lost, map_err};
 use crate::postgres::handle::PgEngine;
 use crate::postgres::run::finish;
 use crate::postgres::stmt::exec_text;
 use crate::postgres::{meta, sql};
-use crate::telemetry::{self, Site, Slow};
 use sqlx::{AssertSqlSafe, PgConnection};
 
 /// The deferred writes (`TxState::take_batch`) and insert (either may be

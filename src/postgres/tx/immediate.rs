@@ -10,8 +10,8 @@ use super::lock_reads::Locked;
 use super::put::PendingPut;
 use super::state::TxState;
 use super::upsert::Deferral;
-use crate::error::{Error, Result};
-use crate::model::{NewCommit, ServeGate, StoredRow};
+use crate::core::error::{Error, Result};
+use crate::core::model::{NewCommit, ServeGate, StoredRow};
 use crate::postgres::handle::PgEngine;
 
 impl PgEngine {

@@ -5,7 +5,7 @@
 
 use super::lock_reads;
 use super::state::TxState;
-use crate::error::{Error, Result};
+use crate::core::error::{Error, Result};
 use crate::postgres::error::{is_connection_lost, map_err};
 use crate::postgres::handle::PgEngine;
 use crate::postgres::quote::lit;
@@ -56,7 +56,7 @@ impl TxState {
                 };
                 let (mut text, mut asked) = batch(may_prepare);
                 let mut prepared = may_prepare;
-                let waited = crate::telemetry::lock_wait_started();
+                let waited = crate::core::telemetry::lock_wait_started();
                 let mut found = sqlx::raw_sql(AssertSqlSafe(text.clone()))
                     .fetch_all(self.conn()?)
                     .await
@@ -90,7 +90,11 @@ impl TxState {
                             .map_err(map_err);
                     }
                 }
-                crate::telemetry::lock_waited(waited, crate::telemetry::POSTGRES, Some(&partition));
+                crate::core::telemetry::lock_waited(
+                    waited,
+                    crate::core::telemetry::POSTGRES,
+                    Some(&partition),
+                );
                 let found = found?;
                 self.prepared = prepared;
                 if prepared {

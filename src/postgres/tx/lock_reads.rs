@@ -23,10 +23,10 @@
 //! gate's rows are not written under the partition lock; an answer from the
 //! batch is what a read sent a few microseconds earlier would have seen.
 
-use crate::model::ServeGate;
+use crate::core::model::ServeGate;
+use crate::core::stored::{self, Form, Shape};
 use crate::postgres::log::APPEND_COMMIT;
 use crate::postgres::quote::lit;
-use crate::stored::{self, Form, Shape};
 use sqlx::postgres::PgRow;
 use sqlx::{Column, Row};
 use std::collections::{HashMap, HashSet, VecDeque};

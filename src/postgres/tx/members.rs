@@ -8,16 +8,16 @@
 use super::append;
 use super::put::PendingPut;
 use super::upsert::Deferral;
-use crate::engine::Prefetch;
-use crate::error::{Error, Result};
-use crate::model::{NewCommit, Prefetched, ServeGate, StoredRow, Tomb};
+use crate::core::error::{Error, Result};
+use crate::core::model::{NewCommit, Prefetched, ServeGate, StoredRow, Tomb};
+use crate::core::scope::ScopeFilter;
+use crate::core::stored::{self, Form};
 use crate::postgres::error::map_err;
 use crate::postgres::handle::PgEngine;
 use crate::postgres::run::{slow, with_tx};
 use crate::postgres::stmt::exec;
 use crate::postgres::{log, meta, rows, sql};
-use crate::scope::ScopeFilter;
-use crate::stored::{self, Form};
+use crate::seam::Prefetch;
 use sqlx::{AssertSqlSafe, Row};
 use std::collections::HashSet;
 

@@ -41,14 +41,14 @@
 //! member that sends the batch: the next statement or `commit`; the
 //! transaction then rolls back either way.
 
-use crate::codec::{self, ColumnType, Value};
-use crate::error::{Error, Result};
-use crate::model::StoredRow;
+use crate::core::codec::{self, ColumnType, Value};
+use crate::core::error::{Error, Result};
+use crate::core::model::StoredRow;
+use crate::core::schema::{Schema, Table};
+use crate::core::scope::scope_pairs;
 use crate::postgres::error::map_err;
 use crate::postgres::quote::{bytea, lit, texts};
 use crate::postgres::rows::{pg_type, TableSql};
-use crate::schema::{Schema, Table};
-use crate::scope::scope_pairs;
 use sqlx::{PgConnection, Row};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -312,7 +312,7 @@ pub fn refused(tables: &[TableSql], e: &Error) {
         sql.deferrable.store(false, Ordering::Relaxed);
     }
     tracing::warn!(
-        target: crate::telemetry::target::TX,
+        target: crate::core::telemetry::target::TX,
         sqlstate = %code,
         "a batch of deferred upserts was refused; upserts are written at once from now on"
     );

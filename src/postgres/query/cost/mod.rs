@@ -50,8 +50,8 @@ mod functions;
 
 pub use functions::{ddl, ddl_for, is_wrapper};
 
-use crate::error::{Error, Result};
-use crate::query::REFUSED;
+use crate::core::error::{Error, Result};
+use crate::core::query::REFUSED;
 use functions::{CAP, PREFIX};
 use pg_query::protobuf as pb;
 use pg_query::NodeEnum as N;

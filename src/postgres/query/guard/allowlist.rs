@@ -201,7 +201,7 @@ pub(super) const FUNCTIONS: &[&str] = &[
     "corr",
     "covar_pop",
     "covar_samp",
-    // window functions: crate::query::WINDOW_FUNCTIONS
+    // window functions: crate::core::query::WINDOW_FUNCTIONS
     // strings
     "lower",
     "upper",

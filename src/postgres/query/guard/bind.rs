@@ -7,9 +7,9 @@
 
 use super::scope::{view_name, Scope};
 use super::tree::{is_default, single_name, unwrap};
-use crate::error::Error;
-use crate::query::Bind;
-use crate::schema::Table;
+use crate::core::error::Error;
+use crate::core::query::Bind;
+use crate::core::schema::Table;
 use pg_query::protobuf as pb;
 use pg_query::NodeEnum as N;
 use serde_json::{Map, Value as Json};
@@ -224,8 +224,8 @@ impl<'a> Binder<'a> {
                     None => {
                         let number = p.number;
                         self.fail(Error::plain(
-                            crate::query::PLAN_ERROR,
-                            format!("{} (${number} has no value)", crate::query::MSG_BINDS),
+                            crate::core::query::PLAN_ERROR,
+                            format!("{} (${number} has no value)", crate::core::query::MSG_BINDS),
                         ))
                     }
                 }

@@ -7,7 +7,7 @@
 use super::allowlist::{fields, internal_name, F, FUNCTIONS, SYSTEM_COLUMNS, TYPES};
 use super::scope::Scope;
 use super::tree::{is_default, name_list, refused, unwrap};
-use crate::error::Result;
+use crate::core::error::Result;
 use pg_query::protobuf as pb;
 use serde_json::{Map, Value as Json};
 
@@ -176,7 +176,9 @@ impl Checker<'_> {
                     return Ok(());
                 }
                 let name = catalog_name(get("funcname"), "function")?;
-                if !FUNCTIONS.contains(&name) && !crate::query::WINDOW_FUNCTIONS.contains(&name) {
+                if !FUNCTIONS.contains(&name)
+                    && !crate::core::query::WINDOW_FUNCTIONS.contains(&name)
+                {
                     return Err(refused(format!("function {name}() is not allowed")));
                 }
                 sized_arguments(name, get("args"))?;

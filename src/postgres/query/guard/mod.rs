@@ -1,6 +1,6 @@
 //! The engine-side boundary of registered queries on PostgreSQL.
 //!
-//! The shared rewrite (`crate::query`) reads SQL with a lexer of its own;
+//! The shared rewrite (`crate::core::query`) reads SQL with a lexer of its own;
 //! wherever that lexer misreads PostgreSQL syntax (`ONLY`, `U&"…"`,
 //! `E'…'`, nested comments, dollar quoting), the text it produced cannot be
 //! trusted. So the final SQL is parsed again here by PostgreSQL's own
@@ -32,8 +32,8 @@ pub use bind::Slot;
 pub use scope::view_name;
 pub use scope::{view_ddl, view_ddl_for, Scope, PARTITION_SETTING};
 
-use crate::error::{Error, Result};
-use crate::query::Bind;
+use crate::core::error::{Error, Result};
+use crate::core::query::Bind;
 use bind::Binder;
 use pg_query::NodeEnum as N;
 use tree::refused;

@@ -2,7 +2,7 @@
 //! each through the session's partition-bound security-barrier view (its
 //! name and its DDL, made on the query's connection).
 
-use crate::schema::Table;
+use crate::core::schema::Table;
 
 /// What a query may read: the app tables of the loaded schema, stored in
 /// `schema`.
@@ -103,15 +103,15 @@ fn push_views(out: &mut String, schema: &str, tables: &[Table], wanted: impl Fn(
         let cols: Vec<String> = t
             .columns
             .iter()
-            .map(|c| crate::schema::quote_ident(&c.name))
+            .map(|c| crate::core::schema::quote_ident(&c.name))
             .collect();
         out.push_str(&format!(
             "CREATE OR REPLACE TEMP VIEW {} WITH (security_barrier = true) AS SELECT {} FROM {}.{} \
              WHERE \"_sync_partition\" OPERATOR(pg_catalog.=) pg_catalog.current_setting('{PARTITION_SETTING}', true);",
-            crate::schema::quote_ident(&view_name(schema, t)),
+            crate::core::schema::quote_ident(&view_name(schema, t)),
             cols.join(", "),
-            crate::schema::quote_ident(schema),
-            crate::schema::quote_ident(&t.name),
+            crate::core::schema::quote_ident(schema),
+            crate::core::schema::quote_ident(&t.name),
         ));
     }
 }

@@ -2,8 +2,8 @@
 //! protobuf): the helpers the binder's shape match and the checker share,
 //! and the guard's one refusal error.
 
-use crate::error::Error;
-use crate::query::REFUSED;
+use crate::core::error::Error;
+use crate::core::query::REFUSED;
 use serde_json::{Map, Value as Json};
 
 pub(super) fn refused(msg: impl std::fmt::Display) -> Error {

@@ -27,7 +27,7 @@
 //! Nothing here knows about JS: the binding calls [`call_started`] /
 //! [`call_finished`] around each member and [`set_sink`] for a JS logger.
 
-use crate::error::{Error, Result};
+use crate::core::error::{Error, Result};
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::panic::Location;

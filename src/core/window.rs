@@ -5,8 +5,8 @@
 //! stops. A change whose stored scopes are not an object is a corrupt
 //! value, never skipped.
 
-use crate::model::{Change, ChangeOp, StoredCommit};
-use crate::scope::ScopeFilter;
+use crate::core::model::{Change, ChangeOp, StoredCommit};
+use crate::core::scope::ScopeFilter;
 
 pub struct WindowQuery<'a> {
     pub table: &'a str,
@@ -60,9 +60,9 @@ impl WindowQuery<'_> {
     }
 }
 
-/// [`crate::stored::corrupt`] for the scopes of change `idx` of commit `seq`.
+/// [`crate::core::stored::corrupt`] for the scopes of change `idx` of commit `seq`.
 pub fn change_corrupt(partition: &str, seq: i64, idx: i64) -> crate::Error {
-    use crate::stored::{corrupt, Key, Shape};
+    use crate::core::stored::{corrupt, Key, Shape};
     corrupt(
         "sync_changes",
         "scopes",

@@ -3,8 +3,8 @@
 
 use super::lex::{tokenize, Kind, Token};
 use super::*;
-use crate::error::{Error, Result};
-use crate::schema::{quote_ident, Schema, Table};
+use crate::core::error::{Error, Result};
+use crate::core::schema::{quote_ident, Schema, Table};
 
 /// One relation of a compiler plan. Offsets are UTF-16 code units, as the
 /// host's JS string reports them; they arrive as JS numbers.
@@ -594,7 +594,7 @@ fn byte_offsets(sql: &str) -> Vec<Option<usize>> {
 }
 
 fn safe_offset(v: f64) -> Option<i64> {
-    (v.is_finite() && v.fract() == 0.0 && v.abs() <= crate::model::MAX_SAFE_INTEGER as f64)
+    (v.is_finite() && v.fract() == 0.0 && v.abs() <= crate::core::model::MAX_SAFE_INTEGER as f64)
         .then_some(v as i64)
 }
 

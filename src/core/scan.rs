@@ -4,8 +4,8 @@
 //! rows here for full-filter verification and the stop rule. A candidate
 //! whose stored scopes are not an object is a corrupt value, never skipped.
 
-use crate::model::StoredRow;
-use crate::scope::ScopeFilter;
+use crate::core::model::StoredRow;
+use crate::core::scope::ScopeFilter;
 use crate::Result;
 
 pub struct ScanFold<'f> {
@@ -43,7 +43,7 @@ impl<'f> ScanFold<'f> {
     fn wants(&self, row_id: &str, scopes: &str) -> Result<bool> {
         self.filter
             .matches_json(scopes)
-            .ok_or_else(|| crate::stored::row_corrupt(self.table, self.partition, row_id))
+            .ok_or_else(|| crate::core::stored::row_corrupt(self.table, self.partition, row_id))
     }
 
     /// Feeds one candidate; `row` is `None` when the row vanished. Returns
@@ -99,10 +99,14 @@ impl<'f> ScanFold<'f> {
 /// and returns the index and its values, one per index column, and the
 /// limit. `values` is `None` when the caller's `values` is not an array.
 pub fn check_index_lookup<'t, 'v>(
-    table: &'t crate::schema::Table, index: &str, values: Option<&'v [crate::query::Value]>,
-    limit: f64,
-) -> crate::Result<(&'t crate::schema::Index, &'v [crate::query::Value], i64)> {
-    use crate::error::Error;
+    table: &'t crate::core::schema::Table, index: &str,
+    values: Option<&'v [crate::core::query::Value]>, limit: f64,
+) -> crate::Result<(
+    &'t crate::core::schema::Index,
+    &'v [crate::core::query::Value],
+    i64,
+)> {
+    use crate::core::error::Error;
     if !(limit.fract() == 0.0 && (1.0..=1000.0).contains(&limit)) {
         return Err(Error::query("sync.storage.invalid_limit"));
     }

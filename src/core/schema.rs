@@ -3,8 +3,8 @@
 //! marker). The JS shim flattens `CompiledSchema` (Maps and Sets) into JSON
 //! before it crosses; this module parses and validates that form.
 
-use crate::codec::{ColumnDef, ColumnType};
-use crate::error::{Error, Result};
+use crate::core::codec::{ColumnDef, ColumnType};
+use crate::core::error::{Error, Result};
 use serde_json::Value as Json;
 use std::collections::HashMap;
 

@@ -8,8 +8,8 @@
 //! engine-neutral rows hold in memory, and about what the JS objects made
 //! from them take.
 
-use crate::error::Error;
-use crate::model::Cell;
+use crate::core::error::Error;
+use crate::core::model::Cell;
 
 /// Code of a result refused for its size.
 pub const TOO_LARGE: &str = "ERR_SYNCULAR_QUERY_RESULT_TOO_LARGE";

@@ -213,8 +213,8 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-impl From<crate::codec::DecodeError> for Error {
-    fn from(e: crate::codec::DecodeError) -> Self {
+impl From<crate::core::codec::DecodeError> for Error {
+    fn from(e: crate::core::codec::DecodeError) -> Self {
         Error::Decode(e.message)
     }
 }

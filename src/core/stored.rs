@@ -9,10 +9,10 @@
 //! is not JSON of the column's shape is [`corrupt`], never skipped, never
 //! handed on as a string.
 
-use crate::codec::is_valid_json;
-use crate::error::Error;
-use crate::model::reactions::StoredReaction;
-use crate::model::{ClientRecord, StoredRow};
+use crate::core::codec::is_valid_json;
+use crate::core::error::Error;
+use crate::core::model::reactions::StoredReaction;
+use crate::core::model::{ClientRecord, StoredRow};
 
 /// What a JSON column holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -15,17 +15,17 @@
 //! acquired; on the others they run in their own transaction and ignore it.
 //! `tx_*` members and `unlock` always name the lease of their transaction.
 
-use crate::checkpoint::{Activation, SourceState};
-use crate::error::Result;
-use crate::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
-use crate::model::reactions::{
+use crate::core::checkpoint::{Activation, SourceState};
+use crate::core::error::Result;
+use crate::core::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
+use crate::core::model::reactions::{
     ClaimQuery, FailureUpdate, NewReaction, PruneQuery, PrunedCounts, StoredReaction,
 };
-use crate::model::*;
-use crate::query::{Request, Value};
-use crate::schema::Schema;
-use crate::scope::ScopeFilter;
-use crate::window::Window;
+use crate::core::model::*;
+use crate::core::query::{Request, Value};
+use crate::core::schema::Schema;
+use crate::core::scope::ScopeFilter;
+use crate::core::window::Window;
 use std::future::Future;
 use std::pin::Pin;
 

@@ -4,10 +4,12 @@
 //! of the physical-layout check. Each engine reads its catalog and calls
 //! these.
 
-use crate::codec::ColumnType;
-use crate::error::{Error, Result};
-use crate::model::CheckpointDeclaration;
-use crate::schema::{parse_layouts, physical_index_name, quote_ident, LayoutColumn, Schema, Table};
+use crate::core::codec::ColumnType;
+use crate::core::error::{Error, Result};
+use crate::core::model::CheckpointDeclaration;
+use crate::core::schema::{
+    parse_layouts, physical_index_name, quote_ident, LayoutColumn, Schema, Table,
+};
 
 /// Refuses when an incomplete checkpoint at the running version is not
 /// redeclared by this call.
@@ -206,8 +208,8 @@ pub const DROP_REPLACED_INDEXES: &str = "DROP TABLE sync_native_replaced_indexes
 /// violate an index's original form.
 pub fn restore_conflict(
     index: &str, table: &str, original: &str, cause: &str,
-) -> crate::error::Error {
-    crate::error::Error::plain(
+) -> crate::core::error::Error {
+    crate::core::error::Error::plain(
         "ERR_SYNCULAR_RESTORE_CONFLICT",
         format!(
             "restoreLayout: index {index} on {table} cannot be given back its original form ({original}): rows written since violate it ({cause}); nothing was changed. Remove the rows that hold the same value in two partitions, or swap back without restoring it"

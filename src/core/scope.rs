@@ -3,7 +3,7 @@
 //! host's `JSON.stringify` text); a filter maps each variable to the
 //! values it admits.
 
-use crate::error::{Error, Result};
+use crate::core::error::{Error, Result};
 use serde_json::Value as Json;
 use std::cmp::Ordering;
 
@@ -103,7 +103,7 @@ impl ScopeFilter {
             // JSON.parse also reads `\u` escapes of lone surrogates, which
             // serde refuses: match those as U+FFFD (no filter value, being
             // UTF-8, holds a lone surrogate).
-            Err(_) if crate::stored::Shape::Object.holds(scopes_json) => {
+            Err(_) if crate::core::stored::Shape::Object.holds(scopes_json) => {
                 match serde_json::from_str::<Json>(&lone_surrogates_replaced(scopes_json)) {
                     Ok(Json::Object(o)) => o,
                     _ => return None,
@@ -274,7 +274,7 @@ mod tests {
             assert_eq!(f.matches_json(text), f.matches_parsed(text), "{text}");
             assert_eq!(
                 f.matches_json(text).is_some(),
-                crate::stored::Shape::Object.holds(text),
+                crate::core::stored::Shape::Object.holds(text),
                 "{text}"
             );
         }

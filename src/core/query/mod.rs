@@ -38,7 +38,10 @@ impl Value {
     /// A JS number: integral values within 2^53 bind as INTEGER, others as
     /// REAL.
     pub fn from_f64(v: f64) -> Value {
-        if v.is_finite() && v.fract() == 0.0 && v.abs() <= crate::model::MAX_SAFE_INTEGER as f64 {
+        if v.is_finite()
+            && v.fract() == 0.0
+            && v.abs() <= crate::core::model::MAX_SAFE_INTEGER as f64
+        {
             Value::Integer(v as i64)
         } else {
             Value::Real(v)
@@ -72,8 +75,8 @@ pub const WINDOW_FUNCTIONS: &[&str] = &[
 
 pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-pub fn timed_out(limit: std::time::Duration) -> crate::error::Error {
-    crate::error::Error::plain(
+pub fn timed_out(limit: std::time::Duration) -> crate::core::error::Error {
+    crate::core::error::Error::plain(
         TIMEOUT,
         format!(
             "registered query exceeded its time limit of {} ms (queryTimeoutMs)",
@@ -87,10 +90,10 @@ pub const MSG_NO_SCHEMA: &str = "ensureSchema(schema) must run before registered
 /// The schema an engine last ensured; registered queries refuse to run
 /// before `ensureSchema` (either engine's loaded-schema slot).
 pub fn ensured<S>(
-    slot: &crate::schema::Ensured<S>,
-) -> crate::error::Result<std::sync::Arc<crate::schema::Loaded<S>>> {
+    slot: &crate::core::schema::Ensured<S>,
+) -> crate::core::error::Result<std::sync::Arc<crate::core::schema::Loaded<S>>> {
     slot.current()
-        .ok_or_else(|| crate::error::Error::plain("ERR_SYNCULAR_NO_SCHEMA", MSG_NO_SCHEMA))
+        .ok_or_else(|| crate::core::error::Error::plain("ERR_SYNCULAR_NO_SCHEMA", MSG_NO_SCHEMA))
 }
 pub const MSG_ONE_SELECT: &str = "registered query must be one SELECT";
 

@@ -167,7 +167,7 @@ pub struct QueryOutput {
     pub gate: Option<ServeGate>,
     /// When the gate was asked for and the query failed: the failure, left
     /// for the caller to report unless the gate refuses first.
-    pub error: Option<crate::error::Error>,
+    pub error: Option<crate::core::error::Error>,
     pub columns: Vec<String>,
     pub rows: Vec<Vec<Cell>>,
     pub max_commit_seq: i64,

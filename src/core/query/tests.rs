@@ -1,7 +1,7 @@
 use super::lex::{tokenize, Kind};
 use super::*;
-use crate::error::Error;
-use crate::schema::Schema;
+use crate::core::error::Error;
+use crate::core::schema::Schema;
 
 fn schema() -> Schema {
     Schema::parse(
