@@ -104,8 +104,22 @@ pub struct Prefetch {
     pub stable: bool,
 }
 
+/// The whole seam: every area below. The binding holds a `dyn Engine`;
+/// each engine implements the areas in its own area modules, so a member
+/// is written once per engine, where its work is.
+pub trait Engine:
+    Lifecycle + Log + Reads + Checkpoints + Clients + Reactions + Admin + Transaction
+{
+}
+
+impl<T> Engine for T where
+    T: Lifecycle + Log + Reads + Checkpoints + Clients + Reactions + Admin + Transaction
+{
+}
+
+/// Opening, closing, health, leases and the schema.
 #[allow(clippy::too_many_arguments)]
-pub trait Engine: Send + Sync + 'static {
+pub trait Lifecycle: Send + Sync + 'static {
     /// `telemetry::SQLITE` or `telemetry::POSTGRES`, for logs.
     fn name(&self) -> &'static str;
     /// One writer at a time: storage-level writes need a lease.
@@ -153,7 +167,7 @@ pub trait Engine: Send + Sync + 'static {
         ))
     }
 
-    // ---- schema and partitions
+    // ---- the schema
     fn ensure_schema(
         &self, lease: u32, schema: Schema, declarations: Vec<CheckpointDeclaration>, now_ms: i64,
     ) -> Call<bool>;
@@ -161,6 +175,11 @@ pub trait Engine: Send + Sync + 'static {
     /// older version created (recorded at the repair); the names restored.
     /// A storage-level write under `lease`.
     fn restore_layout(&self, lease: u32) -> Call<Vec<String>>;
+}
+
+/// Partitions, their log epochs, and the commit log's counters and pruning.
+#[allow(clippy::too_many_arguments)]
+pub trait Log: Send + Sync + 'static {
     fn touch_partition(
         &self, lease: u32, partition: String, at_ms: i64, epoch: String,
     ) -> Call<RegistryEntry>;
@@ -178,8 +197,11 @@ pub trait Engine: Send + Sync + 'static {
         &self, lease: u32, partition: String, target: PruneTarget,
     ) -> Call<PruneResult>;
     fn get_commit_seq_before(&self, partition: String, before_ms: i64) -> Call<i64>;
+}
 
-    // ---- reads of committed state
+/// Reads of committed state.
+#[allow(clippy::too_many_arguments)]
+pub trait Reads: Send + Sync + 'static {
     fn get_row(&self, partition: String, table: String, row_id: String) -> Call<Option<StoredRow>>;
     fn get_push_result(
         &self, partition: String, client_id: String, commit_id: String,
@@ -200,8 +222,11 @@ pub trait Engine: Send + Sync + 'static {
         &self, partition: String, request: Request, params: Vec<Value>, declared: Vec<String>,
         gate_running: Option<i64>,
     ) -> Call<QueryOutput>;
+}
 
-    // ---- RFC 0007: serve gate and checkpoints
+/// RFC 0007: the serve gate, the writer fence and checkpoints.
+#[allow(clippy::too_many_arguments)]
+pub trait Checkpoints: Send + Sync + 'static {
     fn read_serve_gate(&self, partition: String, running: i64) -> Call<ServeGate>;
     fn read_checkpoints(&self, partition: String) -> Call<Vec<Checkpoint>>;
     fn writer_fence_allows(&self, partition: String, version: i64) -> Call<bool>;
@@ -222,8 +247,11 @@ pub trait Engine: Send + Sync + 'static {
         &self, lease: u32, partition: String, name: String, owner_epoch: i64, watermark: i64,
         sources: Vec<String>, now_ms: i64,
     ) -> Call<Activation>;
+}
 
-    // ---- clients
+/// Client records and cursors.
+#[allow(clippy::too_many_arguments)]
+pub trait Clients: Send + Sync + 'static {
     fn get_client_record(&self, partition: String, client_id: String)
         -> Call<Option<ClientRecord>>;
     fn list_client_records(&self, partition: String) -> Call<Vec<ClientRecord>>;
@@ -235,8 +263,11 @@ pub trait Engine: Send + Sync + 'static {
     fn get_active_client_cursor_floor(
         &self, partition: String, cutoff_ms: i64,
     ) -> Call<Option<i64>>;
+}
 
-    // ---- reactions
+/// Durable reactions.
+#[allow(clippy::too_many_arguments)]
+pub trait Reactions: Send + Sync + 'static {
     fn claim_reactions(
         &self, lease: u32, partition: String, query: ClaimQuery,
     ) -> Call<Vec<StoredReaction>>;
@@ -258,8 +289,11 @@ pub trait Engine: Send + Sync + 'static {
     fn prune_reactions(
         &self, lease: u32, partition: String, query: PruneQuery,
     ) -> Call<PrunedCounts>;
+}
 
-    // ---- admin and blob reads
+/// Admin console and blob reads.
+#[allow(clippy::too_many_arguments)]
+pub trait Admin: Send + Sync + 'static {
     fn list_commit_metadata(
         &self, partition: String, after_seq: i64, limit: i64, table: Option<String>,
     ) -> Call<Vec<CommitMetadata>>;
@@ -273,8 +307,11 @@ pub trait Engine: Send + Sync + 'static {
         &self, partition: String, blob_id: String,
     ) -> Call<Vec<BlobReferencingRow>>;
     fn list_referenced_blob_ids(&self, partition: String) -> Call<Vec<String>>;
+}
 
-    // ---- the transaction
+/// Members of an open transaction, named by its lease.
+#[allow(clippy::too_many_arguments)]
+pub trait Transaction: Send + Sync + 'static {
     fn tx_get_row(&self, lease: u32, table: String, row_id: String) -> Call<Option<StoredRow>>;
     fn tx_get_tombstone_seq(&self, lease: u32, table: String, row_id: String) -> Call<Option<i64>>;
     fn tx_clear_tombstone(&self, lease: u32, table: String, row_id: String) -> Call<()>;

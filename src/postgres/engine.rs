@@ -14,7 +14,10 @@ use crate::core::query::{Request, Value};
 use crate::core::schema::Schema;
 use crate::core::scope::ScopeFilter;
 use crate::core::window::Window;
-use crate::seam::{later, Call, Engine, Prefetch};
+use crate::seam::{
+    later, Admin, Call, Checkpoints, Clients, Lifecycle, Log, Prefetch, Reactions, Reads,
+    Transaction,
+};
 use std::sync::Arc;
 
 /// `pg!(self, |e| e.member(&arg).await)`: the body runs later, on a clone
@@ -30,7 +33,7 @@ macro_rules! pg {
     }};
 }
 
-impl Engine for Arc<PgEngine> {
+impl Lifecycle for Arc<PgEngine> {
     fn name(&self) -> &'static str {
         crate::core::telemetry::POSTGRES
     }
@@ -90,7 +93,9 @@ impl Engine for Arc<PgEngine> {
     fn restore_layout(&self, _lease: u32) -> Call<Vec<String>> {
         pg!(self, |e| e.restore_layout().await)
     }
+}
 
+impl Log for Arc<PgEngine> {
     fn touch_partition(
         &self, _lease: u32, p: String, at_ms: i64, epoch: String,
     ) -> Call<RegistryEntry> {
@@ -134,7 +139,9 @@ impl Engine for Arc<PgEngine> {
     fn get_commit_seq_before(&self, p: String, before_ms: i64) -> Call<i64> {
         pg!(self, |e| e.get_commit_seq_before(&p, before_ms).await)
     }
+}
 
+impl Reads for Arc<PgEngine> {
     fn get_row(&self, p: String, table: String, row_id: String) -> Call<Option<StoredRow>> {
         pg!(self, |e| e.get_row(&p, &table, &row_id).await)
     }
@@ -184,7 +191,9 @@ impl Engine for Arc<PgEngine> {
                 .await
         })
     }
+}
 
+impl Checkpoints for Arc<PgEngine> {
     fn read_serve_gate(&self, p: String, running: i64) -> Call<ServeGate> {
         pg!(self, |e| e.read_serve_gate(&p, running).await)
     }
@@ -236,7 +245,9 @@ impl Engine for Arc<PgEngine> {
                 .await
         })
     }
+}
 
+impl Clients for Arc<PgEngine> {
     fn get_client_record(&self, p: String, client_id: String) -> Call<Option<ClientRecord>> {
         pg!(self, |e| e.get_client_record(&p, &client_id).await)
     }
@@ -269,7 +280,9 @@ impl Engine for Arc<PgEngine> {
             .get_active_client_cursor_floor(&p, cutoff_ms)
             .await)
     }
+}
 
+impl Reactions for Arc<PgEngine> {
     fn claim_reactions(&self, _lease: u32, p: String, q: ClaimQuery) -> Call<Vec<StoredReaction>> {
         pg!(self, |e| e.claim_reactions(&p, &q).await)
     }
@@ -311,7 +324,9 @@ impl Engine for Arc<PgEngine> {
     fn prune_reactions(&self, _lease: u32, p: String, q: PruneQuery) -> Call<PrunedCounts> {
         pg!(self, |e| e.prune_reactions(&p, &q).await)
     }
+}
 
+impl Admin for Arc<PgEngine> {
     fn list_commit_metadata(
         &self, p: String, after_seq: i64, limit: i64, table: Option<String>,
     ) -> Call<Vec<CommitMetadata>> {
@@ -343,7 +358,9 @@ impl Engine for Arc<PgEngine> {
     fn list_referenced_blob_ids(&self, p: String) -> Call<Vec<String>> {
         pg!(self, |e| e.list_referenced_blob_ids(&p).await)
     }
+}
 
+impl Transaction for Arc<PgEngine> {
     fn tx_get_row(&self, lease: u32, table: String, row_id: String) -> Call<Option<StoredRow>> {
         pg!(self, |e| e.tx_get_row(lease, &table, &row_id).await)
     }

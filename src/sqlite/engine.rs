@@ -16,7 +16,10 @@ use crate::core::query::{Request, Value};
 use crate::core::schema::Schema;
 use crate::core::scope::ScopeFilter;
 use crate::core::window::Window;
-use crate::seam::{blocking, Call, Engine, Prefetch};
+use crate::seam::{
+    blocking, Admin, Call, Checkpoints, Clients, Lifecycle, Log, Prefetch, Reactions, Reads,
+    Transaction,
+};
 use std::sync::Arc;
 
 /// Storage-level work that may take seconds (index builds over every row):
@@ -63,7 +66,7 @@ const NOW_BYTES: usize = 4 << 20;
 /// page read there.
 const NOW_STEPS: u32 = 128;
 
-impl Engine for Arc<SqliteEngine> {
+impl Lifecycle for Arc<SqliteEngine> {
     fn name(&self) -> &'static str {
         crate::core::telemetry::SQLITE
     }
@@ -147,7 +150,9 @@ impl Engine for Arc<SqliteEngine> {
         // Index builds over every row, as a repair's.
         leased_on_worker(self, lease, move |e| SqliteEngine::restore_layout(e, lease))
     }
+}
 
+impl Log for Arc<SqliteEngine> {
     fn touch_partition(
         &self, lease: u32, p: String, at_ms: i64, epoch: String,
     ) -> Call<RegistryEntry> {
@@ -189,7 +194,9 @@ impl Engine for Arc<SqliteEngine> {
     fn get_commit_seq_before(&self, p: String, before_ms: i64) -> Call<i64> {
         SqliteEngine::get_commit_seq_before(self, &p, before_ms).into()
     }
+}
 
+impl Reads for Arc<SqliteEngine> {
     fn get_row(&self, p: String, table: String, row_id: String) -> Call<Option<StoredRow>> {
         SqliteEngine::get_row(self, &p, &table, &row_id).into()
     }
@@ -318,7 +325,9 @@ impl Engine for Arc<SqliteEngine> {
             SqliteEngine::query_authoritative(&e, &p, &request, &params, &declared, gate_running)
         })
     }
+}
 
+impl Checkpoints for Arc<SqliteEngine> {
     fn read_serve_gate(&self, p: String, running: i64) -> Call<ServeGate> {
         SqliteEngine::read_serve_gate(self, &p, running).into()
     }
@@ -375,7 +384,9 @@ impl Engine for Arc<SqliteEngine> {
         )
         .into()
     }
+}
 
+impl Clients for Arc<SqliteEngine> {
     fn get_client_record(&self, p: String, client_id: String) -> Call<Option<ClientRecord>> {
         SqliteEngine::get_client_record(self, &p, &client_id).into()
     }
@@ -404,7 +415,9 @@ impl Engine for Arc<SqliteEngine> {
     fn get_active_client_cursor_floor(&self, p: String, cutoff_ms: i64) -> Call<Option<i64>> {
         SqliteEngine::get_active_client_cursor_floor(self, &p, cutoff_ms).into()
     }
+}
 
+impl Reactions for Arc<SqliteEngine> {
     fn claim_reactions(&self, lease: u32, p: String, q: ClaimQuery) -> Call<Vec<StoredReaction>> {
         SqliteEngine::claim_reactions(self, lease, &p, &q).into()
     }
@@ -442,7 +455,9 @@ impl Engine for Arc<SqliteEngine> {
     fn prune_reactions(&self, lease: u32, p: String, q: PruneQuery) -> Call<PrunedCounts> {
         SqliteEngine::prune_reactions(self, lease, &p, &q).into()
     }
+}
 
+impl Admin for Arc<SqliteEngine> {
     fn list_commit_metadata(
         &self, p: String, after_seq: i64, limit: i64, table: Option<String>,
     ) -> Call<Vec<CommitMetadata>> {
@@ -470,7 +485,9 @@ impl Engine for Arc<SqliteEngine> {
     fn list_referenced_blob_ids(&self, p: String) -> Call<Vec<String>> {
         SqliteEngine::list_referenced_blob_ids(self, &p).into()
     }
+}
 
+impl Transaction for Arc<SqliteEngine> {
     fn tx_get_row(&self, lease: u32, table: String, row_id: String) -> Call<Option<StoredRow>> {
         SqliteEngine::tx_get_row(self, lease, &table, &row_id).into()
     }
