@@ -11,12 +11,14 @@
 //! (`--no-run`) and runs the executable per measurement.
 //! `tests/bench_floor.rs` includes this file to keep it compiling and working.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use syncular_native_storage::core::codec::{encode_row, Value};
 use syncular_native_storage::core::model::{
     Change, ChangeOp, CheckpointDeclaration, NewCommit, StoredRow, Tomb,
 };
 use syncular_native_storage::core::schema::Schema;
+use syncular_native_storage::seam::{Reads, Transaction};
 use syncular_native_storage::sqlite::{Config, Location, SqliteEngine, Synchronous};
 use syncular_native_storage::Result;
 
@@ -40,13 +42,13 @@ fn payload(schema: &Schema, id: &str, n: i64) -> Result<Vec<u8>> {
 /// Pushes `commits` commits of `ops` upserts each on a fresh database at
 /// `path` at `synchronous`; returns microseconds per commit.
 pub fn direct_push(path: &str, commits: u32, ops: u32, synchronous: Synchronous) -> Result<f64> {
-    let engine = SqliteEngine::new(Config {
+    let engine = Arc::new(SqliteEngine::new(Config {
         location: Location::File(path.to_owned()),
         synchronous,
         busy_timeout: Duration::from_secs(5),
         query_timeout: syncular_native_storage::core::query::DEFAULT_TIMEOUT,
         result_limits: Default::default(),
-    });
+    }));
     let lease = engine.try_lock(None)?.expect("fresh database");
     engine.ensure_schema(
         lease,
@@ -68,23 +70,31 @@ pub fn direct_push(path: &str, commits: u32, ops: u32, synchronous: Synchronous)
     let start = Instant::now();
     for c in 0..commits {
         let client_commit_id = format!("direct-{c}");
-        engine.get_push_result("bench", "client", &client_commit_id)?;
+        engine
+            .get_push_result("bench".into(), "client".into(), client_commit_id.clone())
+            .wait()?;
         let id = engine.try_lock(Some("bench"))?.expect("no other writer");
-        engine.tx_lock_partition_for_push(id)?;
-        engine.tx_read_serve_gate(id, 1)?;
-        engine.tx_get_push_result(id, "client", &client_commit_id)?;
+        engine.tx_lock_partition_for_push(id).wait()?;
+        engine.tx_read_serve_gate(id, 1).wait()?;
+        engine
+            .tx_get_push_result(id, "client".into(), client_commit_id.clone())
+            .wait()?;
         // As the package does: one prefetch names every row, and the
         // answers stand in for the point reads.
         let ids: Vec<String> = (0..ops).map(|o| format!("row-{o}")).collect();
-        let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-        let known = engine.tx_prefetch_rows(id, "tasks", &id_refs)?;
+        let known = engine
+            .tx_prefetch_rows(id, "tasks".into(), ids.clone())
+            .wait()?
+            .rows;
         let mut changes = Vec::with_capacity(ops as usize);
         for o in 0..ops {
             let row_id = ids[o as usize].clone();
             let version = i64::from(c) + 1;
             let k = &known[o as usize];
             if k.row.is_none() && k.tombstone_seq != Tomb::Read(None) {
-                engine.tx_clear_tombstone(id, "tasks", &row_id)?;
+                engine
+                    .tx_clear_tombstone(id, "tasks".into(), row_id.clone())
+                    .wait()?;
             }
             let bytes = payloads[c as usize][o as usize].clone();
             let row = StoredRow {
@@ -94,7 +104,9 @@ pub fn direct_push(path: &str, commits: u32, ops: u32, synchronous: Synchronous)
                 payload: bytes.clone(),
                 column_versions: None,
             };
-            engine.tx_upsert_row(id, "tasks", &row, Some(o))?;
+            engine
+                .tx_upsert_row(id, "tasks".into(), row, Some(o))
+                .wait()?;
             changes.push(Change {
                 table: "tasks".into(),
                 row_id,
@@ -104,16 +116,18 @@ pub fn direct_push(path: &str, commits: u32, ops: u32, synchronous: Synchronous)
                 payload: Some(bytes),
             });
         }
-        let seq = engine.tx_append_commit(
-            id,
-            &NewCommit {
-                client_id: "client".into(),
-                client_commit_id: client_commit_id.clone(),
-                actor_id: "actor".into(),
-                created_at_ms: i64::from(c),
-                changes,
-            },
-        )?;
+        let seq = engine
+            .tx_append_commit(
+                id,
+                NewCommit {
+                    client_id: "client".into(),
+                    client_commit_id: client_commit_id.clone(),
+                    actor_id: "actor".into(),
+                    created_at_ms: i64::from(c),
+                    changes,
+                },
+            )
+            .wait()?;
         // The same text the package stores for the bench host's result.
         let results: Vec<String> = (0..ops)
             .map(|o| format!(r#"{{"opIndex":{o},"status":"applied"}}"#))
@@ -122,7 +136,9 @@ pub fn direct_push(path: &str, commits: u32, ops: u32, synchronous: Synchronous)
             r#"{{"status":"applied","commitSeq":{seq},"recordedAtMs":{c},"cacheIdentity":"id-{client_commit_id}","results":[{}]}}"#,
             results.join(",")
         );
-        engine.tx_put_push_result(id, "client", &client_commit_id, &result)?;
+        engine
+            .tx_put_push_result(id, "client".into(), client_commit_id.clone(), result)
+            .wait()?;
         engine.unlock(id, true)?;
     }
     let per = start.elapsed().as_secs_f64() * 1e6 / f64::from(commits.max(1));

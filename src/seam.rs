@@ -95,6 +95,21 @@ impl<T: Send + 'static> Call<T> {
     }
 }
 
+impl<T> Call<T> {
+    /// The answer, on this thread: the engine's own tests and the Rust
+    /// floor bench (`benches/floor.rs`) call members this way. A `Later`
+    /// needs the binding's runtime and is refused here.
+    pub fn wait(self) -> Result<T> {
+        match self {
+            Call::Now(r) => r,
+            Call::Blocking(w) => w(),
+            Call::Later(_) => Err(crate::Error::invalid(
+                "Call::wait: this member answers with a future; drive it on a runtime",
+            )),
+        }
+    }
+}
+
 /// What `prefetchRows` learned, for the caller's cache.
 pub struct Prefetch {
     pub rows: Vec<Prefetched>,

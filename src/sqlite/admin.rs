@@ -10,7 +10,9 @@ use crate::core::error::Result;
 use crate::core::model::admin::*;
 use crate::core::schema::Table;
 use crate::core::stored::{self, Form, Shape};
+use crate::seam::{Admin, Call};
 use rusqlite::{params, Connection, OptionalExtension};
+use std::sync::Arc;
 
 const COMMIT_FIELDS: &str =
     "c.commit_seq, c.client_id, c.client_commit_id, c.actor_id, c.created_at_ms";
@@ -158,36 +160,45 @@ impl SqliteEngine {
     ) -> Result<Vec<CommitMetadata>> {
         self.read_snapshot(|c| list_commit_metadata(c, partition, after_seq, limit, table))
     }
+}
 
-    pub fn scope_activity(
-        &self, partition: &str, variable: &str, value: &str, limit: i64,
-    ) -> Result<Vec<ScopeActivity>> {
-        self.read(|c| scope_activity(c, partition, variable, value, limit))
+impl Admin for Arc<SqliteEngine> {
+    fn list_commit_metadata(
+        &self, p: String, after_seq: i64, limit: i64, table: Option<String>,
+    ) -> Call<Vec<CommitMetadata>> {
+        SqliteEngine::list_commit_metadata(self, &p, after_seq, limit, table.as_deref()).into()
+    }
+    fn scope_activity(
+        &self, partition: String, variable: String, value: String, limit: i64,
+    ) -> Call<Vec<ScopeActivity>> {
+        self.read(|c| scope_activity(c, &partition, &variable, &value, limit))
+            .into()
     }
 
     /// Unknown tables fail with the unknown-table error.
-    pub fn get_row_scopes(
-        &self, partition: &str, table: &str, row_id: &str,
-    ) -> Result<Option<(i64, String)>> {
-        self.table_sql(table, |t, _| {
-            self.read(|c| row_scopes(c, t, partition, row_id))
+    fn get_row_scopes(
+        &self, partition: String, table: String, row_id: String,
+    ) -> Call<Option<(i64, String)>> {
+        self.table_sql(&table, |t, _| {
+            self.read(|c| row_scopes(c, t, &partition, &row_id))
         })
+        .into()
     }
 
     /// Live rows referencing `blob_id`, with their stored scopes; references
     /// to tables outside the loaded schema or to missing rows are skipped.
-    pub fn list_rows_referencing_blob(
-        &self, partition: &str, blob_id: &str,
-    ) -> Result<Vec<BlobReferencingRow>> {
+    fn list_rows_referencing_blob(
+        &self, partition: String, blob_id: String,
+    ) -> Call<Vec<BlobReferencingRow>> {
         let loaded = self.loaded();
         self.read_snapshot(|c| {
             let mut out = Vec::new();
-            for (table, row_id) in blob_refs(c, partition, blob_id)? {
+            for (table, row_id) in blob_refs(c, &partition, &blob_id)? {
                 let Ok(i) = loaded.schema.index_of(&table) else {
                     continue;
                 };
-                if let Some(text) = rows::get_row_scopes(c, &loaded.sql[i], partition, &row_id)? {
-                    let scopes_json = checked_scopes(text, &table, partition, &row_id)?;
+                if let Some(text) = rows::get_row_scopes(c, &loaded.sql[i], &partition, &row_id)? {
+                    let scopes_json = checked_scopes(text, &table, &partition, &row_id)?;
                     out.push(BlobReferencingRow {
                         table,
                         row_id,
@@ -197,10 +208,11 @@ impl SqliteEngine {
             }
             Ok(out)
         })
+        .into()
     }
 
-    pub fn list_referenced_blob_ids(&self, partition: &str) -> Result<Vec<String>> {
-        self.read(|c| referenced_blob_ids(c, partition))
+    fn list_referenced_blob_ids(&self, partition: String) -> Call<Vec<String>> {
+        self.read(|c| referenced_blob_ids(c, &partition)).into()
     }
 }
 

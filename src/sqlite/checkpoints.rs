@@ -5,10 +5,14 @@
 
 use super::conn::map_err;
 use super::log;
+use super::meta;
 use super::storage::SqliteEngine;
 use crate::core::error::{Error, Result};
 use crate::core::model::{Checkpoint, CheckpointProgress};
+use crate::core::model::{CheckpointDeclaration, ServeGate};
+use crate::seam::{Call, Checkpoints};
 use rusqlite::{params, Connection, OptionalExtension};
+use std::sync::Arc;
 
 pub use crate::core::checkpoint::{Activation, SourceState};
 
@@ -139,38 +143,6 @@ pub fn activate(
 }
 
 impl SqliteEngine {
-    pub fn claim_checkpoint(
-        &self, id: u32, partition: &str, name: &str, schema_version: i64, now_ms: i64,
-    ) -> Result<Checkpoint> {
-        self.with_lease(id, |h| {
-            claim(h.conn, partition, name, schema_version, now_ms)
-        })
-    }
-
-    /// Storage-level form, under a storage-level write lease.
-    pub fn advance_checkpoint(
-        &self, id: u32, partition: &str, name: &str, g: &CheckpointProgress,
-    ) -> Result<bool> {
-        self.with_lease(id, |h| advance(h.conn, partition, name, g))
-    }
-
-    /// Transaction form: the CAS commits with the transaction's writes.
-    pub fn tx_advance_checkpoint(
-        &self, id: u32, name: &str, g: &CheckpointProgress,
-    ) -> Result<bool> {
-        self.with_tx(id, |h, p| advance(h.conn, p, name, g))
-    }
-
-    pub fn source_coverage_seq(&self, partition: &str, tables: &[String]) -> Result<i64> {
-        self.read(|c| source_coverage_seq(c, partition, tables))
-    }
-
-    pub fn has_source_changes_above(
-        &self, partition: &str, tables: &[String], seq: i64,
-    ) -> Result<SourceState> {
-        self.read_snapshot(|c| has_source_changes_above(c, partition, tables, seq))
-    }
-
     #[allow(clippy::too_many_arguments)]
     pub fn activate_checkpoint(
         &self, id: u32, partition: &str, name: &str, owner_epoch: i64, watermark: i64,
@@ -187,6 +159,75 @@ impl SqliteEngine {
                 now_ms,
             )
         })
+    }
+}
+
+impl Checkpoints for Arc<SqliteEngine> {
+    fn read_serve_gate(&self, partition: String, running: i64) -> Call<ServeGate> {
+        self.read(|c| meta::read_serve_gate(c, &partition, running))
+            .into()
+    }
+
+    fn read_checkpoints(&self, partition: String) -> Call<Vec<Checkpoint>> {
+        self.read(|c| meta::read_checkpoints(c, &partition)).into()
+    }
+
+    fn writer_fence_allows(&self, partition: String, version: i64) -> Call<bool> {
+        self.read(|c| meta::writer_fence_allows(c, &partition, version))
+            .into()
+    }
+
+    fn declare_checkpoint(
+        &self, id: u32, d: CheckpointDeclaration, now_ms: i64,
+    ) -> Call<Checkpoint> {
+        self.with_lease(id, |h| meta::declare_checkpoint(h.conn, &d, now_ms))
+            .into()
+    }
+
+    fn claim_checkpoint(
+        &self, id: u32, partition: String, name: String, schema_version: i64, now_ms: i64,
+    ) -> Call<Checkpoint> {
+        self.with_lease(id, |h| {
+            claim(h.conn, &partition, &name, schema_version, now_ms)
+        })
+        .into()
+    }
+
+    /// Storage-level form, under a storage-level write lease.
+    fn advance_checkpoint(
+        &self, id: u32, partition: String, name: String, g: CheckpointProgress,
+    ) -> Call<bool> {
+        self.with_lease(id, |h| advance(h.conn, &partition, &name, &g))
+            .into()
+    }
+
+    fn source_coverage_seq(&self, partition: String, tables: Vec<String>) -> Call<i64> {
+        self.read(|c| source_coverage_seq(c, &partition, &tables))
+            .into()
+    }
+
+    fn has_source_changes_above(
+        &self, partition: String, tables: Vec<String>, seq: i64,
+    ) -> Call<SourceState> {
+        self.read_snapshot(|c| has_source_changes_above(c, &partition, &tables, seq))
+            .into()
+    }
+
+    fn activate_checkpoint(
+        &self, lease: u32, p: String, name: String, owner_epoch: i64, watermark: i64,
+        sources: Vec<String>, now_ms: i64,
+    ) -> Call<Activation> {
+        SqliteEngine::activate_checkpoint(
+            self,
+            lease,
+            &p,
+            &name,
+            owner_epoch,
+            watermark,
+            &sources,
+            now_ms,
+        )
+        .into()
     }
 }
 

@@ -11,7 +11,9 @@ use super::storage::SqliteEngine;
 use crate::core::error::Result;
 use crate::core::model::reactions::*;
 use crate::core::stored::{self, Form};
+use crate::seam::{Call, Reactions};
 use rusqlite::{params, Connection, OptionalExtension, ToSql};
+use std::sync::Arc;
 
 const FIELDS: &str = "idempotency_key, type, version, payload, source_client_id, \
 source_client_commit_id, source_commit_seq, created_at_ms, max_attempts, status, attempts, \
@@ -244,55 +246,60 @@ LIMIT ?4) AND {PRUNABLE} RETURNING status"
     Ok(counts)
 }
 
-impl SqliteEngine {
-    pub fn tx_enqueue_reactions(&self, id: u32, reactions: &[NewReaction]) -> Result<()> {
-        self.with_tx(id, |h, p| enqueue(h.conn, p, reactions))
+impl SqliteEngine {}
+
+impl Reactions for Arc<SqliteEngine> {
+    fn claim_reactions(
+        &self, id: u32, partition: String, q: ClaimQuery,
+    ) -> Call<Vec<StoredReaction>> {
+        self.with_lease(id, |h| claim(h.conn, &partition, &q))
+            .into()
     }
 
-    pub fn claim_reactions(
-        &self, id: u32, partition: &str, q: &ClaimQuery,
-    ) -> Result<Vec<StoredReaction>> {
-        self.with_lease(id, |h| claim(h.conn, partition, q))
-    }
-
-    pub fn complete_reaction(
-        &self, id: u32, partition: &str, key: &str, owner: &str, completed_at_ms: i64,
-    ) -> Result<bool> {
+    fn complete_reaction(
+        &self, id: u32, partition: String, key: String, owner: String, completed_at_ms: i64,
+    ) -> Call<bool> {
         self.with_lease(id, |h| {
-            complete(h.conn, partition, key, owner, completed_at_ms)
+            complete(h.conn, &partition, &key, &owner, completed_at_ms)
         })
+        .into()
     }
 
-    pub fn extend_reaction_lease(
-        &self, id: u32, partition: &str, key: &str, owner: &str, expires_at_ms: i64,
-    ) -> Result<bool> {
-        self.with_lease(id, |h| extend(h.conn, partition, key, owner, expires_at_ms))
+    fn extend_reaction_lease(
+        &self, id: u32, partition: String, key: String, owner: String, expires_at_ms: i64,
+    ) -> Call<bool> {
+        self.with_lease(id, |h| {
+            extend(h.conn, &partition, &key, &owner, expires_at_ms)
+        })
+        .into()
     }
 
-    pub fn fail_reaction(
-        &self, id: u32, partition: &str, key: &str, u: &FailureUpdate,
-    ) -> Result<bool> {
-        self.with_lease(id, |h| fail(h.conn, partition, key, u))
+    fn fail_reaction(
+        &self, id: u32, partition: String, key: String, u: FailureUpdate,
+    ) -> Call<bool> {
+        self.with_lease(id, |h| fail(h.conn, &partition, &key, &u))
+            .into()
     }
 
-    pub fn retry_reaction(&self, id: u32, partition: &str, key: &str, now_ms: i64) -> Result<bool> {
-        self.with_lease(id, |h| retry(h.conn, partition, key, now_ms))
+    fn retry_reaction(&self, id: u32, partition: String, key: String, now_ms: i64) -> Call<bool> {
+        self.with_lease(id, |h| retry(h.conn, &partition, &key, now_ms))
+            .into()
     }
 
-    pub fn get_reaction(&self, partition: &str, key: &str) -> Result<Option<StoredReaction>> {
-        self.read(|c| get(c, partition, key))
+    fn get_reaction(&self, partition: String, key: String) -> Call<Option<StoredReaction>> {
+        self.read(|c| get(c, &partition, &key)).into()
     }
 
-    pub fn list_reactions(
-        &self, partition: &str, statuses: &[String], types: &[String], limit: i64,
-    ) -> Result<Vec<StoredReaction>> {
-        self.read(|c| list(c, partition, statuses, types, limit))
+    fn list_reactions(
+        &self, partition: String, statuses: Vec<String>, types: Vec<String>, limit: i64,
+    ) -> Call<Vec<StoredReaction>> {
+        self.read(|c| list(c, &partition, &statuses, &types, limit))
+            .into()
     }
 
-    pub fn prune_reactions(
-        &self, id: u32, partition: &str, q: &PruneQuery,
-    ) -> Result<PrunedCounts> {
-        self.with_lease(id, |h| prune(h.conn, partition, q))
+    fn prune_reactions(&self, id: u32, partition: String, q: PruneQuery) -> Call<PrunedCounts> {
+        self.with_lease(id, |h| prune(h.conn, &partition, &q))
+            .into()
     }
 }
 

@@ -7,6 +7,7 @@ use super::conn::{self, Config, Location, Synchronous};
 use super::foreign;
 use super::mutex::lock;
 use super::rewrites::RewriteCache;
+use super::rows;
 use super::rows::{Loaded, TableSql};
 use super::scratch;
 use super::shared;
@@ -172,5 +173,16 @@ impl Drop for Db {
         }
         // The connections close next (the fields below, in order).
         self.registration.closing();
+    }
+}
+
+impl SqliteEngine {
+    pub(super) fn table_sql<T>(
+        &self, table: &str,
+        f: impl FnOnce(&crate::core::schema::Table, &rows::TableSql) -> Result<T>,
+    ) -> Result<T> {
+        let loaded = self.loaded();
+        let i = loaded.schema.index_of(table)?;
+        f(&loaded.schema.tables[i], &loaded.sql[i])
     }
 }
