@@ -9,7 +9,10 @@ use crate::core::error::Result;
 use crate::core::model::admin::{BlobReferencingRow, CommitMetadata, ScopeActivity};
 use crate::core::schema::quote_ident;
 use crate::core::stored::{self, Form, Shape};
+use crate::postgres::handle::pg;
+use crate::seam::{Admin, Call};
 use sqlx::{AssertSqlSafe, PgConnection, Row};
+use std::sync::Arc;
 
 /// Changes per (commit, table) of the listed commits, ordered by table.
 const CHANGES_PER_TABLE: &str = "SELECT commit_seq, tbl, count(*) FROM sync_changes \
@@ -139,66 +142,88 @@ impl PgEngine {
         )
         .await)
     }
+}
 
-    pub async fn scope_activity(
-        &self, partition: &str, variable: &str, value: &str, limit: i64,
-    ) -> Result<Vec<ScopeActivity>> {
-        read!(self, |c| scope_activity(
-            c, partition, variable, value, limit
-        )
-        .await)
+impl Admin for Arc<PgEngine> {
+    fn list_commit_metadata(
+        &self, p: String, after_seq: i64, limit: i64, table: Option<String>,
+    ) -> Call<Vec<CommitMetadata>> {
+        pg!(self, |e| e
+            .list_commit_metadata(&p, after_seq, limit, table.as_deref())
+            .await)
+    }
+
+    fn scope_activity(
+        &self, partition: String, variable: String, value: String, limit: i64,
+    ) -> Call<Vec<ScopeActivity>> {
+        pg!(self, |this| {
+            read!(this, |c| scope_activity(
+                c, &partition, &variable, &value, limit
+            )
+            .await)
+        })
     }
 
     /// Unknown tables fail with the unknown-table error.
-    pub async fn get_row_scopes(
-        &self, partition: &str, table: &str, row_id: &str,
-    ) -> Result<Option<(i64, String)>> {
-        let (loaded, i) = self.table(table)?;
-        let name = &loaded.schema.tables[i].name;
-        read!(self, |c| row_scopes(c, name, partition, row_id).await)
+    fn get_row_scopes(
+        &self, partition: String, table: String, row_id: String,
+    ) -> Call<Option<(i64, String)>> {
+        pg!(self, |this| {
+            let (loaded, i) = this.table(&table)?;
+            let name = &loaded.schema.tables[i].name;
+            read!(this, |c| row_scopes(c, name, &partition, &row_id).await)
+        })
     }
 
     /// Live rows referencing `blob_id`, with their stored scopes; references
     /// to tables outside the loaded schema or to missing rows are skipped.
-    pub async fn list_rows_referencing_blob(
-        &self, partition: &str, blob_id: &str,
-    ) -> Result<Vec<BlobReferencingRow>> {
-        let loaded = self.loaded();
-        snapshot!(self, |c| {
-            let refs = crate::postgres::stmt::query(
-                "SELECT tbl, row_id FROM sync_blob_refs WHERE partition = $1 AND blob_id = $2",
-            )
-            .bind(partition)
-            .bind(blob_id)
-            .fetch_all(&mut *c)
-            .await
-            .map_err(map_err)?;
-            let mut out = Vec::new();
-            for r in &refs {
-                let table: String = r.try_get(0).map_err(map_err)?;
-                let row_id: String = r.try_get(1).map_err(map_err)?;
-                if loaded.schema.index_of(&table).is_err() {
-                    continue;
+    fn list_rows_referencing_blob(
+        &self, partition: String, blob_id: String,
+    ) -> Call<Vec<BlobReferencingRow>> {
+        pg!(self, |this| {
+            let loaded = this.loaded();
+            snapshot!(this, |c| {
+                let refs = crate::postgres::stmt::query(
+                    "SELECT tbl, row_id FROM sync_blob_refs WHERE partition = $1 AND blob_id = $2",
+                )
+                .bind(&partition)
+                .bind(&blob_id)
+                .fetch_all(&mut *c)
+                .await
+                .map_err(map_err)?;
+                let mut out = Vec::new();
+                for r in &refs {
+                    let table: String = r.try_get(0).map_err(map_err)?;
+                    let row_id: String = r.try_get(1).map_err(map_err)?;
+                    if loaded.schema.index_of(&table).is_err() {
+                        continue;
+                    }
+                    if let Some((_, scopes_json)) =
+                        row_scopes(c, &table, &partition, &row_id).await?
+                    {
+                        out.push(BlobReferencingRow {
+                            table,
+                            row_id,
+                            scopes_json,
+                        });
+                    }
                 }
-                if let Some((_, scopes_json)) = row_scopes(c, &table, partition, &row_id).await? {
-                    out.push(BlobReferencingRow {
-                        table,
-                        row_id,
-                        scopes_json,
-                    });
-                }
-            }
-            Ok(out)
+                Ok(out)
+            })
         })
     }
 
-    pub async fn list_referenced_blob_ids(&self, partition: &str) -> Result<Vec<String>> {
-        read!(self, |c| crate::postgres::stmt::query_scalar(
+    fn list_referenced_blob_ids(&self, partition: String) -> Call<Vec<String>> {
+        pg!(self, |this| {
+            read!(this, |c| {
+                crate::postgres::stmt::query_scalar(
             "SELECT DISTINCT blob_id FROM sync_blob_refs WHERE partition = $1 ORDER BY blob_id"
         )
-        .bind(partition)
+        .bind(&partition)
         .fetch_all(&mut *c)
         .await
-        .map_err(map_err))
+        .map_err(map_err)
+            })
+        })
     }
 }

@@ -6,12 +6,17 @@
 use super::error::map_err;
 use super::handle::PgEngine;
 use super::log;
+use super::meta;
 use super::meta::{checkpoint_from, version_i32};
-use super::run::{read, snapshot, with_tx, write};
+use super::run::{read, snapshot, write};
 use crate::core::checkpoint::{fence_covers, Activation, SourceState};
 use crate::core::error::{Error, Result};
 use crate::core::model::{Checkpoint, CheckpointProgress};
+use crate::core::model::{CheckpointDeclaration, ServeGate};
+use crate::postgres::handle::pg;
+use crate::seam::{Call, Checkpoints};
 use sqlx::{PgConnection, Row};
+use std::sync::Arc;
 
 const CLAIM: &str = "UPDATE sync_backfill_checkpoints
    SET owner_epoch = owner_epoch + 1,
@@ -143,39 +148,6 @@ pub async fn activate(
 }
 
 impl PgEngine {
-    pub async fn claim_checkpoint(
-        &self, partition: &str, name: &str, schema_version: i64, now_ms: i64,
-    ) -> Result<Checkpoint> {
-        write!(self, |c| claim(c, partition, name, schema_version, now_ms)
-            .await)
-    }
-
-    pub async fn advance_checkpoint(
-        &self, partition: &str, name: &str, g: &CheckpointProgress,
-    ) -> Result<bool> {
-        write!(self, |c| advance(c, partition, name, g).await)
-    }
-
-    /// Transaction form: the CAS commits with the transaction's writes.
-    pub async fn tx_advance_checkpoint(
-        &self, id: u32, name: &str, g: &CheckpointProgress,
-    ) -> Result<bool> {
-        with_tx!(self, id, |_st, c, p| advance(c, &p, name, g).await)
-    }
-
-    pub async fn source_coverage_seq(&self, partition: &str, tables: &[String]) -> Result<i64> {
-        read!(self, |c| source_coverage_seq(c, partition, tables).await)
-    }
-
-    pub async fn has_source_changes_above(
-        &self, partition: &str, tables: &[String], seq: i64,
-    ) -> Result<SourceState> {
-        snapshot!(self, |c| has_source_changes_above(
-            c, partition, tables, seq
-        )
-        .await)
-    }
-
     #[allow(clippy::too_many_arguments)]
     pub async fn activate_checkpoint(
         &self, partition: &str, name: &str, owner_epoch: i64, watermark: i64, sources: &[String],
@@ -191,5 +163,85 @@ impl PgEngine {
             now_ms
         )
         .await)
+    }
+}
+
+impl Checkpoints for Arc<PgEngine> {
+    fn read_serve_gate(&self, partition: String, running: i64) -> Call<ServeGate> {
+        pg!(self, |this| {
+            read!(this, |c| meta::read_serve_gate(c, &partition, running)
+                .await)
+        })
+    }
+
+    fn read_checkpoints(&self, partition: String) -> Call<Vec<Checkpoint>> {
+        pg!(self, |this| {
+            read!(this, |c| meta::read_checkpoints(c, &partition).await)
+        })
+    }
+
+    fn writer_fence_allows(&self, partition: String, version: i64) -> Call<bool> {
+        pg!(self, |this| {
+            read!(this, |c| meta::writer_fence_allows(c, &partition, version)
+                .await)
+        })
+    }
+
+    fn declare_checkpoint(
+        &self, _lease: u32, d: CheckpointDeclaration, now_ms: i64,
+    ) -> Call<Checkpoint> {
+        pg!(self, |this| {
+            write!(this, |c| meta::declare_checkpoint(c, &d, now_ms).await)
+        })
+    }
+
+    fn claim_checkpoint(
+        &self, _lease: u32, partition: String, name: String, schema_version: i64, now_ms: i64,
+    ) -> Call<Checkpoint> {
+        pg!(self, |this| {
+            write!(this, |c| claim(
+                c,
+                &partition,
+                &name,
+                schema_version,
+                now_ms
+            )
+            .await)
+        })
+    }
+
+    fn advance_checkpoint(
+        &self, _lease: u32, partition: String, name: String, g: CheckpointProgress,
+    ) -> Call<bool> {
+        pg!(self, |this| {
+            write!(this, |c| advance(c, &partition, &name, &g).await)
+        })
+    }
+
+    fn source_coverage_seq(&self, partition: String, tables: Vec<String>) -> Call<i64> {
+        pg!(self, |this| {
+            read!(this, |c| source_coverage_seq(c, &partition, &tables).await)
+        })
+    }
+
+    fn has_source_changes_above(
+        &self, partition: String, tables: Vec<String>, seq: i64,
+    ) -> Call<SourceState> {
+        pg!(self, |this| {
+            snapshot!(this, |c| has_source_changes_above(
+                c, &partition, &tables, seq
+            )
+            .await)
+        })
+    }
+
+    fn activate_checkpoint(
+        &self, _lease: u32, p: String, name: String, owner_epoch: i64, watermark: i64,
+        sources: Vec<String>, now_ms: i64,
+    ) -> Call<Activation> {
+        pg!(self, |e| {
+            e.activate_checkpoint(&p, &name, owner_epoch, watermark, &sources, now_ms)
+                .await
+        })
     }
 }

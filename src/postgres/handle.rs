@@ -337,3 +337,18 @@ impl PgEngine {
         lock(&self.idle).conns.pop()
     }
 }
+
+/// `pg!(self, |this| body)`: a member's body runs later, in a future that
+/// owns a clone of the engine (`this`) and the member's arguments.
+macro_rules! pg {
+    ($self:ident, |$e:ident| $body:expr) => {{
+        let engine = ::std::sync::Arc::clone($self);
+        $crate::seam::later(async move {
+            // A `&PgEngine`: its own methods, not the area traits' namesakes.
+            let $e: &$crate::postgres::handle::PgEngine = &engine;
+            $body
+        })
+    }};
+}
+
+pub(crate) use pg;

@@ -21,15 +21,17 @@
 
 mod admin;
 mod checkpoints;
+mod clients;
+mod committed;
 mod config;
 mod conn;
-pub(crate) mod engine;
 mod error;
-mod handle;
+pub(crate) mod handle;
+mod lifecycle;
 mod log;
 mod meta;
 mod meta_setup;
-mod ops;
+mod partitions;
 mod query;
 mod quote;
 mod reactions;

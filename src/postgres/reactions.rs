@@ -6,14 +6,17 @@
 
 use super::error::map_err;
 use super::handle::PgEngine;
-use super::run::{read, with_tx, write};
+use super::run::{read, write};
 use crate::core::error::{Error, Result};
 use crate::core::model::reactions::{
     ClaimQuery, FailureUpdate, NewReaction, PruneQuery, PrunedCounts, StoredReaction,
 };
 use crate::core::stored::{self, Form};
+use crate::postgres::handle::pg;
+use crate::seam::{Call, Reactions};
 use sqlx::postgres::PgRow;
 use sqlx::{AssertSqlSafe, PgConnection, Row};
+use std::sync::Arc;
 
 const FIELDS: &str = "r.idempotency_key, r.type, r.version, r.payload::text, r.source_client_id, \
 r.source_client_commit_id, r.source_commit_seq, r.created_at_ms, r.max_attempts, r.status, r.attempts, \
@@ -239,66 +242,81 @@ LIMIT $4 FOR UPDATE SKIP LOCKED) RETURNING status",
     Ok(counts)
 }
 
-impl PgEngine {
-    pub async fn tx_enqueue_reactions(&self, id: u32, reactions: &[NewReaction]) -> Result<()> {
-        with_tx!(self, id, |_st, c, p| enqueue(c, &p, reactions).await)
+impl Reactions for Arc<PgEngine> {
+    fn claim_reactions(
+        &self, _lease: u32, partition: String, q: ClaimQuery,
+    ) -> Call<Vec<StoredReaction>> {
+        pg!(self, |this| {
+            write!(this, |c| claim(c, &partition, &q).await)
+        })
     }
 
-    pub async fn claim_reactions(
-        &self, partition: &str, q: &ClaimQuery,
-    ) -> Result<Vec<StoredReaction>> {
-        write!(self, |c| claim(c, partition, q).await)
+    fn complete_reaction(
+        &self, _lease: u32, partition: String, key: String, owner: String, completed_at_ms: i64,
+    ) -> Call<bool> {
+        pg!(self, |this| {
+            write!(this, |c| guarded(
+                c,
+                COMPLETE,
+                completed_at_ms,
+                &partition,
+                &key,
+                &owner
+            )
+            .await)
+        })
     }
 
-    pub async fn complete_reaction(
-        &self, partition: &str, key: &str, owner: &str, completed_at_ms: i64,
-    ) -> Result<bool> {
-        write!(self, |c| guarded(
-            c,
-            COMPLETE,
-            completed_at_ms,
-            partition,
-            key,
-            owner
-        )
-        .await)
+    fn extend_reaction_lease(
+        &self, _lease: u32, partition: String, key: String, owner: String, expires_at_ms: i64,
+    ) -> Call<bool> {
+        pg!(self, |this| {
+            write!(this, |c| guarded(
+                c,
+                EXTEND,
+                expires_at_ms,
+                &partition,
+                &key,
+                &owner
+            )
+            .await)
+        })
     }
 
-    pub async fn extend_reaction_lease(
-        &self, partition: &str, key: &str, owner: &str, expires_at_ms: i64,
-    ) -> Result<bool> {
-        write!(self, |c| guarded(
-            c,
-            EXTEND,
-            expires_at_ms,
-            partition,
-            key,
-            owner
-        )
-        .await)
+    fn fail_reaction(
+        &self, _lease: u32, partition: String, key: String, u: FailureUpdate,
+    ) -> Call<bool> {
+        pg!(self, |this| {
+            write!(this, |c| fail(c, &partition, &key, &u).await)
+        })
     }
 
-    pub async fn fail_reaction(
-        &self, partition: &str, key: &str, u: &FailureUpdate,
-    ) -> Result<bool> {
-        write!(self, |c| fail(c, partition, key, u).await)
+    fn retry_reaction(
+        &self, _lease: u32, partition: String, key: String, now_ms: i64,
+    ) -> Call<bool> {
+        pg!(self, |this| {
+            write!(this, |c| retry(c, &partition, &key, now_ms).await)
+        })
     }
 
-    pub async fn retry_reaction(&self, partition: &str, key: &str, now_ms: i64) -> Result<bool> {
-        write!(self, |c| retry(c, partition, key, now_ms).await)
+    fn get_reaction(&self, partition: String, key: String) -> Call<Option<StoredReaction>> {
+        pg!(self, |this| {
+            read!(this, |c| get(c, &partition, &key).await)
+        })
     }
 
-    pub async fn get_reaction(&self, partition: &str, key: &str) -> Result<Option<StoredReaction>> {
-        read!(self, |c| get(c, partition, key).await)
+    fn list_reactions(
+        &self, partition: String, statuses: Vec<String>, types: Vec<String>, limit: i64,
+    ) -> Call<Vec<StoredReaction>> {
+        pg!(self, |this| {
+            read!(this, |c| list(c, &partition, &statuses, &types, limit)
+                .await)
+        })
     }
 
-    pub async fn list_reactions(
-        &self, partition: &str, statuses: &[String], types: &[String], limit: i64,
-    ) -> Result<Vec<StoredReaction>> {
-        read!(self, |c| list(c, partition, statuses, types, limit).await)
-    }
-
-    pub async fn prune_reactions(&self, partition: &str, q: &PruneQuery) -> Result<PrunedCounts> {
-        write!(self, |c| prune(c, partition, q).await)
+    fn prune_reactions(&self, _lease: u32, partition: String, q: PruneQuery) -> Call<PrunedCounts> {
+        pg!(self, |this| {
+            write!(this, |c| prune(c, &partition, &q).await)
+        })
     }
 }

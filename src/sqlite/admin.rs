@@ -168,6 +168,7 @@ impl Admin for Arc<SqliteEngine> {
     ) -> Call<Vec<CommitMetadata>> {
         SqliteEngine::list_commit_metadata(self, &p, after_seq, limit, table.as_deref()).into()
     }
+
     fn scope_activity(
         &self, partition: String, variable: String, value: String, limit: i64,
     ) -> Call<Vec<ScopeActivity>> {

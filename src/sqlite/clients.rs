@@ -37,6 +37,7 @@ impl Clients for Arc<SqliteEngine> {
         SqliteEngine::advance_client_cursor(self, lease, &p, &a.client_id, guard, a.cursor, a.at_ms)
             .into()
     }
+
     fn get_active_client_cursor_floor(
         &self, partition: String, cutoff_ms: i64,
     ) -> Call<Option<i64>> {

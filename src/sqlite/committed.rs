@@ -89,6 +89,7 @@ impl Reads for Arc<SqliteEngine> {
         let e = self.clone();
         blocking(move || SqliteEngine::read_commit_window(&e, &p, &window.query()))
     }
+
     fn latest_scoped_change_seq(
         &self, partition: String, table: String, filter: ScopeFilter,
     ) -> Call<i64> {
@@ -142,6 +143,7 @@ impl Reads for Arc<SqliteEngine> {
         let e = self.clone();
         blocking(move || SqliteEngine::scan_rows(&e, &p, &table, &filter, &after_row_id, limit))
     }
+
     fn scan_rows_by_index(
         &self, p: String, table: String, index: String, values: Option<Vec<Value>>,
         after_row_id: String, limit: f64,
@@ -157,6 +159,7 @@ impl Reads for Arc<SqliteEngine> {
         )
         .into()
     }
+
     fn query_authoritative(
         &self, p: String, request: Request, params: Vec<Value>, declared: Vec<String>,
         gate_running: Option<i64>,

@@ -129,6 +129,7 @@ impl SqliteEngine {
         self.set_loaded(schema);
         Ok(matches!(outcome, schema_sync::Outcome::Migrated { .. }))
     }
+
     /// `restoreLayout()` under lease `id`; the caller commits on success.
     pub fn restore_layout(&self, id: u32) -> Result<Vec<String>> {
         self.with_lease(id, |h| schema_sync::restore_layout(h.conn))

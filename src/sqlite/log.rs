@@ -2,15 +2,10 @@
 //! scope index and tombstones, the horizon and pruning.
 
 use super::conn::map_err;
-use super::meta;
-use super::storage::SqliteEngine;
 use crate::core::error::{Error, Result};
-use crate::core::model::RegistryEntry;
 use crate::core::model::{ChangeOp, NewCommit, PruneResult, PruneTarget};
 use crate::core::scope::scope_pairs;
-use crate::seam::{Call, Log};
 use rusqlite::{params, Connection, OptionalExtension};
-use std::sync::Arc;
 
 pub fn max_commit_seq(conn: &Connection, partition: &str) -> Result<i64> {
     conn.prepare_cached("SELECT max_commit_seq FROM sync_partitions WHERE partition = ?1")
@@ -207,57 +202,4 @@ pub fn prune(conn: &Connection, partition: &str, target: PruneTarget) -> Result<
         horizon_seq: horizon,
         removed_commits: removed,
     })
-}
-
-impl Log for Arc<SqliteEngine> {
-    fn touch_partition(
-        &self, id: u32, partition: String, at_ms: i64, epoch: String,
-    ) -> Call<RegistryEntry> {
-        self.with_lease_one_statement(id, |h| {
-            meta::touch_partition(h.conn, &partition, at_ms, &epoch)
-        })
-        .into()
-    }
-
-    fn rotate_partition_log_epoch(
-        &self, id: u32, partition: String, epoch: String, at_ms: i64,
-    ) -> Call<RegistryEntry> {
-        self.with_lease(id, |h| {
-            meta::rotate_epoch(h.conn, &partition, &epoch, at_ms)
-        })
-        .into()
-    }
-
-    fn list_partition_registry(&self) -> Call<Vec<RegistryEntry>> {
-        self.read(meta::list_registry).into()
-    }
-
-    fn get_partition_log_epoch(&self, partition: String) -> Call<Option<String>> {
-        self.read(|c| meta::log_epoch(c, &partition)).into()
-    }
-
-    fn get_max_commit_seq(&self, partition: String) -> Call<i64> {
-        self.read(|c| max_commit_seq(c, &partition)).into()
-    }
-
-    fn get_horizon_seq(&self, partition: String) -> Call<i64> {
-        self.read(|c| horizon_seq(c, &partition)).into()
-    }
-
-    fn set_horizon_seq(&self, id: u32, partition: String, seq: i64) -> Call<()> {
-        self.with_lease(id, |h| set_horizon_seq(h.conn, &partition, seq))
-            .into()
-    }
-
-    fn prune_commits_through(
-        &self, id: u32, partition: String, target: PruneTarget,
-    ) -> Call<PruneResult> {
-        self.with_lease(id, |h| prune(h.conn, &partition, target))
-            .into()
-    }
-
-    fn get_commit_seq_before(&self, partition: String, before_ms: i64) -> Call<i64> {
-        self.read(|c| commit_seq_before(c, &partition, before_ms))
-            .into()
-    }
 }

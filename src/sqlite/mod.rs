@@ -48,6 +48,7 @@ mod log;
 mod meta;
 mod meter;
 mod mutex;
+mod partitions;
 mod pattern;
 mod query;
 pub mod reactions;

@@ -246,8 +246,6 @@ LIMIT ?4) AND {PRUNABLE} RETURNING status"
     Ok(counts)
 }
 
-impl SqliteEngine {}
-
 impl Reactions for Arc<SqliteEngine> {
     fn claim_reactions(
         &self, id: u32, partition: String, q: ClaimQuery,

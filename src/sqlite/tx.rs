@@ -73,6 +73,7 @@ impl Transaction for Arc<SqliteEngine> {
         )
         .into()
     }
+
     fn tx_query_authoritative(
         &self, lease: u32, request: Request, params: Vec<Value>, declared: Vec<String>,
     ) -> Call<QueryOutput> {
@@ -89,6 +90,7 @@ impl Transaction for Arc<SqliteEngine> {
             SqliteEngine::tx_query_authoritative(&e, lease, &request, &params, &declared)
         })
     }
+
     fn tx_lock_partition_for_push(&self, id: u32) -> Call<()> {
         self.with_tx(id, |mut h, _| h.open_savepoint()).into()
     }
@@ -105,6 +107,7 @@ impl Transaction for Arc<SqliteEngine> {
         )
         .into()
     }
+
     fn tx_upsert_row(
         &self, id: u32, table: String, row: StoredRow, op_index: Option<u32>,
     ) -> Call<()> {
@@ -182,6 +185,7 @@ impl SqliteEngine {
             f(h, partition)
         })
     }
+
     /// Discards staged candidate writes, records the rejection (first
     /// writer wins) and commits; the lease ends either way.
     pub fn tx_commit_rejected_push_result(
@@ -209,6 +213,7 @@ impl SqliteEngine {
             }
         }
     }
+
     /// Reads the row and tombstone of each distinct id in one call, so the
     /// JS layer can answer the push's `getRow` / `getTombstoneSeq` calls
     /// without crossing into native code once per row. The write lease

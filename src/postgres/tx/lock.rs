@@ -131,16 +131,3 @@ impl TxState {
         Ok(())
     }
 }
-
-impl PgEngine {
-    /// The partition row lock, then the candidate savepoint.
-    pub async fn tx_lock_partition_for_push(&self, id: u32) -> Result<()> {
-        let slot = self.tx_slot(id)?;
-        let mut st = slot.lock().await;
-        st.conn()?;
-        if !st.savepoint {
-            st.lock_partition(self).await?;
-        }
-        Ok(())
-    }
-}

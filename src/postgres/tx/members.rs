@@ -6,20 +6,29 @@
 //! `commit`/`rollback` are `batch` and `lock`.
 
 use super::append;
+use super::immediate::UpsertNow;
 use super::put::PendingPut;
 use super::upsert::Deferral;
 use crate::core::error::{Error, Result};
+use crate::core::model::reactions::NewReaction;
+use crate::core::model::{CheckpointProgress, QueryOutput};
 use crate::core::model::{NewCommit, Prefetched, ServeGate, StoredRow, Tomb};
+use crate::core::query::{Request, Value};
 use crate::core::scope::ScopeFilter;
 use crate::core::stored::{self, Form};
 use crate::postgres::error::map_err;
+use crate::postgres::handle::pg;
 use crate::postgres::handle::PgEngine;
-use crate::postgres::run::{slow, with_tx};
+use crate::postgres::run::slow;
+use crate::postgres::run::with_tx;
 use crate::postgres::stmt::exec;
+use crate::postgres::{checkpoints, reactions};
 use crate::postgres::{log, meta, rows, sql};
 use crate::seam::Prefetch;
+use crate::seam::{Call, Transaction};
 use sqlx::{AssertSqlSafe, Row};
 use std::collections::HashSet;
+use std::sync::Arc;
 
 impl PgEngine {
     /// Reads the rows and tombstones of `row_ids` in one statement. The
@@ -75,38 +84,6 @@ impl PgEngine {
         Ok(Prefetch { rows, stable })
     }
 
-    pub async fn tx_get_row(
-        &self, id: u32, table: &str, row_id: &str,
-    ) -> Result<Option<StoredRow>> {
-        let (loaded, i) = self.table(table)?;
-        let slot = self.tx_slot(id)?;
-        let mut st = slot.lock().await;
-        st.conn()?;
-        st.ready(self).await?;
-        let partition = st.partition.clone();
-        rows::get_row(st.conn()?, &loaded.sql[i], &partition, row_id).await
-    }
-
-    pub async fn tx_get_tombstone_seq(
-        &self, id: u32, table: &str, row_id: &str,
-    ) -> Result<Option<i64>> {
-        let slot = self.tx_slot(id)?;
-        let mut st = slot.lock().await;
-        st.conn()?;
-        st.ready(self).await?;
-        let partition = st.partition.clone();
-        rows::get_tombstone_seq(st.conn()?, &partition, table, row_id).await
-    }
-
-    pub async fn tx_clear_tombstone(&self, id: u32, table: &str, row_id: &str) -> Result<()> {
-        let slot = self.tx_slot(id)?;
-        let mut st = slot.lock().await;
-        st.conn()?;
-        st.ready(self).await?;
-        let partition = st.partition.clone();
-        rows::clear_tombstone(st.conn()?, &partition, table, row_id).await
-    }
-
     /// Deferred: the insert goes out with the next statement of the
     /// transaction or with `COMMIT` (first writer wins either way).
     pub async fn tx_put_push_result(
@@ -136,23 +113,6 @@ impl PgEngine {
         let _slow = slow!("tx");
         with_tx!(@locked self, st, |_st, c, p| meta::get_push_result(
             c, &p, client_id, commit_id
-        )
-        .await)
-    }
-
-    pub async fn tx_scan_rows(
-        &self, id: u32, table: &str, filter: &ScopeFilter, after_row_id: &str, limit: i64,
-    ) -> Result<Vec<StoredRow>> {
-        let (loaded, i) = self.table(table)?;
-        let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);
-        with_tx!(self, id, |_st, c, p| rows::scan_rows(
-            c,
-            t,
-            sql,
-            &p,
-            filter,
-            after_row_id,
-            limit
         )
         .await)
     }
@@ -227,14 +187,6 @@ impl PgEngine {
         })
     }
 
-    pub async fn tx_delete_row(&self, id: u32, table: &str, row_id: &str) -> Result<()> {
-        let (loaded, i) = self.table(table)?;
-        let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);
-        with_tx!(self, id, |_st, c, p| {
-            rows::delete_row(c, t, sql, &p, row_id).await
-        })
-    }
-
     /// Answered at once and sent with the next batch where `append`
     /// allows; otherwise sent now.
     pub async fn tx_append_commit(&self, id: u32, commit: &NewCommit) -> Result<i64> {
@@ -257,15 +209,6 @@ impl PgEngine {
         with_tx!(@locked self, st, |_st, c, p| log::append_commit(c, &p, commit, version).await)
     }
 
-    pub async fn tx_set_blob_refs(
-        &self, id: u32, table: &str, row_id: &str, blob_ids: &[String],
-    ) -> Result<()> {
-        with_tx!(self, id, |_st, c, p| rows::set_blob_refs(
-            c, &p, table, row_id, blob_ids
-        )
-        .await)
-    }
-
     pub async fn tx_read_serve_gate(&self, id: u32, running: i64) -> Result<ServeGate> {
         let slot = self.tx_slot(id)?;
         let mut st = slot.lock().await;
@@ -275,5 +218,195 @@ impl PgEngine {
         let _slow = slow!("tx");
         with_tx!(@locked self, st, |_st, c, p| meta::read_serve_gate(c, &p, running)
             .await)
+    }
+}
+
+impl Transaction for Arc<PgEngine> {
+    fn tx_get_row(&self, id: u32, table: String, row_id: String) -> Call<Option<StoredRow>> {
+        pg!(self, |this| {
+            let (loaded, i) = this.table(&table)?;
+            let slot = this.tx_slot(id)?;
+            let mut st = slot.lock().await;
+            st.conn()?;
+            st.ready(this).await?;
+            let partition = st.partition.clone();
+            rows::get_row(st.conn()?, &loaded.sql[i], &partition, &row_id).await
+        })
+    }
+
+    fn tx_get_tombstone_seq(&self, id: u32, table: String, row_id: String) -> Call<Option<i64>> {
+        pg!(self, |this| {
+            let slot = this.tx_slot(id)?;
+            let mut st = slot.lock().await;
+            st.conn()?;
+            st.ready(this).await?;
+            let partition = st.partition.clone();
+            rows::get_tombstone_seq(st.conn()?, &partition, &table, &row_id).await
+        })
+    }
+
+    fn tx_clear_tombstone(&self, id: u32, table: String, row_id: String) -> Call<()> {
+        pg!(self, |this| {
+            let slot = this.tx_slot(id)?;
+            let mut st = slot.lock().await;
+            st.conn()?;
+            st.ready(this).await?;
+            let partition = st.partition.clone();
+            rows::clear_tombstone(st.conn()?, &partition, &table, &row_id).await
+        })
+    }
+
+    fn tx_get_push_result(
+        &self, lease: u32, client_id: String, commit_id: String,
+    ) -> Call<Option<String>> {
+        if let Some(done) = self.get_push_result_now(lease, &client_id, &commit_id) {
+            return Call::Now(done);
+        }
+        pg!(self, |e| e
+            .tx_get_push_result(lease, &client_id, &commit_id)
+            .await)
+    }
+
+    fn tx_scan_rows(
+        &self, id: u32, table: String, filter: ScopeFilter, after_row_id: String, limit: i64,
+    ) -> Call<Vec<StoredRow>> {
+        pg!(self, |this| {
+            let (loaded, i) = this.table(&table)?;
+            let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);
+            with_tx!(this, id, |_st, c, p| rows::scan_rows(
+                c,
+                t,
+                sql,
+                &p,
+                &filter,
+                &after_row_id,
+                limit
+            )
+            .await)
+        })
+    }
+
+    fn tx_scan_rows_by_index(
+        &self, lease: u32, table: String, index: String, values: Option<Vec<Value>>,
+        after_row_id: String, limit: f64,
+    ) -> Call<Vec<StoredRow>> {
+        pg!(self, |e| {
+            e.tx_scan_rows_by_index(
+                lease,
+                &table,
+                &index,
+                values.as_deref(),
+                &after_row_id,
+                limit,
+            )
+            .await
+        })
+    }
+
+    fn tx_query_authoritative(
+        &self, lease: u32, request: Request, params: Vec<Value>, declared: Vec<String>,
+    ) -> Call<QueryOutput> {
+        pg!(self, |e| e
+            .tx_query_authoritative(lease, &request, &params, &declared)
+            .await)
+    }
+
+    /// The partition row lock, then the candidate savepoint.
+    fn tx_lock_partition_for_push(&self, id: u32) -> Call<()> {
+        pg!(self, |this| {
+            let slot = this.tx_slot(id)?;
+            let mut st = slot.lock().await;
+            st.conn()?;
+            if !st.savepoint {
+                st.lock_partition(this).await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn tx_commit_rejected_push_result(
+        &self, lease: u32, client_id: String, commit_id: String, result_json: String,
+    ) -> Call<()> {
+        pg!(self, |e| {
+            e.tx_commit_rejected_push_result(lease, &client_id, &commit_id, &result_json)
+                .await
+        })
+    }
+
+    fn tx_upsert_row(
+        &self, lease: u32, table: String, row: StoredRow, op_index: Option<u32>,
+    ) -> Call<()> {
+        let defer = match self.upsert_row_now(lease, &table, &row) {
+            UpsertNow::Done(done) => return Call::Now(done),
+            UpsertNow::Later { defer } => defer,
+        };
+        pg!(self, |e| e
+            .tx_upsert_row(lease, &table, &row, op_index, defer)
+            .await)
+    }
+
+    fn tx_delete_row(&self, id: u32, table: String, row_id: String) -> Call<()> {
+        pg!(self, |this| {
+            let (loaded, i) = this.table(&table)?;
+            let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);
+            with_tx!(this, id, |_st, c, p| {
+                rows::delete_row(c, t, sql, &p, &row_id).await
+            })
+        })
+    }
+
+    fn tx_append_commit(&self, lease: u32, commit: NewCommit) -> Call<i64> {
+        if let Some(done) = self.append_commit_now(lease, &commit) {
+            return Call::Now(done);
+        }
+        pg!(self, |e| e.tx_append_commit(lease, &commit).await)
+    }
+
+    fn tx_put_push_result(
+        &self, lease: u32, client_id: String, commit_id: String, result_json: String,
+    ) -> Call<()> {
+        if let Some(done) = self.put_push_result_now(lease, &client_id, &commit_id, &result_json) {
+            return Call::Now(done);
+        }
+        pg!(self, |e| e
+            .tx_put_push_result(lease, &client_id, &commit_id, &result_json)
+            .await)
+    }
+
+    fn tx_set_blob_refs(
+        &self, id: u32, table: String, row_id: String, blob_ids: Vec<String>,
+    ) -> Call<()> {
+        pg!(self, |this| {
+            with_tx!(this, id, |_st, c, p| rows::set_blob_refs(
+                c, &p, &table, &row_id, &blob_ids
+            )
+            .await)
+        })
+    }
+
+    fn tx_read_serve_gate(&self, lease: u32, running: i64) -> Call<ServeGate> {
+        if let Some(done) = self.read_serve_gate_now(lease, running) {
+            return Call::Now(done);
+        }
+        pg!(self, |e| e.tx_read_serve_gate(lease, running).await)
+    }
+
+    /// Transaction form: the CAS commits with the transaction's writes.
+    fn tx_advance_checkpoint(&self, id: u32, name: String, g: CheckpointProgress) -> Call<bool> {
+        pg!(self, |this| {
+            with_tx!(this, id, |_st, c, p| checkpoints::advance(c, &p, &name, &g)
+                .await)
+        })
+    }
+
+    fn tx_enqueue_reactions(&self, id: u32, reactions: Vec<NewReaction>) -> Call<()> {
+        pg!(self, |this| {
+            with_tx!(this, id, |_st, c, p| reactions::enqueue(c, &p, &reactions)
+                .await)
+        })
+    }
+
+    fn tx_prefetch_rows(&self, lease: u32, table: String, row_ids: Vec<String>) -> Call<Prefetch> {
+        pg!(self, |e| e.tx_prefetch_rows(lease, &table, &row_ids).await)
     }
 }
