@@ -7,6 +7,7 @@ import { tempDbPath, sqliteFileUrl } from './support/engines.mjs';
 import { NativeStorage, StorageQueryError, SyncError } from './support/package.mjs';
 import { exec, noShell, query, sqliteCliAvailable } from './support/sqlite-cli.mjs';
 import { TIME_SCALE } from './support/emulation.mjs';
+import { withLoopGap } from './support/loop-gap.mjs';
 import { accountsTable, col, fixtureSchema, schema, table, tasksTable, notesTable } from './support/schema.mjs';
 import { accountRow, hostPush, noteRow, rejectsQueryError, taskRow, writeCommit } from './support/harness.mjs';
 import { hostErrors, HostSyncError } from './contract/errors.mjs';
@@ -231,20 +232,8 @@ describe('sqlite layout repair on a large file', { skip: noShell }, () => {
        DROP INDEX sync_ix_items_by_title;`,
     );
     const b = reopen(path);
-    let worst = 0;
-    let last = performance.now();
-    const timer = setInterval(() => {
-      const now = performance.now();
-      worst = Math.max(worst, now - last);
-      last = now;
-    }, 5);
     try {
-      const started = performance.now();
-      await b.ensureSchema(v1);
-      const took = performance.now() - started;
-      // A stall ends with the timer's next turn, after the await resumes.
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      clearInterval(timer);
+      const { took, worst } = await withLoopGap(() => b.ensureSchema(v1));
       assert.deepEqual(query(path, "SELECT count(*) AS n FROM pragma_index_list('items') WHERE name = 'sync_ix_items_by_title'"), [{ n: 1 }]);
       // The timer kept firing while the index was built (the repair took
       // `took` ms); a debug build or an emulated CPU gets its scale.
@@ -252,7 +241,6 @@ describe('sqlite layout repair on a large file', { skip: noShell }, () => {
       // The storage serves as before.
       assert.equal(await b.getMaxCommitSeq('p1'), 0);
     } finally {
-      clearInterval(timer);
       await b.close();
     }
   });
