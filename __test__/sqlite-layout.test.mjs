@@ -2,6 +2,7 @@
 // in-tree SqliteServerStorage (storage-layout.md §2–§5, §8, §10, §12, §14.6),
 // and refusals that need a hand-modified database file.
 import assert from 'node:assert/strict';
+import { copyFileSync, readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import { tempDbPath, sqliteFileUrl } from './support/engines.mjs';
 import { NativeStorage, StorageQueryError, SyncError } from './support/package.mjs';
@@ -24,6 +25,9 @@ async function withFile(fn, opts = {}) {
   }
 }
 
+const fixture = (name) => new URL(`./fixtures/${name}`, import.meta.url);
+const masterRows = (path) => query(path, 'SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY rowid');
+
 function reopen(path, opts = {}) {
   return new NativeStorage({ url: sqliteFileUrl(path), ...opts });
 }
@@ -45,6 +49,39 @@ describe('sqlite physical layout', { skip: noShell }, () => {
       const triggers = query(path, "SELECT name FROM sqlite_master WHERE type = 'trigger'").map((r) => r.name);
       assert.ok(triggers.includes('sync_commits_writer_fence'));
     }));
+
+  // The text too: SQLite keeps each CREATE statement as written, and the
+  // storage renders it from src/core/meta_layout.rs (issue 49).
+  test('a new file holds the meta layout byte for byte as recorded', () =>
+    withFile(async (storage, path) => {
+      await storage.getMaxCommitSeq('p1');
+      await storage.close();
+      const recorded = JSON.parse(readFileSync(fixture('meta-layout-sqlite.json'), 'utf8'));
+      assert.deepEqual(masterRows(path), recorded.objects);
+    }));
+
+  test('an in-tree 0.15.48 file keeps its meta text; what the open adds is as a new file has it', async () => {
+    const path = tempDbPath();
+    copyFileSync(fixture('intree-0.15.48.db'), path);
+    const before = masterRows(path);
+    const storage = reopen(path);
+    try {
+      await storage.getMaxCommitSeq('p1');
+    } finally {
+      await storage.close();
+    }
+    const after = new Map(masterRows(path).map((r) => [r.name, r]));
+    for (const r of before) {
+      // SQLite writes an added column after the last one in the text.
+      const sql = r.name === 'sync_commits' ? r.sql.replace('created_at_ms INTEGER NOT NULL,', 'created_at_ms INTEGER NOT NULL, writer_version INTEGER,') : r.sql;
+      assert.deepEqual(after.get(r.name), { ...r, sql }, r.name);
+      after.delete(r.name);
+    }
+    const recorded = new Map(JSON.parse(readFileSync(fixture('meta-layout-sqlite.json'), 'utf8')).objects.map((r) => [r.name, r]));
+    // Entries exist: the row scope index is left to ensureSchema.
+    assert.deepEqual([...after.keys()].filter((n) => !n.startsWith('sqlite_autoindex_')), ['sync_tombstones', 'sync_backfill_checkpoints', 'sync_writer_fence', 'sync_commits_writer_fence']);
+    for (const [name, r] of after) assert.deepEqual(r, recorded.get(name), name);
+  });
 
   test('row tables: meta columns around the projection; non-materialized tables have only meta columns', () =>
     withFile(async (storage, path) => {
