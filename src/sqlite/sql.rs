@@ -170,3 +170,30 @@ impl<'a> ValueSet<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_meta_ddl_makes_every_object_the_open_looks_for() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch(meta_ddl()).unwrap();
+        conn.execute_batch(WRITER_FENCE_TRIGGER).unwrap();
+        let has = |name: &str| -> bool {
+            conn.query_row(
+                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = ?1)",
+                [name],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        for name in meta_objects() {
+            assert!(has(name), "{name}");
+        }
+        assert!(!has(ROW_SCOPES_BY_ROW));
+        conn.execute_batch(row_scopes_by_row_ddl()).unwrap();
+        assert!(has(ROW_SCOPES_BY_ROW));
+        conn.execute_batch(schema_meta_ddl()).unwrap();
+    }
+}
