@@ -10,11 +10,14 @@
 //! - `window`, `scan`, `migrate`, `stored`, `checkpoint`: rules both engines
 //!   execute in their own SQL (commit windows, row scans, the schema plan,
 //!   legacy stored forms, RFC 0007 checkpoint transitions);
-//! - `query`: registered queries: lexing, the dialect rewrite, result shapes.
+//! - `query`: registered queries: lexing, the dialect rewrite, result shapes;
+//! - `meta_layout`: the meta tables described once, which each engine
+//!   renders as DDL in its dialect.
 
 pub mod checkpoint;
 pub mod codec;
 pub mod error;
+pub mod meta_layout;
 pub mod migrate;
 pub mod model;
 pub mod query;

@@ -9,9 +9,6 @@ use crate::core::error::{Error, Result};
 use crate::core::schema::quote_ident;
 use sqlx::{AssertSqlSafe, Executor};
 
-/// The index this storage adds to the in-tree `sync_row_scopes`.
-const ROW_SCOPES_INDEX: &str = "sync_row_scopes_by_row";
-
 /// Where `sync_row_scopes` and its added index stand.
 #[derive(Debug, PartialEq, Eq)]
 enum RowScopesIndex {
@@ -71,12 +68,9 @@ pub async fn build_row_scopes_index(conn: &mut sqlx::PgConnection) -> Result<()>
                     .await
                     .map_err(map_err)?;
             }
-            conn.execute(
-                "CREATE INDEX CONCURRENTLY IF NOT EXISTS sync_row_scopes_by_row \
-                 ON sync_row_scopes(partition, tbl, row_id)",
-            )
-            .await
-            .map_err(map_err)?;
+            conn.execute(AssertSqlSafe(sql::row_scopes_by_row_concurrently()))
+                .await
+                .map_err(map_err)?;
         }
         Ok::<(), Error>(())
     }
@@ -132,12 +126,13 @@ pub(crate) use retry_ddl_race;
 pub async fn ensure_meta(
     conn: &mut sqlx::PgConnection, schema: Option<&str>, in_tx: bool,
 ) -> Result<()> {
+    let objects = sql::meta_objects();
     let present: i64 = super::stmt::query_scalar(sql::COUNT_META_OBJECTS)
-        .bind(sql::META_OBJECTS)
+        .bind(objects)
         .fetch_one(&mut *conn)
         .await
         .map_err(map_err)?;
-    if present as usize == sql::META_OBJECTS.len() {
+    if present as usize == objects.len() {
         return Ok(());
     }
     // On a database the in-tree storage wrote, `sync_row_scopes` exists
@@ -162,12 +157,7 @@ pub async fn ensure_meta(
             .await
             .map_err(map_err)?;
         }
-        for stmt in sql::META_DDL
-            .split(';')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .filter(|s| !(defer_index && s.contains(ROW_SCOPES_INDEX)))
-        {
+        for stmt in sql::meta_ddl(!defer_index) {
             conn.execute(AssertSqlSafe(stmt)).await.map_err(map_err)?;
         }
         let quoted: Option<String> =

@@ -1,118 +1,57 @@
 //! SQL text of the PostgreSQL dialect: the meta layout shared with the
 //! in-tree `PostgresServerStorage` (storage-layout §2, §4; BIGINT, SMALLINT,
 //! JSONB and BYTEA columns), the writer fence, and the statements the
-//! engine runs. Placeholders are `$n`.
+//! engine runs. Placeholders are `$n`. The meta tables are rendered from
+//! `core::meta_layout` with PostgreSQL's types.
 
-/// Meta tables and indexes, one statement per `;`.
-pub const META_DDL: &str = r#"
-CREATE TABLE IF NOT EXISTS sync_partitions(
-  partition TEXT PRIMARY KEY,
-  max_commit_seq BIGINT NOT NULL DEFAULT 0,
-  horizon_seq BIGINT NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS sync_partition_registry(
-  partition TEXT PRIMARY KEY,
-  log_epoch TEXT NOT NULL,
-  epoch_required BOOLEAN NOT NULL DEFAULT FALSE,
-  last_authenticated_at_ms BIGINT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS sync_row_scopes(
-  partition TEXT NOT NULL, tbl TEXT NOT NULL,
-  var TEXT NOT NULL, value TEXT NOT NULL, row_id TEXT NOT NULL,
-  PRIMARY KEY(partition, tbl, var, value, row_id)
-);
-CREATE INDEX IF NOT EXISTS sync_row_scopes_by_row
-  ON sync_row_scopes(partition, tbl, row_id);
-CREATE TABLE IF NOT EXISTS sync_commits(
-  partition TEXT NOT NULL, commit_seq BIGINT NOT NULL,
-  client_id TEXT NOT NULL, client_commit_id TEXT NOT NULL,
-  actor_id TEXT NOT NULL, created_at_ms BIGINT NOT NULL,
-  writer_version BIGINT,
-  PRIMARY KEY(partition, commit_seq)
-);
-CREATE INDEX IF NOT EXISTS sync_commits_by_time
-  ON sync_commits(partition, created_at_ms);
-CREATE TABLE IF NOT EXISTS sync_changes(
-  partition TEXT NOT NULL, commit_seq BIGINT NOT NULL, idx INTEGER NOT NULL,
-  tbl TEXT NOT NULL, row_id TEXT NOT NULL, op SMALLINT NOT NULL,
-  row_version BIGINT, scopes JSONB NOT NULL, payload BYTEA,
-  PRIMARY KEY(partition, commit_seq, idx)
-);
-CREATE INDEX IF NOT EXISTS sync_changes_by_table
-  ON sync_changes(partition, commit_seq, tbl, idx);
-CREATE TABLE IF NOT EXISTS sync_change_scopes(
-  partition TEXT NOT NULL, tbl TEXT NOT NULL,
-  var TEXT NOT NULL, value TEXT NOT NULL, commit_seq BIGINT NOT NULL,
-  PRIMARY KEY(partition, tbl, var, value, commit_seq)
-);
-CREATE TABLE IF NOT EXISTS sync_push_results(
-  partition TEXT NOT NULL, client_id TEXT NOT NULL,
-  client_commit_id TEXT NOT NULL, result JSONB NOT NULL,
-  PRIMARY KEY(partition, client_id, client_commit_id)
-);
-CREATE TABLE IF NOT EXISTS sync_reactions(
-  partition TEXT NOT NULL, idempotency_key TEXT NOT NULL,
-  type TEXT NOT NULL, version INTEGER NOT NULL, payload JSONB NOT NULL,
-  source_client_id TEXT NOT NULL, source_client_commit_id TEXT NOT NULL,
-  source_commit_seq BIGINT NOT NULL, created_at_ms BIGINT NOT NULL,
-  available_at_ms BIGINT NOT NULL, status TEXT NOT NULL,
-  attempts INTEGER NOT NULL, max_attempts INTEGER NOT NULL,
-  lease_owner TEXT, lease_expires_at_ms BIGINT, completed_at_ms BIGINT,
-  last_failure JSONB,
-  PRIMARY KEY(partition, idempotency_key),
-  CHECK(status IN ('pending', 'leased', 'completed', 'dead-letter'))
-);
-CREATE INDEX IF NOT EXISTS sync_reactions_due
-  ON sync_reactions(partition, status, available_at_ms, created_at_ms, idempotency_key);
-CREATE INDEX IF NOT EXISTS sync_reactions_lease
-  ON sync_reactions(partition, status, lease_expires_at_ms);
-CREATE INDEX IF NOT EXISTS sync_reactions_completed
-  ON sync_reactions(partition, status, completed_at_ms, idempotency_key);
-CREATE INDEX IF NOT EXISTS sync_reactions_dead_letter
-  ON sync_reactions(partition, status, available_at_ms, idempotency_key);
-CREATE TABLE IF NOT EXISTS sync_clients(
-  partition TEXT NOT NULL, client_id TEXT NOT NULL, actor_id TEXT NOT NULL,
-  cursor BIGINT NOT NULL, subscriptions JSONB NOT NULL,
-  updated_at_ms BIGINT NOT NULL,
-  PRIMARY KEY(partition, client_id)
-);
-ALTER TABLE sync_clients ADD COLUMN IF NOT EXISTS wire_version INTEGER NOT NULL DEFAULT 1;
-CREATE TABLE IF NOT EXISTS sync_blob_refs(
-  partition TEXT NOT NULL, tbl TEXT NOT NULL, row_id TEXT NOT NULL,
-  blob_id TEXT NOT NULL,
-  PRIMARY KEY(partition, tbl, row_id, blob_id)
-);
-CREATE INDEX IF NOT EXISTS sync_blob_refs_by_blob
-  ON sync_blob_refs(partition, blob_id);
-CREATE TABLE IF NOT EXISTS sync_tombstones(
-  partition TEXT NOT NULL, tbl TEXT NOT NULL, row_id TEXT NOT NULL,
-  commit_seq BIGINT NOT NULL,
-  PRIMARY KEY(partition, tbl, row_id)
-);
-CREATE TABLE IF NOT EXISTS sync_backfill_checkpoints(
-  partition TEXT NOT NULL, name TEXT NOT NULL,
-  schema_version INTEGER NOT NULL,
-  state TEXT NOT NULL CHECK(state IN ('declared', 'backfilling', 'activated')),
-  watermark BIGINT NOT NULL DEFAULT 0,
-  owner_epoch BIGINT NOT NULL DEFAULT 0,
-  observed_rows BIGINT NOT NULL DEFAULT 0,
-  updated_at_ms BIGINT NOT NULL,
-  PRIMARY KEY(partition, name)
-);
-CREATE TABLE IF NOT EXISTS sync_writer_fence(
-  partition TEXT PRIMARY KEY,
-  required_writer_version INTEGER NOT NULL
-);
-ALTER TABLE sync_commits ADD COLUMN IF NOT EXISTS writer_version BIGINT;
-CREATE TABLE IF NOT EXISTS sync_schema_meta(
-  id INTEGER PRIMARY KEY CHECK (id = 1),
-  schema_version BIGINT NOT NULL,
-  layouts TEXT NOT NULL DEFAULT '{}'
-)
-"#;
+use crate::core::meta_layout::{self, Dialect, Late, Table, Type, ROW_SCOPES_BY_ROW, TABLES};
+use std::sync::LazyLock;
 
-/// The writer fence (storage-layout §4.2), sent as separate statements: the
-/// plpgsql body cannot go through the `;` split. Same names and condition
+/// PostgreSQL's column types (storage-layout §2).
+pub const DIALECT: Dialect = Dialect {
+    type_name: |ty| match ty {
+        Type::Text => "TEXT",
+        Type::Integer => "INTEGER",
+        Type::BigInteger => "BIGINT",
+        Type::SmallInteger => "SMALLINT",
+        Type::Boolean => "BOOLEAN",
+        Type::Json => "JSONB",
+        Type::Bytes => "BYTEA",
+    },
+    false_literal: "FALSE",
+};
+
+/// The meta tables, each followed by its indexes and by the `ADD COLUMN IF
+/// NOT EXISTS` of its late columns (a table an older version made lacks
+/// them); `late_index`: with the late index after its table (left out when
+/// it is built concurrently after, see `meta_setup`).
+pub fn meta_ddl(late_index: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in TABLES {
+        out.push(t.create(&DIALECT, |c| c.late != Some(Late::PgAltered)));
+        for ix in t.indexes.iter().filter(|ix| late_index || !ix.late) {
+            out.push(t.create_index(ix, "\n  "));
+        }
+        for c in t.columns().filter(|c| c.late.is_some()) {
+            out.push(t.add_column(c, &DIALECT, true));
+        }
+    }
+    out
+}
+
+/// `CREATE INDEX CONCURRENTLY` of the late index, on an existing table.
+pub fn row_scopes_by_row_concurrently() -> String {
+    let (t, ix) = meta_layout::index(ROW_SCOPES_BY_ROW).expect("a meta index");
+    format!(
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {}",
+        ix.name,
+        t.index_target(ix)
+    )
+}
+
+/// The writer fence (storage-layout §4.2), sent after the meta DDL as
+/// statements of their own (the in-tree storage's `;` split of its DDL
+/// could not carry the plpgsql body). Same names and condition
 /// as the in-tree storage, so processes of either implementation fence each
 /// other. Every name is qualified with `schema` (as PostgreSQL's
 /// `quote_ident` renders it): the trigger fires in whatever session inserts
@@ -142,33 +81,20 @@ $fence$ LANGUAGE plpgsql"#
 }
 
 /// Relations whose presence (in the first schema of the search path), with
-/// the fence trigger and the two late columns, means the meta DDL has run.
-pub const META_OBJECTS: &[&str] = &[
-    "sync_partitions",
-    "sync_partition_registry",
-    "sync_row_scopes",
-    "sync_row_scopes_by_row",
-    "sync_commits",
-    "sync_commits_by_time",
-    "sync_changes",
-    "sync_changes_by_table",
-    "sync_change_scopes",
-    "sync_push_results",
-    "sync_reactions",
-    "sync_reactions_due",
-    "sync_reactions_lease",
-    "sync_reactions_completed",
-    "sync_reactions_dead_letter",
-    "sync_clients",
-    "sync_blob_refs",
-    "sync_blob_refs_by_blob",
-    "sync_tombstones",
-    "sync_backfill_checkpoints",
-    "sync_writer_fence",
-    "sync_schema_meta",
-];
+/// the fence trigger and the late columns, means the meta DDL has run: the
+/// tables and all their indexes.
+pub fn meta_objects() -> &'static [&'static str] {
+    static NAMES: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+        let indexes = |t: &'static Table| t.indexes.iter().map(|ix| ix.name);
+        TABLES
+            .iter()
+            .flat_map(|t| std::iter::once(t.name).chain(indexes(t)))
+            .collect()
+    });
+    &NAMES
+}
 
-/// Counts `META_OBJECTS`, counting the relation set as one short when the
+/// Counts [`meta_objects`], counting the relation set as one short when the
 /// trigger or a late column is missing, or when the fence function names
 /// its table without our schema (written by an older version of this
 /// package, or by the in-tree storage, whose `migrate()` replaces it with
@@ -186,12 +112,6 @@ pub const COUNT_META_OBJECTS: &str = "SELECT (SELECT count(*) FROM pg_class c JO
         WHERE n.nspname = current_schema() AND p.proname = 'syncular_writer_fence'
         AND strpos(p.prosrc, quote_ident(current_schema()) || '.sync_writer_fence') > 0)
    THEN 0 ELSE 1 END";
-
-pub const SCHEMA_META_DDL: &str = "CREATE TABLE IF NOT EXISTS sync_schema_meta(
-  id INTEGER PRIMARY KEY CHECK (id = 1),
-  schema_version BIGINT NOT NULL,
-  layouts TEXT NOT NULL DEFAULT '{}'
-)";
 
 /// The migration fence (see the SQLite text).
 pub const FENCE_EXISTING_PARTITIONS: &str =
@@ -223,3 +143,31 @@ pub const INSERT_PARTITION: &str =
 /// them. The probe fails with 25P02 (`ERR_SYNCULAR_TX_ABORTED`) and the
 /// transaction is rolled back.
 pub(crate) const CHECKED_COMMIT: &str = "SELECT 1; COMMIT";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_presence_check_names_every_late_column() {
+        for (t, c) in meta_layout::late_columns() {
+            let probe = format!("table_name = '{}' AND column_name = '{}'", t.name, c.name);
+            assert!(COUNT_META_OBJECTS.contains(&probe), "{probe}");
+        }
+    }
+
+    #[test]
+    fn a_late_column_is_added_after_its_table() {
+        let ddl = meta_ddl(false);
+        let at = |s: &str| ddl.iter().position(|x| x.starts_with(s)).unwrap();
+        assert!(
+            at("CREATE TABLE IF NOT EXISTS sync_clients(")
+                < at("ALTER TABLE sync_clients ADD COLUMN IF NOT EXISTS wire_version INTEGER NOT NULL DEFAULT 1")
+        );
+        assert!(!ddl
+            .iter()
+            .any(|s| s.contains("wire_version") && s.starts_with("CREATE")));
+        assert!(!ddl.iter().any(|s| s.contains(ROW_SCOPES_BY_ROW)));
+        assert!(meta_ddl(true).iter().any(|s| s.contains(ROW_SCOPES_BY_ROW)));
+    }
+}

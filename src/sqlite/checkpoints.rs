@@ -239,7 +239,7 @@ mod tests {
 
     fn db() -> Connection {
         let c = Connection::open_in_memory().unwrap();
-        c.execute_batch(crate::sqlite::sql::META_DDL).unwrap();
+        c.execute_batch(crate::sqlite::sql::meta_ddl()).unwrap();
         c.execute_batch(crate::sqlite::sql::WRITER_FENCE_TRIGGER)
             .unwrap();
         c

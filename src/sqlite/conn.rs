@@ -2,6 +2,7 @@
 
 use super::sql;
 use crate::core::error::{Error, Result};
+use crate::core::meta_layout;
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 use std::time::Duration;
@@ -324,39 +325,38 @@ fn open_reader_at(cfg: &Config, path: &str) -> Result<Connection> {
 /// second process from queueing on the write lock just to learn that every
 /// `IF NOT EXISTS` was a no-op.
 fn ensure_meta(conn: &Connection) -> Result<()> {
+    let objects = sql::meta_objects();
     let present: i64 = conn
         .query_row(
             &format!(
                 "SELECT count(*) FROM sqlite_master WHERE name IN ({})",
-                sql::placeholders(sql::META_OBJECTS.len())
+                sql::placeholders(objects.len())
             ),
-            rusqlite::params_from_iter(sql::META_OBJECTS.iter()),
+            rusqlite::params_from_iter(objects.iter()),
             |r| r.get(0),
         )
         .map_err(map_err)?;
-    let has_wire = has_column(conn, "sync_clients", "wire_version")?;
-    let has_writer = has_column(conn, "sync_commits", "writer_version")?;
-    if present as usize == sql::META_OBJECTS.len() && has_wire && has_writer {
+    let mut late_present = true;
+    for (t, c) in meta_layout::late_columns() {
+        late_present &= has_column(conn, t.name, c.name)?;
+    }
+    if present as usize == objects.len() && late_present {
         return Ok(());
     }
     conn.execute_batch("BEGIN IMMEDIATE").map_err(map_err)?;
     let run = || -> Result<()> {
-        conn.execute_batch(sql::META_DDL).map_err(map_err)?;
-        // Databases from older in-tree versions lack these two columns.
-        if !has_column(conn, "sync_clients", "wire_version")? {
-            conn.execute_batch(
-                "ALTER TABLE sync_clients ADD COLUMN wire_version INTEGER NOT NULL DEFAULT 1",
-            )
-            .map_err(map_err)?;
-        }
-        if !has_column(conn, "sync_commits", "writer_version")? {
-            conn.execute_batch("ALTER TABLE sync_commits ADD COLUMN writer_version INTEGER")
-                .map_err(map_err)?;
+        conn.execute_batch(sql::meta_ddl()).map_err(map_err)?;
+        // Databases from older in-tree versions lack the late columns.
+        for (t, c) in meta_layout::late_columns() {
+            if !has_column(conn, t.name, c.name)? {
+                conn.execute_batch(&sql::add_column(t, c))
+                    .map_err(map_err)?;
+            }
         }
         conn.execute_batch(sql::WRITER_FENCE_TRIGGER)
             .map_err(map_err)?;
         // On a new file at once; over existing entries by ensureSchema
-        // (`sql::ROW_SCOPES_BY_ROW_DDL`).
+        // (`sql::row_scopes_by_row_ddl`).
         let empty: bool = conn
             .query_row(
                 "SELECT NOT EXISTS (SELECT 1 FROM sync_row_scopes)",
@@ -365,7 +365,7 @@ fn ensure_meta(conn: &Connection) -> Result<()> {
             )
             .map_err(map_err)?;
         if empty {
-            conn.execute_batch(sql::ROW_SCOPES_BY_ROW_DDL)
+            conn.execute_batch(sql::row_scopes_by_row_ddl())
                 .map_err(map_err)?;
         }
         Ok(())

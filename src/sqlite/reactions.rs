@@ -307,7 +307,7 @@ mod tests {
 
     fn db() -> Connection {
         let c = Connection::open_in_memory().unwrap();
-        c.execute_batch(super::super::sql::META_DDL).unwrap();
+        c.execute_batch(super::super::sql::meta_ddl()).unwrap();
         c
     }
 

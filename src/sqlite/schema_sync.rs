@@ -79,7 +79,8 @@ pub fn ensure_schema(
     conn: &Connection, schema: &Schema, declarations: &[CheckpointDeclaration], now_ms: i64,
 ) -> Result<Outcome> {
     check_incomplete_checkpoints(conn, schema.version, declarations)?;
-    conn.execute_batch(sql::SCHEMA_META_DDL).map_err(map_err)?;
+    conn.execute_batch(sql::schema_meta_ddl())
+        .map_err(map_err)?;
     // Left by the open when the file already held row scope entries.
     let built_by_row = ensure_row_scopes_by_row(conn)?;
     match migrate::plan(schema, meta::stored_schema_version(conn)?)? {
@@ -114,7 +115,7 @@ pub fn ensure_schema(
 }
 
 /// Builds `sync_row_scopes_by_row` when it is missing (see
-/// `sql::ROW_SCOPES_BY_ROW_DDL`); true when it did.
+/// `sql::row_scopes_by_row_ddl`); true when it did.
 fn ensure_row_scopes_by_row(conn: &Connection) -> Result<bool> {
     let present: bool = conn
         .query_row(
@@ -126,7 +127,7 @@ fn ensure_row_scopes_by_row(conn: &Connection) -> Result<bool> {
     if present {
         return Ok(false);
     }
-    conn.execute_batch(sql::ROW_SCOPES_BY_ROW_DDL)
+    conn.execute_batch(sql::row_scopes_by_row_ddl())
         .map_err(map_err)?;
     Ok(true)
 }

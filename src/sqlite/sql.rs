@@ -1,146 +1,75 @@
 //! SQL text of the SQLite dialect: the meta layout shared with the in-tree
 //! `SqliteServerStorage`, and the statements the engine prepares. Keeping
-//! the text here leaves the engine modules with logic only.
+//! the text here leaves the engine modules with logic only. The meta
+//! tables are rendered from `core::meta_layout` with SQLite's types.
 
-/// Meta tables and indexes, in the in-tree layout (storage-layout §2, §4).
-pub const META_DDL: &str = r#"
-CREATE TABLE IF NOT EXISTS sync_partitions(
-  partition TEXT PRIMARY KEY,
-  max_commit_seq INTEGER NOT NULL DEFAULT 0,
-  horizon_seq INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS sync_partition_registry(
-  partition TEXT PRIMARY KEY,
-  log_epoch TEXT NOT NULL,
-  epoch_required INTEGER NOT NULL DEFAULT 0,
-  last_authenticated_at_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS sync_row_scopes(
-  partition TEXT NOT NULL, tbl TEXT NOT NULL,
-  var TEXT NOT NULL, value TEXT NOT NULL, row_id TEXT NOT NULL,
-  PRIMARY KEY(partition, tbl, var, value, row_id)
-);
-CREATE TABLE IF NOT EXISTS sync_commits(
-  partition TEXT NOT NULL, commit_seq INTEGER NOT NULL,
-  client_id TEXT NOT NULL, client_commit_id TEXT NOT NULL,
-  actor_id TEXT NOT NULL, created_at_ms INTEGER NOT NULL,
-  writer_version INTEGER,
-  PRIMARY KEY(partition, commit_seq)
-);
-CREATE INDEX IF NOT EXISTS sync_commits_by_time
-  ON sync_commits(partition, created_at_ms);
-CREATE TABLE IF NOT EXISTS sync_changes(
-  partition TEXT NOT NULL, commit_seq INTEGER NOT NULL, idx INTEGER NOT NULL,
-  tbl TEXT NOT NULL, row_id TEXT NOT NULL, op INTEGER NOT NULL,
-  row_version INTEGER, scopes TEXT NOT NULL, payload BLOB,
-  PRIMARY KEY(partition, commit_seq, idx)
-);
-CREATE INDEX IF NOT EXISTS sync_changes_by_table
-  ON sync_changes(partition, commit_seq, tbl, idx);
-CREATE TABLE IF NOT EXISTS sync_change_scopes(
-  partition TEXT NOT NULL, tbl TEXT NOT NULL,
-  var TEXT NOT NULL, value TEXT NOT NULL, commit_seq INTEGER NOT NULL,
-  PRIMARY KEY(partition, tbl, var, value, commit_seq)
-);
-CREATE TABLE IF NOT EXISTS sync_push_results(
-  partition TEXT NOT NULL, client_id TEXT NOT NULL,
-  client_commit_id TEXT NOT NULL, result TEXT NOT NULL,
-  PRIMARY KEY(partition, client_id, client_commit_id)
-);
-CREATE TABLE IF NOT EXISTS sync_reactions(
-  partition TEXT NOT NULL, idempotency_key TEXT NOT NULL,
-  type TEXT NOT NULL, version INTEGER NOT NULL, payload TEXT NOT NULL,
-  source_client_id TEXT NOT NULL, source_client_commit_id TEXT NOT NULL,
-  source_commit_seq INTEGER NOT NULL, created_at_ms INTEGER NOT NULL,
-  available_at_ms INTEGER NOT NULL, status TEXT NOT NULL,
-  attempts INTEGER NOT NULL, max_attempts INTEGER NOT NULL,
-  lease_owner TEXT, lease_expires_at_ms INTEGER, completed_at_ms INTEGER,
-  last_failure TEXT,
-  PRIMARY KEY(partition, idempotency_key),
-  CHECK(status IN ('pending', 'leased', 'completed', 'dead-letter'))
-);
-CREATE INDEX IF NOT EXISTS sync_reactions_due
-  ON sync_reactions(partition, status, available_at_ms, created_at_ms, idempotency_key);
-CREATE INDEX IF NOT EXISTS sync_reactions_lease
-  ON sync_reactions(partition, status, lease_expires_at_ms);
-CREATE INDEX IF NOT EXISTS sync_reactions_completed
-  ON sync_reactions(partition, status, completed_at_ms, idempotency_key);
-CREATE INDEX IF NOT EXISTS sync_reactions_dead_letter
-  ON sync_reactions(partition, status, available_at_ms, idempotency_key);
-CREATE TABLE IF NOT EXISTS sync_clients(
-  partition TEXT NOT NULL, client_id TEXT NOT NULL, actor_id TEXT NOT NULL,
-  wire_version INTEGER NOT NULL DEFAULT 1,
-  cursor INTEGER NOT NULL, subscriptions TEXT NOT NULL,
-  updated_at_ms INTEGER NOT NULL,
-  PRIMARY KEY(partition, client_id)
-);
-CREATE TABLE IF NOT EXISTS sync_blob_refs(
-  partition TEXT NOT NULL, tbl TEXT NOT NULL, row_id TEXT NOT NULL,
-  blob_id TEXT NOT NULL,
-  PRIMARY KEY(partition, tbl, row_id, blob_id)
-);
-CREATE INDEX IF NOT EXISTS sync_blob_refs_by_blob
-  ON sync_blob_refs(partition, blob_id);
-CREATE TABLE IF NOT EXISTS sync_tombstones(
-  partition TEXT NOT NULL, tbl TEXT NOT NULL, row_id TEXT NOT NULL,
-  commit_seq INTEGER NOT NULL,
-  PRIMARY KEY(partition, tbl, row_id)
-);
-CREATE TABLE IF NOT EXISTS sync_backfill_checkpoints(
-  partition TEXT NOT NULL, name TEXT NOT NULL,
-  schema_version INTEGER NOT NULL,
-  state TEXT NOT NULL CHECK(state IN ('declared', 'backfilling', 'activated')),
-  watermark INTEGER NOT NULL DEFAULT 0,
-  owner_epoch INTEGER NOT NULL DEFAULT 0,
-  observed_rows INTEGER NOT NULL DEFAULT 0,
-  updated_at_ms INTEGER NOT NULL,
-  PRIMARY KEY(partition, name)
-);
-CREATE TABLE IF NOT EXISTS sync_writer_fence(
-  partition TEXT PRIMARY KEY,
-  required_writer_version INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS sync_schema_meta(
-  id INTEGER PRIMARY KEY CHECK (id = 1),
-  schema_version INTEGER NOT NULL,
-  layouts TEXT NOT NULL DEFAULT '{}'
-);
-"#;
+pub use crate::core::meta_layout::ROW_SCOPES_BY_ROW;
+use crate::core::meta_layout::{self, Column, Dialect, Table, Type, SCHEMA_META, TABLES};
+use std::sync::LazyLock;
 
-/// The row scope index by row: not in [`META_DDL`], which runs when the
+/// SQLite's column types: INTEGER for every integer and flag, TEXT for
+/// JSON (storage-layout §2).
+pub const DIALECT: Dialect = Dialect {
+    type_name: |ty| match ty {
+        Type::Text | Type::Json => "TEXT",
+        Type::Bytes => "BLOB",
+        Type::Integer | Type::BigInteger | Type::SmallInteger | Type::Boolean => "INTEGER",
+    },
+    false_literal: "0",
+};
+
+/// Meta tables and indexes, in the in-tree layout (storage-layout §2, §4),
+/// every column declared; without the late index ([`row_scopes_by_row_ddl`]).
+pub fn meta_ddl() -> &'static str {
+    static DDL: LazyLock<String> = LazyLock::new(|| {
+        let mut ddl = String::from("\n");
+        for t in TABLES {
+            ddl.push_str(&t.create(&DIALECT, |_| true));
+            ddl.push_str(";\n");
+            for ix in t.indexes.iter().filter(|ix| !ix.late) {
+                ddl.push_str(&t.create_index(ix, "\n  "));
+                ddl.push_str(";\n");
+            }
+        }
+        ddl
+    });
+    &DDL
+}
+
+/// Adds a late column to a table an older in-tree version wrote (SQLite
+/// has no `ADD COLUMN IF NOT EXISTS`: the caller checks first).
+pub fn add_column(table: &Table, column: &Column) -> String {
+    table.add_column(column, &DIALECT, false)
+}
+
+/// The row scope index by row: not in [`meta_ddl`], which runs when the
 /// storage opens, on the calling thread (the first call, or `storage.db`).
 /// Built over every entry of a file an older version wrote (hundreds of
 /// milliseconds at 200k commits, issue 48), it is created there only when
 /// the table is empty, and otherwise by `ensureSchema`, off that thread.
-pub const ROW_SCOPES_BY_ROW: &str = "sync_row_scopes_by_row";
-pub const ROW_SCOPES_BY_ROW_DDL: &str =
-    "CREATE INDEX IF NOT EXISTS sync_row_scopes_by_row ON sync_row_scopes(partition, tbl, row_id)";
+/// One line, as this storage has always written it.
+pub fn row_scopes_by_row_ddl() -> &'static str {
+    static DDL: LazyLock<String> = LazyLock::new(|| {
+        let (t, ix) = meta_layout::index(ROW_SCOPES_BY_ROW).expect("a meta index");
+        t.create_index(ix, " ")
+    });
+    &DDL
+}
 
-/// Objects whose presence means the meta DDL has already run.
-pub const META_OBJECTS: &[&str] = &[
-    "sync_partitions",
-    "sync_partition_registry",
-    "sync_row_scopes",
-    "sync_commits",
-    "sync_commits_by_time",
-    "sync_changes",
-    "sync_changes_by_table",
-    "sync_change_scopes",
-    "sync_push_results",
-    "sync_reactions",
-    "sync_reactions_due",
-    "sync_reactions_lease",
-    "sync_reactions_completed",
-    "sync_reactions_dead_letter",
-    "sync_clients",
-    "sync_blob_refs",
-    "sync_blob_refs_by_blob",
-    "sync_tombstones",
-    "sync_backfill_checkpoints",
-    "sync_writer_fence",
-    "sync_schema_meta",
-    "sync_commits_writer_fence",
-];
+/// Objects whose presence means the meta DDL has already run: the tables,
+/// their indexes but the late one, and the writer fence trigger.
+pub fn meta_objects() -> &'static [&'static str] {
+    static NAMES: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+        let mut names = Vec::new();
+        for t in TABLES {
+            names.push(t.name);
+            names.extend(t.indexes.iter().filter(|ix| !ix.late).map(|ix| ix.name));
+        }
+        names.push("sync_commits_writer_fence");
+        names
+    });
+    &NAMES
+}
 
 /// The writer fence (storage-layout §4.2): same name and condition as the
 /// in-tree trigger, so processes of either implementation fence each other.
@@ -173,11 +102,14 @@ pub const SERVE_GATE: &str = "SELECT 0, (SELECT schema_version FROM sync_schema_
 (SELECT log_epoch FROM sync_partition_registry WHERE partition = ?1) \
 UNION ALL SELECT 1, partition, name FROM sync_backfill_checkpoints WHERE schema_version = ?2 AND state <> 'activated'";
 
-pub const SCHEMA_META_DDL: &str = "CREATE TABLE IF NOT EXISTS sync_schema_meta(
-  id INTEGER PRIMARY KEY CHECK (id = 1),
-  schema_version INTEGER NOT NULL,
-  layouts TEXT NOT NULL DEFAULT '{}'
-)";
+/// `sync_schema_meta`, as the meta DDL makes it (for `ensureSchema`).
+pub fn schema_meta_ddl() -> &'static str {
+    static DDL: LazyLock<String> = LazyLock::new(|| {
+        let t = meta_layout::table(SCHEMA_META).expect("a meta table");
+        t.create(&DIALECT, |_| true)
+    });
+    &DDL
+}
 
 pub const SAVEPOINT: &str = "SAVEPOINT syncular_push_candidate";
 /// Each lease after the first of a commit group runs in this savepoint.
@@ -236,5 +168,32 @@ impl<'a> ValueSet<'a> {
             ValueSet::Each(v) => binds.extend(v.iter().map(|x| x as &dyn rusqlite::ToSql)),
             ValueSet::Json(j) => binds.push(j),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_meta_ddl_makes_every_object_the_open_looks_for() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch(meta_ddl()).unwrap();
+        conn.execute_batch(WRITER_FENCE_TRIGGER).unwrap();
+        let has = |name: &str| -> bool {
+            conn.query_row(
+                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = ?1)",
+                [name],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        for name in meta_objects() {
+            assert!(has(name), "{name}");
+        }
+        assert!(!has(ROW_SCOPES_BY_ROW));
+        conn.execute_batch(row_scopes_by_row_ddl()).unwrap();
+        assert!(has(ROW_SCOPES_BY_ROW));
+        conn.execute_batch(schema_meta_ddl()).unwrap();
     }
 }
