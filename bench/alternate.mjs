@@ -18,10 +18,13 @@
 // then the first storage's median over each other's, and the median of
 // the per-round ratios (each pair measured minutes apart at most).
 //
-// --floor (window and bootstrap): one more contender, the host over a
-// second database of the first module whose answers are replayed from
-// memory (lib/floor.mjs): what the handler costs when the storage costs
-// nothing, the most any storage can gain on the figure.
+// --floor (host figures): one more contender, the host over a second
+// database of the first module whose answers are replayed from memory
+// (lib/floor.mjs): what the handler costs when the storage costs nothing,
+// the most any storage can gain on the figure. For push figures the
+// answers of one round's push sequence are recorded and replayed each
+// round, and the storage's share of a push (CPU µs per commit minus the
+// floor's) is printed for each storage.
 //
 // Push figures also print CPU µs per timed commit (process.cpuUsage: every
 // thread; and the calling thread alone where the runtime has
@@ -64,7 +67,8 @@ if (!serverPath || modules.length === 0) throw new Error(`usage: alternate.mjs -
 if (!figures.includes(figure)) throw new Error(`--figure: one of ${figures.join(', ')}, not ${figure}`);
 const storageLevel = figure === 'point' || figure === 'aggregate';
 if (!Number.isSafeInteger(rounds) || rounds < 1) throw new Error('--rounds must be a positive integer');
-if (floor && figure !== 'window' && figure !== 'bootstrap') throw new Error('--floor: only with --figure window or bootstrap');
+const pushFigure = figure === 'push1' || figure === 'push10';
+if (floor && storageLevel) throw new Error('--floor: only with a host figure');
 if (profile && figure !== 'fresh1') throw new Error('--profile: only with --figure fresh1');
 
 const server = await import(pathToFileURL(serverPath).href);
@@ -76,8 +80,10 @@ try {
     const mod = await import(pathToFileURL(path).href);
     const storage = await mod.createStorage({ path: join(dir, `db${k}.sqlite`), server });
     const host = storageLevel ? undefined : await createHost(server, core, storage, 'window');
-    if (figure === 'fresh1') {
-      runs.push({ label: mod.label ?? path, mod, k, storage, values: [] });
+    if (figure === 'fresh1') runs.push({ label: mod.label ?? path, mod, k, storage, values: [] });
+    else if (pushFigure) runs.push({ label: mod.label ?? path, storage, values: [] });
+    if (figure === 'fresh1' || pushFigure) {
+      if (floor && k === 0) runs.push(await pushFloor(mod, path));
       continue;
     }
     if (figure === 'window') await fill(host, 'w', 3000, 1);
@@ -112,8 +118,7 @@ try {
           ? (await windowPulls(run.host, 300)).pullsPerSec
           : figure === 'bootstrap'
             ? (await bootstrap(run.host, `boot-${r}`, 20_000)).rowsPerSec
-            : // A partition of its own each round: the pushes' commit ids repeat.
-              keepCpu(run, await pushSequential(await createHost(server, core, run.storage, `push-${r}`), figure === 'push1' ? 1 : 10, 500));
+            : keepCpu(run, await pushRound(run.through ?? run.storage, r));
       run.values.push(v);
     }
   }
@@ -121,6 +126,36 @@ try {
   for (const run of runs) await run.storage.close?.();
   rmSync(dir, { recursive: true, force: true });
 }
+/** One round of push1 or push10: a partition of its own each round (the pushes' commit ids repeat). */
+async function pushRound(storage, r) {
+  return pushSequential(await createHost(server, core, storage, `push-${r}`), figure === 'push1' ? 1 : 10, 500);
+}
+
+/**
+ * The floor of a push figure: a storage of `mod` on a file of its own,
+ * whose answers to one round (fresh1: the set-up, the warm-up and the
+ * timed pushes of one new storage) are recorded, then replayed in every
+ * round. The handler makes the same calls in the same order each round:
+ * the requests repeat, and it acts on the answers only.
+ */
+async function pushFloor(mod, path) {
+  const real = await mod.createStorage({ path: join(dir, 'floor.sqlite'), server });
+  const replay = replaying(real);
+  replay.record();
+  if (figure === 'fresh1') await freshPushes(replay.storage, 'floor');
+  else await pushRound(replay.storage, 'floor');
+  replay.replay();
+  return { label: `floor (${mod.label ?? path} replayed)`, storage: real, through: replay.storage, values: [], replay };
+}
+
+/** fresh1's requests on a storage just opened: 20 warm-up pushes, then 400 timed (the answer of pushSequential). */
+async function freshPushes(storage, r, calls) {
+  const host = await createHost(server, core, storage, `fresh-${r}`);
+  await pushSequential(host, 1, 20, 'warm-');
+  calls?.reset();
+  return pushSequential(host, 1, 400);
+}
+
 /**
  * A new storage on a new file, 20 warm-up pushes, then 400 timed. Keeps
  * the CPU µs per push (every thread; the calling thread where the runtime
@@ -128,14 +163,13 @@ try {
  * the per-member times of the timed pushes.
  */
 async function fresh(run, r) {
-  const real = await run.mod.createStorage({ path: join(dir, `fresh-${run.k}-${r}.sqlite`), server });
+  // The floor's storage answers from memory (and stays open).
+  const real = run.through ? undefined : await run.mod.createStorage({ path: join(dir, `fresh-${run.k}-${r}.sqlite`), server });
   const calls = profile ? new CallProfile() : undefined;
-  const storage = calls ? profiled(real, calls) : real;
+  const through = run.through ?? real;
+  const storage = calls ? profiled(through, calls) : through;
   try {
-    const host = await createHost(server, core, storage, `fresh-${r}`);
-    await pushSequential(host, 1, 20, 'warm-');
-    calls?.reset();
-    const out = await pushSequential(host, 1, 400);
+    const out = await freshPushes(storage, r, calls);
     if (calls) mergeProfile((run.calls ??= new CallProfile()), calls);
     keepCpu(run, out);
     const buckets = [];
@@ -146,7 +180,7 @@ async function fresh(run, r) {
     (run.buckets ??= []).push(buckets);
     return out.commitsPerSec;
   } finally {
-    await real.close?.();
+    await real?.close?.();
   }
 }
 /** Keeps a push figure's CPU µs per commit; returns its commits/s. */
@@ -175,6 +209,15 @@ for (const run of runs) {
   }
 }
 if (profile) console.log(profileTable('profile, fresh host, timed pushes (calls per push)', runs.map((r) => r.label), runs.map((r) => r.calls.summary(400 * rounds))));
+const floorRun = runs.find((r) => r.replay !== undefined && r.cpu !== undefined);
+if (floorRun) {
+  for (const run of runs) {
+    if (run === floorRun || !run.cpu) continue;
+    const share = (xs, fs) => fmt(median(xs) - median(fs));
+    const thread = run.threadCpu && floorRun.threadCpu ? `, calling thread ${share(run.threadCpu, floorRun.threadCpu)}` : '';
+    console.log(`${run.label}: the storage's share of a push, CPU µs per commit over the floor's: every thread ${share(run.cpu, floorRun.cpu)}${thread}`);
+  }
+}
 for (const run of runs.slice(1)) {
   const paired = median(runs[0].values.map((v, i) => v / run.values[i]));
   console.log(`${runs[0].label} vs ${run.label}: ${(median(runs[0].values) / median(run.values)).toFixed(2)}× (per-round ratios: median ${paired.toFixed(2)}×)`);
