@@ -145,6 +145,23 @@ for (const engine of engines) {
       await assert.rejects(storage.backup('x.db'), CLOSED);
     });
 
+    test("a transaction's own members are its 21 members, each counted under its own name", async () => {
+      const { TX_METHODS } = require('../lib/transaction.js');
+      await withStorage(engine, async (storage) => {
+        const tx = await storage.begin('p');
+        assert.deepEqual(Object.keys(tx), TX_METHODS);
+        // Each member once (most fail on missing arguments), commit on a second transaction.
+        for (const name of TX_METHODS) {
+          if (name === 'commit' || name === 'rollback') continue;
+          await Promise.allSettled([Promise.resolve().then(() => tx[name]())]);
+        }
+        await tx.rollback();
+        await (await storage.begin('p')).commit();
+        const m = (await storage.stats()).members;
+        for (const name of TX_METHODS) assert.equal(m[`tx.${name}`]?.calls, 1, `tx.${name}`);
+      });
+    });
+
     test('stats() counts the calls and errors a test made, and renders as Prometheus text', async (t) => {
       await withStorage(engine, async (storage) => {
         for (let i = 0; i < 3; i++) await writeCommit(storage, 'p', [{ table: 'tasks', row: taskRow(`t${i}`) }]);

@@ -10,7 +10,7 @@
 //
 //   bun bench/alternate.mjs --server <tree>/packages/server/src/index-bun.ts \
 //     [--figure window|push1|push10|fresh1|bootstrap|point|aggregate] [--rounds N] \
-//     [--floor] --module A.mjs --module B.mjs ...
+//     [--floor] [--profile] --module A.mjs --module B.mjs ...
 //
 // Each module exports createStorage(context) and label, as for run.mjs.
 // The order of the storages turns by one each round (the first of a round
@@ -18,10 +18,21 @@
 // then the first storage's median over each other's, and the median of
 // the per-round ratios (each pair measured minutes apart at most).
 //
-// --floor (window and bootstrap): one more contender, the host over a
-// second database of the first module whose answers are replayed from
-// memory (lib/floor.mjs): what the handler costs when the storage costs
-// nothing, the most any storage can gain on the figure.
+// --floor (host figures): one more contender, the host over a second
+// database of the first module whose answers are replayed from memory
+// (lib/floor.mjs): what the handler costs when the storage costs nothing,
+// the most any storage can gain on the figure. For push figures the
+// answers of one round's push sequence are recorded and replayed each
+// round, and the storage's share of a push (CPU µs per commit minus the
+// floor's) is printed for each storage.
+//
+// Push figures also print CPU µs per timed commit (process.cpuUsage: every
+// thread; and the calling thread alone where the runtime has
+// process.threadCpuUsage), and fresh1 the mean latency of each 100 timed
+// pushes.
+// --profile (fresh1): every storage member the handler calls is timed in
+// the timed pushes (bench/lib/profile.mjs) and printed as a table; the
+// Proxy's own cost then weighs on every round.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -29,6 +40,7 @@ import { pathToFileURL } from 'node:url';
 import { loadCore, createHost, fill, windowPulls, pushSequential, bootstrap } from './lib/server.mjs';
 import { populate, queries } from './lib/workloads.mjs';
 import { replaying } from './lib/floor.mjs';
+import { CallProfile, profileTable, profiled } from './lib/profile.mjs';
 
 const args = process.argv.slice(2);
 const modules = [];
@@ -36,6 +48,7 @@ let serverPath;
 let figure = 'window';
 let rounds = 12;
 let floor = false;
+let profile = false;
 for (let i = 0; i < args.length; i++) {
   const value = () => {
     if (i + 1 >= args.length) throw new Error(`${args[i]} needs a value`);
@@ -46,6 +59,7 @@ for (let i = 0; i < args.length; i++) {
   else if (args[i] === '--figure') figure = value();
   else if (args[i] === '--rounds') rounds = Number(value());
   else if (args[i] === '--floor') floor = true;
+  else if (args[i] === '--profile') profile = true;
   else throw new Error(`unknown option ${args[i]}`);
 }
 const figures = ['window', 'push1', 'push10', 'fresh1', 'bootstrap', 'point', 'aggregate'];
@@ -53,7 +67,9 @@ if (!serverPath || modules.length === 0) throw new Error(`usage: alternate.mjs -
 if (!figures.includes(figure)) throw new Error(`--figure: one of ${figures.join(', ')}, not ${figure}`);
 const storageLevel = figure === 'point' || figure === 'aggregate';
 if (!Number.isSafeInteger(rounds) || rounds < 1) throw new Error('--rounds must be a positive integer');
-if (floor && figure !== 'window' && figure !== 'bootstrap') throw new Error('--floor: only with --figure window or bootstrap');
+const pushFigure = figure === 'push1' || figure === 'push10';
+if (floor && storageLevel) throw new Error('--floor: only with a host figure');
+if (profile && figure !== 'fresh1') throw new Error('--profile: only with --figure fresh1');
 
 const server = await import(pathToFileURL(serverPath).href);
 const core = await loadCore(serverPath);
@@ -64,8 +80,10 @@ try {
     const mod = await import(pathToFileURL(path).href);
     const storage = await mod.createStorage({ path: join(dir, `db${k}.sqlite`), server });
     const host = storageLevel ? undefined : await createHost(server, core, storage, 'window');
-    if (figure === 'fresh1') {
-      runs.push({ label: mod.label ?? path, mod, k, storage, values: [] });
+    if (figure === 'fresh1') runs.push({ label: mod.label ?? path, mod, k, storage, values: [] });
+    else if (pushFigure) runs.push({ label: mod.label ?? path, storage, values: [] });
+    if (figure === 'fresh1' || pushFigure) {
+      if (floor && k === 0) runs.push(await pushFloor(mod, path));
       continue;
     }
     if (figure === 'window') await fill(host, 'w', 3000, 1);
@@ -100,8 +118,7 @@ try {
           ? (await windowPulls(run.host, 300)).pullsPerSec
           : figure === 'bootstrap'
             ? (await bootstrap(run.host, `boot-${r}`, 20_000)).rowsPerSec
-            : // A partition of its own each round: the pushes' commit ids repeat.
-              (await pushSequential(await createHost(server, core, run.storage, `push-${r}`), figure === 'push1' ? 1 : 10, 500)).commitsPerSec;
+            : keepCpu(run, await pushRound(run.through ?? run.storage, r));
       run.values.push(v);
     }
   }
@@ -109,20 +126,98 @@ try {
   for (const run of runs) await run.storage.close?.();
   rmSync(dir, { recursive: true, force: true });
 }
-/** A new storage on a new file, 20 warm-up pushes, then 400 timed. */
+/** One round of push1 or push10: a partition of its own each round (the pushes' commit ids repeat). */
+async function pushRound(storage, r) {
+  return pushSequential(await createHost(server, core, storage, `push-${r}`), figure === 'push1' ? 1 : 10, 500);
+}
+
+/**
+ * The floor of a push figure: a storage of `mod` on a file of its own,
+ * whose answers to one round (fresh1: the set-up, the warm-up and the
+ * timed pushes of one new storage) are recorded, then replayed in every
+ * round. The handler makes the same calls in the same order each round:
+ * the requests repeat, and it acts on the answers only.
+ */
+async function pushFloor(mod, path) {
+  const real = await mod.createStorage({ path: join(dir, 'floor.sqlite'), server });
+  const replay = replaying(real);
+  replay.record();
+  if (figure === 'fresh1') await freshPushes(replay.storage, 'floor');
+  else await pushRound(replay.storage, 'floor');
+  replay.replay();
+  return { label: `floor (${mod.label ?? path} replayed)`, storage: real, through: replay.storage, values: [], replay };
+}
+
+/** fresh1's requests on a storage just opened: 20 warm-up pushes, then 400 timed (the answer of pushSequential). */
+async function freshPushes(storage, r, calls) {
+  const host = await createHost(server, core, storage, `fresh-${r}`);
+  await pushSequential(host, 1, 20, 'warm-');
+  calls?.reset();
+  return pushSequential(host, 1, 400);
+}
+
+/**
+ * A new storage on a new file, 20 warm-up pushes, then 400 timed. Keeps
+ * the CPU µs per push (every thread; the calling thread where the runtime
+ * tells), the mean latency of each 100 timed pushes, and with --profile
+ * the per-member times of the timed pushes.
+ */
 async function fresh(run, r) {
-  const storage = await run.mod.createStorage({ path: join(dir, `fresh-${run.k}-${r}.sqlite`), server });
+  // The floor's storage answers from memory (and stays open).
+  const real = run.through ? undefined : await run.mod.createStorage({ path: join(dir, `fresh-${run.k}-${r}.sqlite`), server });
+  const calls = profile ? new CallProfile() : undefined;
+  const through = run.through ?? real;
+  const storage = calls ? profiled(through, calls) : through;
   try {
-    const host = await createHost(server, core, storage, `fresh-${r}`);
-    await pushSequential(host, 1, 20, 'warm-');
-    return (await pushSequential(host, 1, 400)).commitsPerSec;
+    const out = await freshPushes(storage, r, calls);
+    if (calls) mergeProfile((run.calls ??= new CallProfile()), calls);
+    keepCpu(run, out);
+    const buckets = [];
+    for (let i = 0; i < out.series.length; i += 100) {
+      const part = out.series.subarray(i, i + 100);
+      buckets.push(part.reduce((a, b) => a + b, 0) / part.length);
+    }
+    (run.buckets ??= []).push(buckets);
+    return out.commitsPerSec;
   } finally {
-    await storage.close?.();
+    await real?.close?.();
+  }
+}
+/** Keeps a push figure's CPU µs per commit; returns its commits/s. */
+function keepCpu(run, out) {
+  (run.cpu ??= []).push(out.cpuUs);
+  if (out.threadCpuUs !== undefined) (run.threadCpu ??= []).push(out.threadCpuUs);
+  return out.commitsPerSec;
+}
+function mergeProfile(into, from) {
+  for (const [member, m] of from.members) {
+    const t = into.members.get(member);
+    if (t === undefined) into.members.set(member, { ...m });
+    else for (const k of Object.keys(m)) t[k] += m[k];
   }
 }
 const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
 const unit = { window: 'pulls/s', bootstrap: 'rows/s', point: 'queries/s', aggregate: 'queries/s' }[figure] ?? 'commits/s';
 for (const run of runs) console.log(`${run.label}: median ${median(run.values).toFixed(0)} ${unit}; rounds ${run.values.map((v) => v.toFixed(0)).join(' ')}`);
+const fmt = (x) => (x >= 100 ? x.toFixed(0) : x.toFixed(1));
+for (const run of runs) {
+  if (run.cpu) console.log(`${run.label}: CPU µs per commit, every thread: median ${fmt(median(run.cpu))}; rounds ${run.cpu.map(fmt).join(' ')}`);
+  if (run.threadCpu) console.log(`${run.label}: CPU µs per commit, calling thread: median ${fmt(median(run.threadCpu))}; rounds ${run.threadCpu.map(fmt).join(' ')}`);
+  if (run.buckets) {
+    const cols = run.buckets[0].map((_, j) => median(run.buckets.map((b) => b[j])));
+    console.log(`${run.label}: mean µs per push in each 100 timed pushes (median over rounds): ${cols.map(fmt).join(' ')}`);
+  }
+}
+if (profile) console.log(profileTable('profile, fresh host, timed pushes (calls per push)', runs.map((r) => r.label), runs.map((r) => r.calls.summary(400 * rounds))));
+const floorRun = runs.find((r) => r.replay !== undefined && r.cpu !== undefined);
+if (floorRun) {
+  for (const run of runs) {
+    if (run === floorRun || !run.cpu) continue;
+    const share = (xs, fs) => fmt(median(xs) - median(fs));
+    const thread = run.threadCpu && floorRun.threadCpu ? `, calling thread ${share(run.threadCpu, floorRun.threadCpu)}` : '';
+    console.log(`${run.label}: the storage's share of a push, CPU µs per commit over the floor's: every thread ${share(run.cpu, floorRun.cpu)}${thread}`);
+  }
+}
 for (const run of runs.slice(1)) {
   const paired = median(runs[0].values.map((v, i) => v / run.values[i]));
   console.log(`${runs[0].label} vs ${run.label}: ${(median(runs[0].values) / median(run.values)).toFixed(2)}× (per-round ratios: median ${paired.toFixed(2)}×)`);

@@ -18,6 +18,13 @@ const ACTOR = 'bench-actor';
 // Rows lane, inline or by reference (bits 0 and 1): what every client accepts.
 const ACCEPT_ROWS = 0b0011;
 
+/** The calling thread's CPU µs (Node ≥ 23.9), else undefined. */
+function threadCpu() {
+  if (typeof process.threadCpuUsage !== 'function') return undefined;
+  const u = process.threadCpuUsage();
+  return u.user + u.system;
+}
+
 function percentile(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
@@ -168,6 +175,8 @@ export async function pushSequential(host, ops, commits, tag = '') {
   const before = await host.storage.getMaxCommitSeq(host.partition);
   const responses = new Array(commits);
   const latencies = new Float64Array(commits);
+  const cpu0 = process.cpuUsage();
+  const thread0 = threadCpu();
   const start = now();
   for (let c = 0; c < commits; c++) {
     const t = now();
@@ -175,10 +184,16 @@ export async function pushSequential(host, ops, commits, tag = '') {
     latencies[c] = now() - t;
   }
   const elapsed = now() - start;
+  const cpu = process.cpuUsage(cpu0);
+  const thread1 = threadCpu();
+  // CPU µs per commit: every thread of the process, and the calling thread alone where the runtime tells.
+  const cpuUs = (cpu.user + cpu.system) / commits;
+  const threadCpuUs = thread0 === undefined || thread1 === undefined ? undefined : (thread1 - thread0) / commits;
   for (const r of responses) if (appliedCount(host, r) !== 1) throw new Error('a push request had no PUSH_RESULT');
   await expectLogGrowth(host, before, commits);
+  const series = latencies.slice();
   latencies.sort();
-  return { commitsPerSec: (commits / elapsed) * 1e6, p50Us: percentile(latencies, 50), p99Us: percentile(latencies, 99) };
+  return { commitsPerSec: (commits / elapsed) * 1e6, p50Us: percentile(latencies, 50), p99Us: percentile(latencies, 99), series, cpuUs, threadCpuUs };
 }
 
 /** `clients` clients, each pushing `each` one-op commits in sequence, all at once on one partition. */
