@@ -4,11 +4,11 @@
 //! of the physical-layout check. Each engine reads its catalog and calls
 //! these.
 
-use crate::core::codec::ColumnType;
+use crate::core::codec::{ColumnDef, ColumnType};
 use crate::core::error::{Error, Result};
 use crate::core::model::CheckpointDeclaration;
 use crate::core::schema::{
-    parse_layouts, physical_index_name, quote_ident, LayoutColumn, Schema, Table,
+    parse_layouts, physical_index_name, quote_ident, Column, LayoutColumn, Schema, Table,
 };
 
 /// Refuses when an incomplete checkpoint at the running version is not
@@ -148,6 +148,55 @@ pub fn check_append_only(t: &Table, old: &[LayoutColumn]) -> Result<bool> {
         }
     }
     Ok(new.len() > old.len())
+}
+
+/// What a migration does to one row table that already exists, decided
+/// once for both dialects; each engine runs it in its own SQL (`ALTER
+/// TABLE … ADD COLUMN` with its type map, then the row rewrite).
+pub struct TableChange<'a> {
+    /// Projection columns a materialized table lacks.
+    pub add_columns: Vec<&'a Column>,
+    /// `_sync_column_versions` is missing (a table an older version wrote).
+    pub add_column_versions: bool,
+    /// The stored rows must be rewritten: `Some(defs)` re-encodes payloads
+    /// written with the old layout's column definitions (the layout grew);
+    /// `Some(None)` only fills the added projection columns.
+    pub rewrite: Option<Option<Vec<ColumnDef>>>,
+}
+
+/// The change `t` needs, given its stored layout (`old`, when the marker
+/// has one) and the columns the table has now; refuses a layout change
+/// that is not an append of nullable columns.
+pub fn table_change<'a>(
+    t: &'a Table, old: Option<&[LayoutColumn]>, physical: &[PhysicalColumn],
+) -> Result<TableChange<'a>> {
+    let grew = match old {
+        Some(cols) => check_append_only(t, cols)?,
+        None => false,
+    };
+    let has = |name: &str| physical.iter().any(|p| p.name == name);
+    let add_columns: Vec<&Column> = if t.materialize {
+        t.columns.iter().filter(|c| !has(&c.name)).collect()
+    } else {
+        Vec::new()
+    };
+    let old_defs = match (grew, old) {
+        (true, Some(cols)) => Some(
+            cols.iter()
+                .map(|c| ColumnDef {
+                    ty: ColumnType::parse(&c.ty).unwrap_or(ColumnType::Bytes),
+                    nullable: c.nullable,
+                })
+                .collect(),
+        ),
+        _ => None,
+    };
+    let rewrite = (old_defs.is_some() || !add_columns.is_empty()).then_some(old_defs);
+    Ok(TableChange {
+        add_columns,
+        add_column_versions: !has("_sync_column_versions"),
+        rewrite,
+    })
 }
 
 /// One column of a row table as the engine's catalog reports it.

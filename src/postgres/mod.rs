@@ -11,9 +11,11 @@
 //! Transactions are numbered like the SQLite engine's write leases: the
 //! binding hands the id to JS and every transaction member takes it back.
 //!
-//! The layers, each importing only those below it: `engine` (the trait's
-//! adapter) over the members (`ops`, `checkpoints`, `reactions`, `admin`,
-//! `query`, `tx`); `run` (how a call gets its connection) over `handle`
+//! The layers, each importing only those below it: the seam's areas, each
+//! implemented in one file (`lifecycle`, `partitions` (Log), `committed`
+//! (Reads), `checkpoints`, `clients`, `reactions`, `admin`,
+//! `tx::members` (Transaction)) with `query`; `run` (how a call gets its
+//! connection) over `handle`
 //! (`PgEngine`: pool, idle connections, open transactions); the statements
 //! and text of each area (`rows`, `log`, `meta`, `window`, `schema_sync`,
 //! `sql`, `quote`, `stmt`); and beneath them `conn`, `config`,

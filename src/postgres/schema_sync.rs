@@ -6,9 +6,9 @@
 use super::error::map_err;
 use super::meta;
 use super::rows::{bind_value, pg_type};
-use crate::core::codec::{self, ColumnType};
+use crate::core::codec::{self};
 use crate::core::error::Result;
-use crate::core::migrate::{self, check_append_only, PhysicalColumn, PhysicalIndex};
+use crate::core::migrate::{self, PhysicalColumn, PhysicalIndex};
 use crate::core::model::CheckpointDeclaration;
 use crate::core::schema::{quote_ident, LayoutColumn, Schema, Table};
 use sqlx::{AssertSqlSafe, Executor, PgConnection, Row};
@@ -299,30 +299,21 @@ async fn migrate_tables(
             create_indexes(c, t).await?;
             continue;
         }
-        let grew = match old_layout {
-            Some(cols) => check_append_only(t, cols)?,
-            None => false,
-        };
         let physical = physical_columns(c, &t.name).await?;
-        let mut added_projection = false;
-        if t.materialize {
-            for col in &t.columns {
-                if !physical.iter().any(|p| p.name == col.name) {
-                    run(
-                        c,
-                        format!(
-                            "ALTER TABLE {} ADD COLUMN {} {}",
-                            t.quoted,
-                            quote_ident(&col.name),
-                            pg_type(col.def.ty)
-                        ),
-                    )
-                    .await?;
-                    added_projection = true;
-                }
-            }
+        let change = migrate::table_change(t, old_layout, &physical)?;
+        for col in &change.add_columns {
+            run(
+                c,
+                format!(
+                    "ALTER TABLE {} ADD COLUMN {} {}",
+                    t.quoted,
+                    quote_ident(&col.name),
+                    pg_type(col.def.ty)
+                ),
+            )
+            .await?;
         }
-        if !physical.iter().any(|p| p.name == "_sync_column_versions") {
+        if change.add_column_versions {
             run(
                 c,
                 format!(
@@ -333,18 +324,7 @@ async fn migrate_tables(
             .await?;
         }
         create_indexes(c, t).await?;
-        let old_defs = match (grew, old_layout) {
-            (true, Some(cols)) => Some(
-                cols.iter()
-                    .map(|col| codec::ColumnDef {
-                        ty: ColumnType::parse(&col.ty).unwrap_or(ColumnType::Bytes),
-                        nullable: col.nullable,
-                    })
-                    .collect(),
-            ),
-            _ => None,
-        };
-        if old_defs.is_some() || added_projection {
+        if let Some(old_defs) = change.rewrite {
             plans.push((t, old_defs));
         }
     }

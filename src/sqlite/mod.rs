@@ -23,9 +23,11 @@
 //!   `schema_sync`; the registered-query boundary: `authorizer`,
 //!   `isolation`, `shape`, `rewrites`;
 //! - `storage`: `SqliteEngine`, opening and closing its connections;
-//! - the members, each file an `impl SqliteEngine` of one area: `lease`,
-//!   `read`, `db_calls`, `ops`, `query`, `checkpoints`, `reactions`,
-//!   `admin`, `backup`; `engine` implements the trait over them.
+//! - the engine's own machinery, `impl SqliteEngine`: `lease`, `read`,
+//!   `db_calls`, `query`, `backup`;
+//! - the seam's areas, each implemented in one file: `lifecycle`,
+//!   `partitions` (Log), `committed` (Reads), `checkpoints`, `clients`,
+//!   `reactions`, `admin`, `tx` (Transaction).
 
 pub mod admin;
 mod authorizer;

@@ -10,7 +10,7 @@ use super::rows::Projected;
 use super::sql;
 use crate::core::codec::{self, ColumnType, Value};
 use crate::core::error::Result;
-use crate::core::migrate::{self, check_append_only, PhysicalColumn, PhysicalIndex};
+use crate::core::migrate::{self, PhysicalColumn, PhysicalIndex};
 use crate::core::model::CheckpointDeclaration;
 use crate::core::schema::{quote_ident, LayoutColumn, Schema, Table};
 use rusqlite::{params, Connection, OptionalExtension, ToSql};
@@ -292,27 +292,18 @@ fn migrate(conn: &Connection, schema: &Schema, old: &[(String, Vec<LayoutColumn>
             create_indexes(conn, t)?;
             continue;
         }
-        let grew = match old_layout {
-            Some(cols) => check_append_only(t, cols)?,
-            None => false,
-        };
         let physical = physical_columns(conn, &t.name)?;
-        let mut added_projection = false;
-        if t.materialize {
-            for c in &t.columns {
-                if !physical.iter().any(|p| p.name == c.name) {
-                    conn.execute_batch(&format!(
-                        "ALTER TABLE {} ADD COLUMN {} {}",
-                        t.quoted,
-                        quote_ident(&c.name),
-                        sqlite_type(c.def.ty)
-                    ))
-                    .map_err(map_err)?;
-                    added_projection = true;
-                }
-            }
+        let change = migrate::table_change(t, old_layout, &physical)?;
+        for c in &change.add_columns {
+            conn.execute_batch(&format!(
+                "ALTER TABLE {} ADD COLUMN {} {}",
+                t.quoted,
+                quote_ident(&c.name),
+                sqlite_type(c.def.ty)
+            ))
+            .map_err(map_err)?;
         }
-        if !physical.iter().any(|p| p.name == "_sync_column_versions") {
+        if change.add_column_versions {
             conn.execute_batch(&format!(
                 "ALTER TABLE {} ADD COLUMN \"_sync_column_versions\" BLOB",
                 t.quoted
@@ -320,18 +311,7 @@ fn migrate(conn: &Connection, schema: &Schema, old: &[(String, Vec<LayoutColumn>
             .map_err(map_err)?;
         }
         create_indexes(conn, t)?;
-        let old_defs = match (grew, old_layout) {
-            (true, Some(cols)) => Some(
-                cols.iter()
-                    .map(|c| codec::ColumnDef {
-                        ty: ColumnType::parse(&c.ty).unwrap_or(ColumnType::Bytes),
-                        nullable: c.nullable,
-                    })
-                    .collect(),
-            ),
-            _ => None,
-        };
-        if old_defs.is_some() || added_projection {
+        if let Some(old_defs) = change.rewrite {
             plans.push(Plan { table: t, old_defs });
         }
     }
