@@ -18,6 +18,7 @@ const { installLogger } = require('./logging');
 const { checkOptions } = require('./options');
 const { defineDb } = require('./db');
 const native = require('./native');
+const C = require('./copy');
 
 const METHODS = [
   'ensureSchema',
@@ -72,6 +73,7 @@ const METHODS = [
   'stats',
   'backup',
   'restoreLayout',
+  'copyTo',
   'close',
 ];
 
@@ -81,7 +83,7 @@ const SETTLED = new Set(['getRow', 'getPushResult', 'getClientRecord', 'getMaxCo
 
 // Members whose first argument is not a partition; every other member's
 // must be a string (ERR_SYNCULAR_INVALID_ARGUMENT otherwise).
-const UNPARTITIONED = new Set(['ensureSchema', 'listPartitionRegistry', 'listPartitions', 'ping', 'stats', 'backup', 'restoreLayout', 'close']);
+const UNPARTITIONED = new Set(['ensureSchema', 'listPartitionRegistry', 'listPartitions', 'ping', 'stats', 'backup', 'restoreLayout', 'copyTo', 'close']);
 
 /** The gate of close() itself, which is never refused. */
 const OPEN = Object.freeze({ closed: false });
@@ -755,6 +757,20 @@ class NativeStorage {
   async backup(path) {
     if (typeof path !== 'string' || path.length === 0) throw invalidArgument('backup: path must be a non-empty string');
     await this.#settle(() => this.#engine.native.backup(path));
+  }
+
+  /**
+   * Copies this storage's database (SQLite) into the PostgreSQL database
+   * `url` while the storage stays open (docs/copy.md): one snapshot,
+   * refused (ERR_SYNCULAR_COPY_TARGET_NOT_EMPTY) when the target holds
+   * sync data. `{ schema, verify, verifyOnly, onProgress }`; resolves with
+   * the report (and verify's, `report.verify`, when asked).
+   */
+  async copyTo(url, options) {
+    C.checkUrl('copyTo', 'url', url);
+    const { native: o, onProgress } = C.copyOptions('copyTo', options);
+    const text = await this.#settle(() => this.#engine.native.copyTo(url, o, C.progressCallback(onProgress)));
+    return JSON.parse(text);
   }
 
   /**
