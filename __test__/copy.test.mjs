@@ -16,6 +16,8 @@ import { NativeStorage, pkg } from './support/package.mjs';
 import { accountRow, hostPush, noteRow, norm, taskRow, writeCommit } from './support/harness.mjs';
 import { fixtureSchema } from './support/schema.mjs';
 import { Psql } from '../stress/lib/sql.mjs';
+import { copyFileSync } from 'node:fs';
+import { FIXTURE_DB, assertInTreeReads, compile, expected } from './support/intree.mjs';
 
 const pg = engines.find((e) => e.name === 'postgres');
 const BIN = join(dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'syncular-native-storage.mjs');
@@ -274,5 +276,48 @@ describe('copy: SQLite to PostgreSQL', { skip: pg === undefined ? 'needs SYNCULA
       await d.close();
     }
     await assert.rejects(pkg.copyStorage('', url), (err) => err.code === 'ERR_SYNCULAR_INVALID_ARGUMENT');
+  });
+});
+
+describe('copy: an in-tree 0.15.48 file to PostgreSQL', { skip: pg === undefined ? 'needs SYNCULAR_TEST_PG_URL' : false }, () => {
+  test('the copy answers the reads the in-tree storage recorded, with the layout completed and nothing to repair', async () => {
+    const url = pg.requireUrl();
+    const path = tempDbPath();
+    copyFileSync(FIXTURE_DB, path);
+    const schema = freshPgSchema();
+    // The file as 0.15.48 left it, never opened by a storage of this package.
+    const report = await pkg.copyStorage(sqliteFileUrl(path), url, { schema, verify: true });
+    assert.equal(report.verify.equal, true, JSON.stringify(report.verify.firstDifference));
+    const psql = new Psql(url, { schema });
+    const d = new NativeStorage({ url, schema, maxConnections: 2 });
+    try {
+      // The 0.15.48 index spanned partitions; the copy's leads with the
+      // partition, and the row tables have `_sync_column_versions`.
+      const ix = await psql.query("SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'sync_ix_tasks_by_title'");
+      assert.match(ix[0].indexdef, /\(_sync_partition, title\)/);
+      const cols = await psql.query(
+        "SELECT table_name, data_type FROM information_schema.columns WHERE table_schema = current_schema() AND column_name IN ('_sync_column_versions', 'done', 'meta') ORDER BY 1, column_name",
+      );
+      assert.deepEqual(cols, [
+        { table_name: 'notes', data_type: 'bytea' },
+        { table_name: 'tasks', data_type: 'bytea' },
+        { table_name: 'tasks', data_type: 'boolean' },
+        { table_name: 'tasks', data_type: 'jsonb' },
+      ]);
+      await d.ensureSchema(compile(expected.schema));
+      assert.deepEqual(await psql.query("SELECT to_regclass('sync_native_replaced_indexes') IS NULL AS none"), [{ none: true }]);
+      await assertInTreeReads(d);
+      // The host's next push lands where the in-tree one would.
+      const { partition, row } = expected.nextPush;
+      const next = await hostPush(d, partition, {
+        clientId: 'after-copy',
+        clientCommitId: 'k1',
+        ops: [{ table: 'tasks', row: { ...row, payload: Buffer.from(row.payload, 'base64') } }],
+      });
+      assert.equal(next.commitSeq, expected.maxCommitSeq[partition] + 1);
+    } finally {
+      await d.close();
+      psql.close();
+    }
   });
 });
