@@ -321,3 +321,65 @@ describe('copy: an in-tree 0.15.48 file to PostgreSQL', { skip: pg === undefined
     }
   });
 });
+
+describe('copy: online, with writes going on', { skip: pg === undefined ? 'needs SYNCULAR_TEST_PG_URL' : false }, () => {
+  test('catch-up passes and a final pass under the write lock lose no acknowledged commit; writes after it are refused', async (t) => {
+    const url = pg.requireUrl();
+    const { s } = await sourceWithData();
+    const schema = freshPgSchema();
+    const acked = [];
+    const refused = [];
+    const other = [];
+    let stop = false;
+    // p1 is fenced for version 2 by its checkpoint: the live writes go to p2 and p3.
+    const writer = (async () => {
+      for (let i = 0; !stop && refused.length < 3; i++) {
+        const p = i % 2 === 0 ? 'p2' : 'p3';
+        const ops = [{ table: 'tasks', row: taskRow(`live${i}`, { project: `proj-${i % 2}` }) }];
+        // An update of one row again and again, and now and then a delete.
+        ops.push({ table: 'tasks', row: taskRow('t0', { title: `v${i}` }, { version: 100 + i }) });
+        if (i % 7 === 6) ops.push({ table: 'tasks', delete: `live${i - 2}`, scopes: { project_id: `proj-${i % 2}`, owner_id: 'u1' } });
+        try {
+          const r = await hostPush(s, p, { clientId: 'live', clientCommitId: `live-${i}`, ops, createdAtMs: NOW + i });
+          acked.push({ p, key: `live-${i}`, seq: r.commitSeq, result: r.result });
+          if (i === 10) await s.pruneCommitsThrough('p2', 6);
+        } catch (err) {
+          if (err.code === 'ERR_SYNCULAR_MOVED') refused.push(err);
+          else other.push(err);
+        }
+        await new Promise(setImmediate);
+      }
+    })();
+    // Let some writes land before the copy starts.
+    while (acked.length < 5) await new Promise((r) => setTimeout(r, 5));
+    const report = await s.copyTo(url, { schema, finalPass: true, verify: true });
+    stop = true;
+    await writer;
+    t.diagnostic(JSON.stringify({ acked: acked.length, refused: refused.length, passes: report.catchUp.map((p) => p.commits), final: report.finalPass.commits, writesHeldMs: report.finalPass.writesHeldMs }));
+    assert.deepEqual(other.map((e) => `${e.code}: ${e.message}`), []);
+    assert.ok(refused.length >= 1 || acked.length > 0);
+    assert.ok(report.catchUp.length >= 1, 'at least one catch-up pass');
+    assert.equal(report.verify.equal, true, JSON.stringify(report.verify.firstDifference));
+    assert.ok(report.finalPass.writesHeldMs < 1000, `writes held ${report.finalPass.writesHeldMs} ms`);
+    // Writes are refused from now on, naming the target without a password.
+    await assert.rejects(hostPush(s, 'p3', { clientId: 'late', clientCommitId: 'late-1', ops: [] }), (err) => {
+      assert.equal(err.code, 'ERR_SYNCULAR_MOVED', err.message);
+      assert.match(err.message, /127\.0\.0\.1/);
+      return true;
+    });
+    await assert.rejects(s.putClientRecord('p3', { clientId: 'late', actorId: 'a', wireVersion: 2, cursor: 1, updatedAtMs: 1, subscriptions: [] }), (err) => err.code === 'ERR_SYNCULAR_MOVED');
+    // Reads go on.
+    const want = await reads(s);
+    const d = new NativeStorage({ url, schema, maxConnections: 2 });
+    try {
+      await d.ensureSchema(fixtureSchema());
+      for (const a of acked) {
+        assert.deepStrictEqual(norm(await d.getPushResult(a.p, 'live', a.key)), norm(a.result), `acknowledged ${a.p}/${a.key}`);
+      }
+      assert.deepStrictEqual(norm(await reads(d)), norm(want));
+    } finally {
+      await d.close();
+      await s.close();
+    }
+  });
+});

@@ -9,13 +9,13 @@ const native = require('./native');
 
 /** `{ schema, verify, verifyOnly }` for the addon, and the progress callback. */
 function copyOptions(member, options) {
-  if (options === undefined || options === null) return { native: undefined, onProgress: undefined };
+  if (options === undefined || options === null) return { native: undefined, onProgress: undefined, finalPass: false };
   if (typeof options !== 'object') throw invalidArgument(`${member}: options must be an object`);
-  const { schema, verify, verifyOnly, onProgress } = options;
+  const { schema, verify, verifyOnly, finalPass, onProgress } = options;
   if (schema !== undefined && schema !== null && (typeof schema !== 'string' || schema.length === 0)) {
     throw invalidArgument(`${member}: schema must be a non-empty string`);
   }
-  for (const [k, v] of [['verify', verify], ['verifyOnly', verifyOnly]]) {
+  for (const [k, v] of [['verify', verify], ['verifyOnly', verifyOnly], ['finalPass', finalPass]]) {
     if (v !== undefined && v !== null && typeof v !== 'boolean') throw invalidArgument(`${member}: ${k} must be a boolean`);
   }
   if (onProgress !== undefined && onProgress !== null && typeof onProgress !== 'function') {
@@ -25,7 +25,8 @@ function copyOptions(member, options) {
   if (schema !== undefined && schema !== null) o.schema = schema;
   if (verify !== undefined && verify !== null) o.verify = verify;
   if (verifyOnly !== undefined && verifyOnly !== null) o.verifyOnly = verifyOnly;
-  return { native: o, onProgress: onProgress ?? undefined };
+  if (finalPass === true && verifyOnly === true) throw invalidArgument(`${member}: finalPass and verifyOnly exclude each other`);
+  return { native: o, onProgress: onProgress ?? undefined, finalPass: finalPass === true };
 }
 
 /** The addon's progress callback: parses each report; a throwing callback is ignored. */
@@ -60,4 +61,9 @@ async function copyStorage(from, to, options) {
   }
 }
 
-module.exports = { copyOptions, progressCallback, checkUrl, copyStorage };
+/** Catch-up passes after the snapshot, at most. */
+const MAX_PASSES = 8;
+/** A pass that copied at most this many commits is followed by the final one. */
+const FINAL_PASS_COMMITS = 100;
+
+module.exports = { MAX_PASSES, FINAL_PASS_COMMITS, copyOptions, progressCallback, checkUrl, copyStorage };

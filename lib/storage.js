@@ -763,14 +763,35 @@ class NativeStorage {
    * Copies this storage's database (SQLite) into the PostgreSQL database
    * `url` while the storage stays open (docs/copy.md): one snapshot,
    * refused (ERR_SYNCULAR_COPY_TARGET_NOT_EMPTY) when the target holds
-   * sync data. `{ schema, verify, verifyOnly, onProgress }`; resolves with
-   * the report (and verify's, `report.verify`, when asked).
+   * sync data. `{ schema, verify, verifyOnly, finalPass, onProgress }`;
+   * resolves with the report (and verify's, `report.verify`, when asked).
+   * With `finalPass`, catch-up passes follow the snapshot until few commits
+   * are left, then a last pass runs under the write lock, after which
+   * every write of this storage is refused with ERR_SYNCULAR_MOVED.
    */
   async copyTo(url, options) {
     C.checkUrl('copyTo', 'url', url);
-    const { native: o, onProgress } = C.copyOptions('copyTo', options);
-    const text = await this.#settle(() => this.#engine.native.copyTo(url, o, C.progressCallback(onProgress)));
-    return JSON.parse(text);
+    const { native: o, onProgress, finalPass } = C.copyOptions('copyTo', options);
+    const n = this.#engine.native;
+    const cb = C.progressCallback(onProgress);
+    if (!finalPass) return JSON.parse(await this.#settle(() => n.copyTo(url, o, cb)));
+    const report = JSON.parse(await this.#settle(() => n.copyTo(url, { ...o, verify: false }, cb)));
+    let positions = JSON.stringify(report.positions);
+    report.catchUp = [];
+    for (let i = 0; i < C.MAX_PASSES; i++) {
+      const pass = JSON.parse(await this.#settle(() => n.copyCatchUp(url, o, positions, cb)));
+      report.catchUp.push(pass);
+      positions = JSON.stringify(pass.positions);
+      if (pass.commits <= C.FINAL_PASS_COMMITS) break;
+    }
+    // Under the write lease: queued writes wait behind it, and find the
+    // storage refusing them once it ends.
+    const started = performance.now();
+    const last = await this.#write(undefined, (nat, id) => nat.copyFinish(id, url, o, positions));
+    report.finalPass = { ...JSON.parse(last), writesHeldMs: Math.round(performance.now() - started) };
+    report.positions = report.finalPass.positions;
+    if (o?.verify) report.verify = JSON.parse(await this.#settle(() => n.copyTo(url, { ...o, verify: false, verifyOnly: true }, cb)));
+    return report;
   }
 
   /**

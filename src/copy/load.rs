@@ -4,19 +4,14 @@
 //! after. Nothing is visible on the target until it commits.
 
 use super::catalog::{self, Table};
+use super::stream::Stream;
 use super::target::{self, pg};
-use super::value::{encode, tuple, COPY_HEADER, COPY_TRAILER};
 use super::{on_snapshot, runtime, sq, Options, Progress};
 use crate::core::error::{Error, Result};
 use crate::sqlite::SqliteEngine;
 use serde_json::json;
 use sqlx::{AssertSqlSafe, Executor, PgConnection};
-use std::time::{Duration, Instant};
-
-/// Bytes of `COPY` data sent to the server at a time.
-const CHUNK: usize = 1 << 20;
-/// How often progress is reported while a table loads.
-const TICK: Duration = Duration::from_millis(250);
+use std::time::Instant;
 
 /// Copies everything `source` holds into the PostgreSQL database `o`
 /// names; answers the report (and `verify`'s when asked).
@@ -45,6 +40,7 @@ pub fn copy(
             bytes: 0,
             started,
         };
+        let positions = super::catchup::Positions::read(c)?;
         let mut tables = Vec::new();
         for t in &plan {
             let (rows, bytes) = copy_table(&rt, c, &mut conn, t, &mut p, progress)?;
@@ -71,6 +67,7 @@ pub fn copy(
                 "rowsPerSec": (p.rows as f64 / secs).round(),
                 "mbPerSec": (p.bytes as f64 / 1e6 / secs * 100.0).round() / 100.0,
                 "skippedIndexes": skipped,
+                "positions": positions.to_json(),
         }))
     })?;
     if !o.verify {
@@ -111,75 +108,14 @@ fn copy_table(
         .prepare(&format!("SELECT {} FROM {}", t.column_list(), t.quoted()))
         .map_err(sq)?;
     let mut rows = st.query([]).map_err(sq)?;
-    let copy_sql = format!(
-        "COPY {} ({}) FROM STDIN (FORMAT binary)",
-        t.quoted(),
-        t.column_list()
-    );
-    let mut copy = rt.block_on(conn.copy_in_raw(&copy_sql)).map_err(pg)?;
-    let mut buf = Vec::with_capacity(CHUNK + 4096);
-    buf.extend_from_slice(COPY_HEADER);
-    let (mut n, mut bytes) = (0u64, 0u64);
-    let mut last = Instant::now();
-    while let Some(r) = rows.next().map_err(sq)? {
-        tuple(&mut buf, t.columns.len());
-        for (i, col) in t.columns.iter().enumerate() {
-            let v = r.get_ref(i).map_err(sq)?;
-            encode(&mut buf, col.kind, v).map_err(|why| value_error(t, &col.name, r, &why))?;
-        }
-        n += 1;
-        p.rows += 1;
-        if buf.len() >= CHUNK {
-            bytes += buf.len() as u64;
-            p.bytes += buf.len() as u64;
-            rt.block_on(copy.send(std::mem::take(&mut buf).as_slice()))
-                .map_err(pg)?;
-            buf.reserve(CHUNK + 4096);
-            if last.elapsed() >= TICK {
-                last = Instant::now();
-                progress(p);
-            }
-        }
-    }
-    buf.extend_from_slice(COPY_TRAILER);
-    bytes += buf.len() as u64;
-    p.bytes += buf.len() as u64;
-    rt.block_on(async {
-        copy.send(buf.as_slice()).await?;
-        copy.finish().await
-    })
-    .map_err(pg)?;
+    let mut out = Stream::open(rt, conn, t, &t.quoted())?;
+    out.rows(t, &mut rows, p, progress)?;
+    let done = out.finish(p)?;
     if let Some(row) = &t.row {
         for ix in &row.indexes {
             rt.block_on(conn.execute(AssertSqlSafe(ix.clone())))
                 .map_err(pg)?;
         }
     }
-    Ok((n, bytes))
-}
-
-/// `ERR_SYNCULAR_COPY_VALUE`, naming the table, the column and the row's key.
-fn value_error(t: &Table, column: &str, r: &rusqlite::Row<'_>, why: &str) -> Error {
-    let key: Vec<String> = t
-        .key
-        .iter()
-        .map(|&i| {
-            let v = match r.get_ref(i) {
-                Ok(rusqlite::types::ValueRef::Text(b)) => String::from_utf8_lossy(b).into_owned(),
-                Ok(rusqlite::types::ValueRef::Integer(i)) => i.to_string(),
-                Ok(other) => format!("{other:?}"),
-                Err(e) => e.to_string(),
-            };
-            format!("{} {:?}", t.columns[i].name, v)
-        })
-        .collect();
-    Error::plain(
-        "ERR_SYNCULAR_COPY_VALUE",
-        format!(
-            "cannot copy {}.{} of the row {}: {why}",
-            t.name,
-            column,
-            key.join(", ")
-        ),
-    )
+    Ok(done)
 }

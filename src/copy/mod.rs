@@ -14,15 +14,20 @@
 //! - `value`: values in `COPY`'s binary format and in canonical form;
 //! - `target`: the target's connection, its refusal when it holds sync
 //!   data, and its meta layout;
-//! - `load`: the copy; `verify`: the comparison.
+//! - `stream`: one binary `COPY` into a target table;
+//! - `load`: the snapshot copy; `catchup`: the passes after it and the
+//!   final one under the write lease; `verify`: the comparison.
 
 mod catalog;
+mod catchup;
 mod load;
+mod stream;
 mod tables;
 mod target;
 mod value;
 mod verify;
 
+pub use catchup::{catch_up, finish};
 pub use load::copy;
 pub use verify::verify;
 

@@ -34,23 +34,33 @@ pub struct JsCopyOptions {
     pub verify_only: Option<bool>,
 }
 
-/// Runs the copy (or the verify) on a thread of its own; `owned`: the
-/// source was opened for this call and is closed after it.
-fn start(
-    source: Arc<SqliteEngine>, owned: bool, to: String, options: Option<JsCopyOptions>,
-    on_progress: Option<OnProgress>,
-) -> Call<String> {
+/// The options as the copy reads them, and whether only to verify.
+fn read_options(to: String, options: Option<JsCopyOptions>) -> (Options, bool) {
     let o = options.unwrap_or(JsCopyOptions {
         schema: None,
         verify: None,
         verify_only: None,
     });
-    let verify_only = o.verify_only.unwrap_or(false);
-    let opts = Options {
-        target: to,
-        schema: o.schema,
-        verify: o.verify.unwrap_or(false),
-    };
+    (
+        Options {
+            target: to,
+            schema: o.schema,
+            verify: o.verify.unwrap_or(false),
+        },
+        o.verify_only.unwrap_or(false),
+    )
+}
+
+/// What a copy thread runs.
+type Job = Box<
+    dyn FnOnce(&SqliteEngine, &mut dyn FnMut(&copy::Progress)) -> Result<serde_json::Value> + Send,
+>;
+
+/// Runs `job` on a thread of its own; `owned`: the source was opened for
+/// this call and is closed after it.
+fn start(
+    source: Arc<SqliteEngine>, owned: bool, job: Job, on_progress: Option<OnProgress>,
+) -> Call<String> {
     let (tx, rx) = tokio::sync::oneshot::channel::<Result<String>>();
     let spawned = std::thread::Builder::new()
         .name("syncular-copy".to_owned())
@@ -64,11 +74,7 @@ fn start(
                 }
             };
             let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                if verify_only {
-                    copy::verify(&source, &opts, &mut report)
-                } else {
-                    copy::copy(&source, &opts, &mut report)
-                }
+                job(&source, &mut report)
             }))
             .unwrap_or_else(|p| Err(super::panicked(p)))
             .map(|v| v.to_string());
@@ -93,6 +99,23 @@ fn start(
     })
 }
 
+/// The copy, or only the comparison.
+fn copy_job(o: Options, verify_only: bool) -> Job {
+    Box::new(move |source, report| {
+        if verify_only {
+            copy::verify(source, &o, report)
+        } else {
+            copy::copy(source, &o, report)
+        }
+    })
+}
+
+fn this_sqlite(e: &NativeEngine) -> Result<Arc<SqliteEngine>> {
+    e.sqlite_engine().ok_or_else(|| {
+        crate::copy::unsupported("copyTo copies a SQLite storage: this storage is on PostgreSQL")
+    })
+}
+
 /// Copies (or verifies) the SQLite database `from` into the PostgreSQL
 /// database `to`: the command's entry (bin/syncular-native-storage.mjs).
 #[cfg_attr(test, allow(dead_code))]
@@ -105,8 +128,9 @@ pub fn copy_storage(
     from: String, to: String, options: Option<JsCopyOptions>, on_progress: Option<OnProgress>,
 ) -> Reply<String> {
     let started = crate::core::telemetry::call_started();
+    let (o, verify_only) = read_options(to, options);
     let call = match copy::open_source(&from) {
-        Ok(source) => start(source, true, to, options, on_progress),
+        Ok(source) => start(source, true, copy_job(o, verify_only), on_progress),
         Err(e) => Call::Now(Err(e)),
     };
     Reply::new(call, "copyStorage", crate::core::telemetry::SQLITE, started)
@@ -123,14 +147,49 @@ impl NativeEngine {
     pub fn copy_to(
         &self, to: String, options: Option<JsCopyOptions>, on_progress: Option<OnProgress>,
     ) -> Reply<String> {
-        let source = self.sqlite_engine();
+        let source = this_sqlite(self);
         self.run("copyTo", move |_| {
-            let source = source.ok_or_else(|| {
-                crate::copy::unsupported(
-                    "copyTo copies a SQLite storage: this storage is on PostgreSQL",
-                )
-            })?;
-            Ok(start(source, false, to, options, on_progress))
+            let (o, verify_only) = read_options(to, options);
+            Ok(start(source?, false, copy_job(o, verify_only), on_progress))
+        })
+    }
+
+    /// One catch-up pass after `copyTo` (docs/copy.md, "Online"), from the
+    /// positions the last pass reported (JSON text).
+    #[napi(
+        ts_args_type = "to: string, options: { schema?: string | null } | null | undefined, positions: string, onProgress?: ((progress: string) => void) | null",
+        ts_return_type = "Promise<string>"
+    )]
+    pub fn copy_catch_up(
+        &self, to: String, options: Option<JsCopyOptions>, positions: String,
+        on_progress: Option<OnProgress>,
+    ) -> Reply<String> {
+        let source = this_sqlite(self);
+        self.run("copyCatchUp", move |_| {
+            let (o, _) = read_options(to, options);
+            let job: Job =
+                Box::new(move |source, report| copy::catch_up(source, &o, &positions, report));
+            Ok(start(source?, false, job, on_progress))
+        })
+    }
+
+    /// The final pass, under the write lease `lease` the JS queue granted;
+    /// afterwards every write of this storage is refused
+    /// (`ERR_SYNCULAR_MOVED`).
+    #[napi(
+        ts_args_type = "lease: number, to: string, options: { schema?: string | null } | null | undefined, positions: string",
+        ts_return_type = "string | Promise<string>"
+    )]
+    pub fn copy_finish(
+        &self, lease: u32, to: String, options: Option<JsCopyOptions>, positions: String,
+    ) -> Reply<String> {
+        let source = this_sqlite(self);
+        self.run("copyFinish", move |_| {
+            let source = source?;
+            let (o, _) = read_options(to, options);
+            Ok(crate::seam::blocking(move || {
+                copy::finish(&source, lease, &o, &positions, &mut |_| {}).map(|v| v.to_string())
+            }))
         })
     }
 }
