@@ -7,7 +7,7 @@
 // one does. A target holding sync data is refused; a changed target row
 // is the first difference verify names; the command does the same.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
@@ -380,6 +380,49 @@ describe('copy: online, with writes going on', { skip: pg === undefined ? 'needs
     } finally {
       await d.close();
       await s.close();
+    }
+  });
+});
+
+describe('copy: interrupted and resumed', { skip: pg === undefined ? 'needs SYNCULAR_TEST_PG_URL' : false }, () => {
+  test('kill -9 of the copier at random points, then --resume, reaches the verified state', async (t) => {
+    const url = pg.requireUrl();
+    const { s, path } = await sourceWithData();
+    // Enough commits that a copy takes a while.
+    for (let i = 0; i < 1500; i++) {
+      await hostPush(s, i % 2 ? 'p2' : 'p3', { clientId: 'bulk', clientCommitId: `b-${i}`, ops: [{ table: 'tasks', row: taskRow(`b${i}`, { project: `proj-${i % 2}`, title: 'x'.repeat(200) }) }] });
+    }
+    await s.close();
+    const schema = freshPgSchema();
+    const args = [BIN, 'copy', sqliteFileUrl(path), url, '--schema', schema, '--resume'];
+    const kills = [];
+    const psql = new Psql(url, { schema });
+    for (let round = 0; round < 5; round++) {
+      const child = spawn(process.execPath, args, { stdio: 'ignore' });
+      const after = [20, 400, 900, 1600, 2500][round] + Math.floor(Math.random() * 300);
+      const timer = setTimeout(() => child.kill('SIGKILL'), after);
+      const [code, signal] = await new Promise((resolve) => child.once('exit', (c, sg) => resolve([c, sg])));
+      clearTimeout(timer);
+      const recorded = await psql.query("SELECT phase FROM sync_native_copy_progress").catch(() => []);
+      kills.push({ after, code, signal, recorded: recorded[0]?.phase ?? null });
+      assert.ok(signal === 'SIGKILL' || code === 0, `round ${round}: exit ${code}`);
+    }
+    psql.close();
+    t.diagnostic(JSON.stringify(kills));
+    const out = spawnSync(process.execPath, [...args, '--verify'], { encoding: 'utf8' });
+    assert.equal(out.status, 0, out.stderr);
+    const report = JSON.parse(out.stdout);
+    const verified = report.verify;
+    assert.equal(verified.equal, true, JSON.stringify(verified.firstDifference));
+    const d = new NativeStorage({ url, schema, maxConnections: 2 });
+    const again = new NativeStorage({ url: sqliteFileUrl(path) });
+    try {
+      await d.ensureSchema(fixtureSchema());
+      await again.ensureSchema(fixtureSchema());
+      assert.deepStrictEqual(norm(await reads(d)), norm(await reads(again)));
+    } finally {
+      await d.close();
+      await again.close();
     }
   });
 });

@@ -1,23 +1,25 @@
 #!/usr/bin/env node
 // The package's command (issue 51, docs/copy.md):
 //
-//   syncular-native-storage copy FROM TO [--schema S] [--verify] [--verify-only]
+//   syncular-native-storage copy FROM TO [--schema S] [--verify] [--verify-only] [--resume]
 //
 // copies the SQLite database FROM (sqlite:./sync.db, or a path) into the
 // PostgreSQL database TO (postgres://…), or with --verify-only only
-// compares them. Progress goes to stderr (a bar on a terminal, a line a
+// compares them; --resume continues a copy that was interrupted (or the
+// one made while the host was still writing) from where the target says
+// it stands, with catch-up passes. Progress goes to stderr (a bar on a terminal, a line a
 // second otherwise); the report goes to stdout as JSON. Exit codes: 0 done
 // (and equal when verified), 1 a verify found a difference, 2 bad usage,
 // 3 the copy failed (the error's code is printed).
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
-const USAGE = 'usage: syncular-native-storage copy FROM TO [--schema S] [--verify] [--verify-only]';
+const USAGE = 'usage: syncular-native-storage copy FROM TO [--schema S] [--verify] [--verify-only] [--resume]';
 
 function parse(argv) {
   const [command, ...rest] = argv;
   if (command !== 'copy') return null;
-  const out = { positional: [], schema: undefined, verify: false, verifyOnly: false };
+  const out = { positional: [], schema: undefined, verify: false, verifyOnly: false, resume: false };
   for (let i = 0; i < rest.length; i++) {
     const a = rest[i];
     if (a === '--schema') {
@@ -26,6 +28,7 @@ function parse(argv) {
     } else if (a.startsWith('--schema=')) out.schema = a.slice('--schema='.length);
     else if (a === '--verify') out.verify = true;
     else if (a === '--verify-only') out.verifyOnly = true;
+    else if (a === '--resume') out.resume = true;
     else if (a.startsWith('--')) return null;
     else out.positional.push(a);
   }
@@ -67,6 +70,7 @@ async function main() {
       schema: args.schema,
       verify: args.verify,
       verifyOnly: args.verifyOnly,
+      resume: args.resume,
       onProgress: drawer(),
     });
   } catch (err) {

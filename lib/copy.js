@@ -11,11 +11,11 @@ const native = require('./native');
 function copyOptions(member, options) {
   if (options === undefined || options === null) return { native: undefined, onProgress: undefined, finalPass: false };
   if (typeof options !== 'object') throw invalidArgument(`${member}: options must be an object`);
-  const { schema, verify, verifyOnly, finalPass, onProgress } = options;
+  const { schema, verify, verifyOnly, finalPass, resume, onProgress } = options;
   if (schema !== undefined && schema !== null && (typeof schema !== 'string' || schema.length === 0)) {
     throw invalidArgument(`${member}: schema must be a non-empty string`);
   }
-  for (const [k, v] of [['verify', verify], ['verifyOnly', verifyOnly], ['finalPass', finalPass]]) {
+  for (const [k, v] of [['verify', verify], ['verifyOnly', verifyOnly], ['finalPass', finalPass], ['resume', resume]]) {
     if (v !== undefined && v !== null && typeof v !== 'boolean') throw invalidArgument(`${member}: ${k} must be a boolean`);
   }
   if (onProgress !== undefined && onProgress !== null && typeof onProgress !== 'function') {
@@ -25,6 +25,7 @@ function copyOptions(member, options) {
   if (schema !== undefined && schema !== null) o.schema = schema;
   if (verify !== undefined && verify !== null) o.verify = verify;
   if (verifyOnly !== undefined && verifyOnly !== null) o.verifyOnly = verifyOnly;
+  if (resume !== undefined && resume !== null) o.resume = resume;
   if (finalPass === true && verifyOnly === true) throw invalidArgument(`${member}: finalPass and verifyOnly exclude each other`);
   return { native: o, onProgress: onProgress ?? undefined, finalPass: finalPass === true };
 }

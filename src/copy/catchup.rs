@@ -161,6 +161,15 @@ pub fn pass(
             "the source's schema version changed during the copy: copy again into an empty target",
         ));
     }
+    // Commits pruned before a pass copied them leave rows it cannot find.
+    for (part, (_, h)) in &now.seqs {
+        if *h > from.seqs.get(part).map_or(0, |x| x.0) {
+            return Err(Error::plain(
+                "ERR_SYNCULAR_COPY_STALE",
+                format!("commits of partition {part:?} the copy had not reached were pruned from the source (horizon {h}): copy again into an empty target"),
+            ));
+        }
+    }
     let table = |n: &str| plan.iter().find(|t| t.name == n);
     run(rt, conn, "BEGIN".to_owned())?;
     let mut commits = 0u64;
@@ -337,6 +346,7 @@ pub fn pass(
             load(rt, c, conn, t, &t.quoted(), "", &[vec![]], p, progress)?;
         }
     }
+    rt.block_on(target::record(conn, p.phase, &now.to_json()))?;
     run(rt, conn, "COMMIT".to_owned())?;
     Ok((now, commits))
 }
@@ -392,6 +402,34 @@ fn progress_at(phase: &'static str) -> Progress {
         bytes: 0,
         started: Instant::now(),
     }
+}
+
+/// Catch-up passes at most, and the commits a pass may copy for the
+/// passes to stop (lib/copy.js has the same for `copyTo`).
+const MAX_PASSES: usize = 8;
+const LAST_PASS_COMMITS: u64 = 100;
+
+/// An interrupted copy continued from the positions the target recorded:
+/// catch-up passes until one copies few commits, then `verify` if asked.
+pub fn resume(
+    source: &SqliteEngine, o: &Options, positions: &str, progress: &mut dyn FnMut(&Progress),
+) -> Result<serde_json::Value> {
+    let mut positions = positions.to_owned();
+    let mut passes = Vec::new();
+    for _ in 0..MAX_PASSES {
+        let pass = catch_up(source, o, &positions, progress)?;
+        positions = pass["positions"].to_string();
+        let few = pass["commits"].as_u64().unwrap_or(0) <= LAST_PASS_COMMITS;
+        passes.push(pass);
+        if few {
+            break;
+        }
+    }
+    let mut out = json!({ "resumed": true, "catchUp": passes, "positions": serde_json::from_str::<serde_json::Value>(&positions).unwrap_or_default() });
+    if o.verify {
+        out["verify"] = super::verify(source, o, progress)?;
+    }
+    Ok(out)
 }
 
 /// One catch-up pass in a snapshot of `source`, while writes go on.

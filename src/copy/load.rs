@@ -20,6 +20,15 @@ pub fn copy(
 ) -> Result<serde_json::Value> {
     let rt = runtime()?;
     let cfg = target::config(o)?;
+    if o.resume {
+        let recorded = rt.block_on(async {
+            let mut c = target::connect(&cfg).await?;
+            target::recorded(&mut c).await
+        })?;
+        if let Some(positions) = recorded {
+            return super::catchup::resume(source, o, &positions, progress);
+        }
+    }
     let started = Instant::now();
     // A snapshot from the first statement on: the plan, the counts and
     // every row are of one state.
@@ -46,6 +55,7 @@ pub fn copy(
             let (rows, bytes) = copy_table(&rt, c, &mut conn, t, &mut p, progress)?;
             tables.push(json!({ "table": t.name, "rows": rows, "bytes": bytes }));
         }
+        rt.block_on(target::record(&mut conn, "snapshot", &positions.to_json()))?;
         rt.block_on(conn.execute("COMMIT")).map_err(pg)?;
         // Fresh statistics, so the first pulls after a switch plan well.
         for t in &plan {

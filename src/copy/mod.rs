@@ -45,6 +45,9 @@ pub struct Options {
     pub schema: Option<String>,
     /// Verify after copying.
     pub verify: bool,
+    /// Continue from the positions the target recorded (an interrupted
+    /// copy); a target without any starts afresh.
+    pub resume: bool,
 }
 
 /// Where a copy or a verify stands, reported to the caller's callback.

@@ -109,3 +109,42 @@ pub async fn make_meta(cfg: &Config) -> Result<()> {
     engine.close().await;
     made.map(drop)
 }
+
+/// Where a copy stands on the target, committed with each step (the
+/// snapshot, every pass): `resume` continues from it after an
+/// interruption. The in-tree storages never name it.
+const PROGRESS_DDL: &str = "CREATE TABLE IF NOT EXISTS sync_native_copy_progress (\
+    id INTEGER PRIMARY KEY CHECK (id = 1), phase TEXT NOT NULL, positions TEXT NOT NULL, \
+    updated_at_ms BIGINT NOT NULL)";
+
+/// Records `positions` after `phase`, in the caller's open transaction.
+pub async fn record(
+    c: &mut PgConnection, phase: &str, positions: &serde_json::Value,
+) -> Result<()> {
+    c.execute(PROGRESS_DDL).await.map_err(pg)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    sqlx::query(
+        "INSERT INTO sync_native_copy_progress (id, phase, positions, updated_at_ms) VALUES (1, $1, $2, $3) \
+         ON CONFLICT (id) DO UPDATE SET phase = EXCLUDED.phase, positions = EXCLUDED.positions, updated_at_ms = EXCLUDED.updated_at_ms",
+    )
+    .bind(phase)
+    .bind(positions.to_string())
+    .bind(now)
+    .execute(&mut *c)
+    .await
+    .map_err(pg)?;
+    Ok(())
+}
+
+/// The positions the last committed step recorded, if any.
+pub async fn recorded(c: &mut PgConnection) -> Result<Option<String>> {
+    if !exists(c, "sync_native_copy_progress").await? {
+        return Ok(None);
+    }
+    sqlx::query_scalar::<_, String>("SELECT positions FROM sync_native_copy_progress WHERE id = 1")
+        .fetch_optional(&mut *c)
+        .await
+        .map_err(pg)
+}

@@ -32,6 +32,8 @@ pub struct JsCopyOptions {
     pub verify: Option<bool>,
     /// Only compare: copy nothing.
     pub verify_only: Option<bool>,
+    /// Continue an interrupted copy from the positions the target recorded.
+    pub resume: Option<bool>,
 }
 
 /// The options as the copy reads them, and whether only to verify.
@@ -40,12 +42,14 @@ fn read_options(to: String, options: Option<JsCopyOptions>) -> (Options, bool) {
         schema: None,
         verify: None,
         verify_only: None,
+        resume: None,
     });
     (
         Options {
             target: to,
             schema: o.schema,
             verify: o.verify.unwrap_or(false),
+            resume: o.resume.unwrap_or(false),
         },
         o.verify_only.unwrap_or(false),
     )
@@ -121,7 +125,7 @@ fn this_sqlite(e: &NativeEngine) -> Result<Arc<SqliteEngine>> {
 #[cfg_attr(test, allow(dead_code))]
 #[napi(
     js_name = "copyStorage",
-    ts_args_type = "from: string, to: string, options?: { schema?: string | null, verify?: boolean | null, verifyOnly?: boolean | null } | null, onProgress?: ((progress: string) => void) | null",
+    ts_args_type = "from: string, to: string, options?: { schema?: string | null, verify?: boolean | null, verifyOnly?: boolean | null, resume?: boolean | null } | null, onProgress?: ((progress: string) => void) | null",
     ts_return_type = "Promise<string>"
 )]
 pub fn copy_storage(
@@ -141,7 +145,7 @@ impl NativeEngine {
     /// Copies (or verifies) this storage's database into the PostgreSQL
     /// database `to`, while the storage stays open.
     #[napi(
-        ts_args_type = "to: string, options?: { schema?: string | null, verify?: boolean | null, verifyOnly?: boolean | null } | null, onProgress?: ((progress: string) => void) | null",
+        ts_args_type = "to: string, options?: { schema?: string | null, verify?: boolean | null, verifyOnly?: boolean | null, resume?: boolean | null } | null, onProgress?: ((progress: string) => void) | null",
         ts_return_type = "Promise<string>"
     )]
     pub fn copy_to(
