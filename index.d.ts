@@ -1109,12 +1109,20 @@ export interface CopyOptions {
   readonly verify?: boolean | undefined;
   /** Copy nothing: only compare. */
   readonly verifyOnly?: boolean | undefined;
+  /** Continue from where the target records the last copy stood (catch-up passes); a target without a record gets a fresh copy. */
+  readonly resume?: boolean | undefined;
+  /**
+   * `copyTo` only: after the snapshot, catch-up passes, then a last pass
+   * under the write lock; afterwards this storage refuses every write with
+   * `ERR_SYNCULAR_MOVED` (reads go on).
+   */
+  readonly finalPass?: boolean | undefined;
   /** Called as the copy or the comparison goes on. */
   readonly onProgress?: ((progress: CopyProgress) => void) | undefined;
 }
 
 export interface CopyProgress {
-  readonly phase: 'copy' | 'verify';
+  readonly phase: 'copy' | 'catch-up' | 'final' | 'verify';
   readonly table: string;
   readonly rows: number;
   /** Rows of the snapshot (copy; 0 while verifying). */
@@ -1136,7 +1144,21 @@ export interface CopyReport {
   readonly mbPerSec: number;
   /** Indexes of the source not copied (not declared by the schema). */
   readonly skippedIndexes: readonly string[];
+  /** Where the source stood at the last step (what `resume` continues from). */
+  readonly positions: unknown;
+  /** `finalPass` / `resume`: each catch-up pass. */
+  readonly catchUp?: readonly CopyPass[];
+  /** `finalPass`: the last pass, and how long writes waited for it. */
+  readonly finalPass?: CopyPass & { readonly writesHeldMs: number };
   readonly verify?: VerifyReport;
+}
+
+export interface CopyPass {
+  readonly commits: number;
+  readonly rows: number;
+  readonly bytes: number;
+  readonly elapsedMs: number;
+  readonly positions: unknown;
 }
 
 export interface VerifyReport {

@@ -18,6 +18,7 @@ import { fixtureSchema } from './support/schema.mjs';
 import { Psql } from '../stress/lib/sql.mjs';
 import { copyFileSync } from 'node:fs';
 import { FIXTURE_DB, assertInTreeReads, compile, expected } from './support/intree.mjs';
+import { hostTest, runHost } from './support/upstream.mjs';
 
 const pg = engines.find((e) => e.name === 'postgres');
 const BIN = join(dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'syncular-native-storage.mjs');
@@ -424,5 +425,21 @@ describe('copy: interrupted and resumed', { skip: pg === undefined ? 'needs SYNC
       await d.close();
       await again.close();
     }
+  });
+});
+
+describe('copy: through upstream\'s handler', () => {
+  const skip = hostTest.skip ?? (pg === undefined ? 'needs SYNCULAR_TEST_PG_URL' : undefined);
+  test('a host moved with copyTo answers the same pulls byte for byte from PostgreSQL, and writes on', { skip }, async (t) => {
+    const url = pg.requireUrl();
+    const schema = freshPgSchema();
+    const result = await runHost('copy.ts', [tempDbPath(), schema], { env: { SYNCULAR_TEST_PG_URL: url } });
+    t.diagnostic(JSON.stringify(result));
+    assert.equal(result.verify, true);
+    assert.ok(result.requests >= 20, `${result.requests} answers compared`);
+    assert.equal(result.identical, true, `answer ${result.firstDiff} differs`);
+    assert.equal(result.commits.after, result.commits.before);
+    assert.equal(result.commits.final, result.commits.before + 5);
+    assert.match(result.refusedAfterMove, /ERR_SYNCULAR_MOVED/);
   });
 });
