@@ -12,15 +12,14 @@
 //! mutable tables (counters, registry, clients, reactions, checkpoints,
 //! fence, schema marker) replaced whole.
 
-use super::catalog::{self, Column, Table};
-use super::stream::Stream;
-use super::tables::Kind;
+use super::catalog::{self, Table};
 use super::target::{self, pg};
+use super::value::{literal, quote};
 use super::{on_snapshot, runtime, sq, Options, Progress};
 use crate::core::error::{Error, Result};
 use crate::sqlite::SqliteEngine;
 use serde_json::json;
-use sqlx::{AssertSqlSafe, Executor, PgConnection};
+use sqlx::{AssertSqlSafe, PgConnection};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -116,42 +115,115 @@ impl Positions {
     }
 }
 
-fn run(rt: &tokio::runtime::Runtime, conn: &mut PgConnection, sql: String) -> Result<()> {
-    rt.block_on(conn.execute(AssertSqlSafe(sql)))
-        .map(drop)
-        .map_err(pg)
+/// The statements of one pass, as SQL text sent a few megabytes at a time
+/// inside the pass's transaction: one round trip each, where a `COPY` per
+/// table would wait for a delayed TCP acknowledgement every time.
+struct Batch<'a> {
+    rt: &'a tokio::runtime::Runtime,
+    conn: &'a mut PgConnection,
+    sql: String,
 }
 
-/// Streams `SELECT <t's columns> FROM <from> <tail>` for each parameter
-/// set into `into`.
-#[allow(clippy::too_many_arguments)]
-fn load(
-    rt: &tokio::runtime::Runtime, c: &rusqlite::Connection, conn: &mut PgConnection, t: &Table,
-    into: &str, tail: &str, params: &[Vec<String>], p: &mut Progress,
-    progress: &mut dyn FnMut(&Progress),
-) -> Result<u64> {
-    let mut st = c
-        .prepare(&format!(
-            "SELECT {} FROM {} {tail}",
-            t.column_list(),
-            t.quoted()
-        ))
-        .map_err(sq)?;
-    let mut out = Stream::open(rt, conn, t, into)?;
-    for ps in params {
-        let mut rows = st
-            .query(rusqlite::params_from_iter(ps.iter()))
-            .map_err(sq)?;
-        out.rows(t, &mut rows, p, progress)?;
+/// SQL text sent at a time; rows per `INSERT`.
+const BATCH_BYTES: usize = 4 << 20;
+const ROWS_PER_INSERT: usize = 500;
+
+impl Batch<'_> {
+    fn push(&mut self, sql: &str) -> Result<()> {
+        self.sql.push_str(sql);
+        self.sql.push_str(";\n");
+        if self.sql.len() >= BATCH_BYTES {
+            self.flush()?;
+        }
+        Ok(())
     }
-    Ok(out.finish(p)?.0)
+
+    fn flush(&mut self) -> Result<()> {
+        if self.sql.is_empty() {
+            return Ok(());
+        }
+        let sql = std::mem::take(&mut self.sql);
+        self.rt
+            .block_on(sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut *self.conn))
+            .map(drop)
+            .map_err(pg)
+    }
+
+    /// `INSERT INTO into (t's columns) VALUES …` of every row `SELECT <t's
+    /// columns> FROM t <tail>` yields for each parameter set; `conflict` is
+    /// appended to each statement.
+    #[allow(clippy::too_many_arguments)]
+    fn rows(
+        &mut self, c: &rusqlite::Connection, t: &Table, tail: &str, params: &[Vec<String>],
+        conflict: &str, p: &mut Progress,
+    ) -> Result<()> {
+        let mut st = c
+            .prepare(&format!(
+                "SELECT {} FROM {} {tail}",
+                t.column_list(),
+                t.quoted()
+            ))
+            .map_err(sq)?;
+        let head = format!("INSERT INTO {} ({}) VALUES ", t.quoted(), t.column_list());
+        let mut stmt = String::new();
+        let mut n = 0;
+        for ps in params {
+            let mut rows = st
+                .query(rusqlite::params_from_iter(ps.iter()))
+                .map_err(sq)?;
+            while let Some(r) = rows.next().map_err(sq)? {
+                stmt.push_str(if n == 0 { &head } else { "," });
+                stmt.push('(');
+                for (i, col) in t.columns.iter().enumerate() {
+                    if i > 0 {
+                        stmt.push(',');
+                    }
+                    literal(&mut stmt, col.kind, r.get_ref(i).map_err(sq)?)
+                        .map_err(|why| super::stream::value_error(t, &col.name, r, &why))?;
+                }
+                stmt.push(')');
+                n += 1;
+                p.rows += 1;
+                if n == ROWS_PER_INSERT {
+                    stmt.push_str(conflict);
+                    self.push(&std::mem::take(&mut stmt))?;
+                    n = 0;
+                }
+            }
+        }
+        if n > 0 {
+            stmt.push_str(conflict);
+            self.push(&stmt)?;
+        }
+        Ok(())
+    }
+
+    /// `DELETE FROM table WHERE (cols) IN (VALUES …)` over `keys`.
+    fn delete_keys(&mut self, table: &str, cols: &str, keys: &[Vec<&str>]) -> Result<()> {
+        for chunk in keys.chunks(ROWS_PER_INSERT) {
+            let mut stmt = format!("DELETE FROM {table} WHERE ({cols}) IN (VALUES ");
+            for (i, k) in chunk.iter().enumerate() {
+                stmt.push_str(if i == 0 { "(" } else { ",(" });
+                for (j, v) in k.iter().enumerate() {
+                    if j > 0 {
+                        stmt.push(',');
+                    }
+                    quote(&mut stmt, v);
+                }
+                stmt.push(')');
+            }
+            stmt.push(')');
+            self.push(&stmt)?;
+        }
+        Ok(())
+    }
 }
 
 /// One pass over the source as `c` sees it (a snapshot, or the lease's
 /// transaction); answers the new positions and the commits it copied.
 pub fn pass(
     rt: &tokio::runtime::Runtime, c: &rusqlite::Connection, conn: &mut PgConnection,
-    from: &Positions, p: &mut Progress, progress: &mut dyn FnMut(&Progress),
+    from: &Positions, p: &mut Progress,
 ) -> Result<(Positions, u64)> {
     let plan = catalog::read(c)?;
     let now = Positions::read(c)?;
@@ -171,37 +243,36 @@ pub fn pass(
         }
     }
     let table = |n: &str| plan.iter().find(|t| t.name == n);
-    run(rt, conn, "BEGIN".to_owned())?;
+    let mut b = Batch {
+        rt,
+        conn,
+        sql: String::new(),
+    };
+    b.push("BEGIN")?;
+    b.push("SET LOCAL standard_conforming_strings = on")?;
     let mut commits = 0u64;
     // The commit log above the last positions.
-    let grown: Vec<(String, i64)> = now
+    let params: Vec<Vec<String>> = now
         .seqs
         .iter()
         .filter_map(|(part, (s, _))| {
             let old = from.seqs.get(part).map_or(0, |x| x.0);
             (*s > old).then(|| {
                 commits += (*s - old) as u64;
-                (part.clone(), old)
+                vec![part.clone(), old.to_string()]
             })
         })
-        .collect();
-    let params: Vec<Vec<String>> = grown
-        .iter()
-        .map(|(part, old)| vec![part.clone(), old.to_string()])
         .collect();
     for name in LOG {
         if let Some(t) = table(name) {
             p.table = t.name.clone();
-            load(
-                rt,
+            b.rows(
                 c,
-                conn,
                 t,
-                &t.quoted(),
                 "WHERE partition = ?1 AND commit_seq > ?2",
                 &params,
+                "",
                 p,
-                progress,
             )?;
         }
     }
@@ -210,15 +281,10 @@ pub fn pass(
         if *h > from.seqs.get(part).map_or(0, |x| x.1) {
             for name in LOG.iter().chain(&["sync_tombstones"]) {
                 if table(name).is_some() {
-                    rt.block_on(
-                        sqlx::query(AssertSqlSafe(format!(
-                            "DELETE FROM {name} WHERE partition = $1 AND commit_seq <= $2"
-                        )))
-                        .bind(part)
-                        .bind(h)
-                        .execute(&mut *conn),
-                    )
-                    .map_err(pg)?;
+                    let mut stmt = format!("DELETE FROM {name} WHERE partition = ");
+                    quote(&mut stmt, part);
+                    stmt.push_str(&format!(" AND commit_seq <= {h}"));
+                    b.push(&stmt)?;
                 }
             }
         }
@@ -238,76 +304,46 @@ pub fn pass(
             touched.extend(rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sq)?);
         }
     }
-    if !touched.is_empty() {
-        run(
-            rt,
-            conn,
-            "CREATE TEMP TABLE copy_touched (partition TEXT, tbl TEXT, row_id TEXT) ON COMMIT DROP"
-                .to_owned(),
-        )?;
-        let keys = Table {
-            name: "copy_touched".to_owned(),
-            columns: ["partition", "tbl", "row_id"]
-                .iter()
-                .map(|n| Column {
-                    name: (*n).to_owned(),
-                    kind: Kind::Text,
-                    not_null: true,
-                })
-                .collect(),
-            key: vec![0, 1, 2],
-            partition: Some(0),
-            seq: None,
-            row: None,
-        };
-        // The keys go in from memory (the source holds no such table).
-        send_keys(rt, conn, &keys, &touched)?;
-        for t in plan.iter().filter(|t| t.row.is_some()) {
-            rt.block_on(
-                sqlx::query(AssertSqlSafe(format!(
-                    "DELETE FROM {} t USING copy_touched k WHERE k.tbl = $1 AND t.\"_sync_partition\" = k.partition AND t.\"_sync_row_id\" = k.row_id",
-                    t.quoted()
-                )))
-                .bind(&t.name)
-                .execute(&mut *conn),
-            )
-            .map_err(pg)?;
-            let mine: Vec<Vec<String>> = touched
-                .iter()
-                .filter(|k| k[1] == t.name)
-                .map(|k| vec![k[0].clone(), k[2].clone()])
-                .collect();
-            if !mine.is_empty() {
-                p.table = t.name.clone();
-                load(
-                    rt,
-                    c,
-                    conn,
-                    t,
-                    &t.quoted(),
-                    "WHERE \"_sync_partition\" = ?1 AND \"_sync_row_id\" = ?2",
-                    &mine,
-                    p,
-                    progress,
-                )?;
-            }
+    for t in plan.iter().filter(|t| t.row.is_some()) {
+        let mine: Vec<Vec<String>> = touched
+            .iter()
+            .filter(|k| k[1] == t.name)
+            .map(|k| vec![k[0].clone(), k[2].clone()])
+            .collect();
+        if mine.is_empty() {
+            continue;
         }
+        let keys: Vec<Vec<&str>> = mine
+            .iter()
+            .map(|k| k.iter().map(String::as_str).collect())
+            .collect();
+        b.delete_keys(&t.quoted(), "\"_sync_partition\", \"_sync_row_id\"", &keys)?;
+        p.table = t.name.clone();
+        b.rows(
+            c,
+            t,
+            "WHERE \"_sync_partition\" = ?1 AND \"_sync_row_id\" = ?2",
+            &mine,
+            "",
+            p,
+        )?;
+    }
+    if !touched.is_empty() {
+        let keys: Vec<Vec<&str>> = touched
+            .iter()
+            .map(|k| k.iter().map(String::as_str).collect())
+            .collect();
         for name in PER_ROW {
             if let Some(t) = table(name) {
-                run(rt, conn, format!(
-                    "DELETE FROM {name} t USING copy_touched k WHERE t.partition = k.partition AND t.tbl = k.tbl AND t.row_id = k.row_id"
-                ))?;
+                b.delete_keys(name, "partition, tbl, row_id", &keys)?;
                 p.table = t.name.clone();
-                load(
-                    rt,
+                b.rows(
                     c,
-                    conn,
                     t,
-                    &t.quoted(),
                     "WHERE partition = ?1 AND tbl = ?2 AND row_id = ?3",
                     &touched,
+                    "",
                     p,
-                    progress,
                 )?;
             }
         }
@@ -315,72 +351,28 @@ pub fn pass(
     // New push results (rowids only grow; a replaced record gets a new one).
     if let Some(t) = table("sync_push_results") {
         if now.push_rowid > from.push_rowid {
-            run(
-                rt,
-                conn,
-                "CREATE TEMP TABLE copy_push (LIKE sync_push_results) ON COMMIT DROP".to_owned(),
-            )?;
             p.table = t.name.clone();
-            load(
-                rt,
+            b.rows(
                 c,
-                conn,
                 t,
-                "copy_push",
                 "WHERE rowid > ?1",
                 &[vec![from.push_rowid.to_string()]],
+                " ON CONFLICT (partition, client_id, client_commit_id) DO UPDATE SET result = EXCLUDED.result",
                 p,
-                progress,
             )?;
-            let cols = t.column_list();
-            run(rt, conn, format!(
-                "INSERT INTO sync_push_results ({cols}) SELECT {cols} FROM copy_push \
-                 ON CONFLICT (partition, client_id, client_commit_id) DO UPDATE SET result = EXCLUDED.result"
-            ))?;
         }
     }
     for name in WHOLE {
         if let Some(t) = table(name) {
-            run(rt, conn, format!("DELETE FROM {name}"))?;
+            b.push(&format!("DELETE FROM {name}"))?;
             p.table = t.name.clone();
-            load(rt, c, conn, t, &t.quoted(), "", &[vec![]], p, progress)?;
+            b.rows(c, t, "", &[vec![]], "", p)?;
         }
     }
-    rt.block_on(target::record(conn, p.phase, &now.to_json()))?;
-    run(rt, conn, "COMMIT".to_owned())?;
+    b.push(&target::record_sql(p.phase, &now.to_json()))?;
+    b.push("COMMIT")?;
+    b.flush()?;
     Ok((now, commits))
-}
-
-/// Writes `keys` (rows of `t`'s text columns) with one `COPY`.
-fn send_keys(
-    rt: &tokio::runtime::Runtime, conn: &mut PgConnection, t: &Table, keys: &[Vec<String>],
-) -> Result<()> {
-    let mut data = super::value::COPY_HEADER.to_vec();
-    for k in keys {
-        super::value::tuple(&mut data, k.len());
-        for v in k {
-            super::value::encode(
-                &mut data,
-                Kind::Text,
-                rusqlite::types::ValueRef::Text(v.as_bytes()),
-            )
-            .map_err(|e| Error::plain("ERR_SYNCULAR_COPY_VALUE", e))?;
-        }
-    }
-    data.extend_from_slice(super::value::COPY_TRAILER);
-    rt.block_on(async {
-        let mut copy = conn
-            .copy_in_raw(&format!(
-                "COPY {} ({}) FROM STDIN (FORMAT binary)",
-                t.name,
-                t.column_list()
-            ))
-            .await?;
-        copy.send(data.as_slice()).await?;
-        copy.finish().await
-    })
-    .map_err(pg)?;
-    Ok(())
 }
 
 fn report(p: &Progress, commits: u64, pos: &Positions) -> serde_json::Value {
@@ -441,7 +433,7 @@ pub fn catch_up(
     let cfg = target::config(o)?;
     let mut conn = rt.block_on(target::connect(&cfg))?;
     let mut p = progress_at("catch-up");
-    let (now, commits) = on_snapshot(source, |c| pass(&rt, c, &mut conn, &from, &mut p, progress))?;
+    let (now, commits) = on_snapshot(source, |c| pass(&rt, c, &mut conn, &from, &mut p))?;
     progress(&p);
     Ok(report(&p, commits, &now))
 }
@@ -459,9 +451,8 @@ pub fn finish(
     let cfg = target::config(o)?;
     let mut conn = rt.block_on(target::connect(&cfg))?;
     let mut p = progress_at("final");
-    let (now, commits) = source.with_lease(lease, |held| {
-        pass(&rt, held.conn, &mut conn, &from, &mut p, progress)
-    })?;
+    let (now, commits) =
+        source.with_lease(lease, |held| pass(&rt, held.conn, &mut conn, &from, &mut p))?;
     source.refuse_writes(&redact(&o.target));
     progress(&p);
     Ok(report(&p, commits, &now))

@@ -95,7 +95,7 @@ impl<'a> Stream<'a> {
 }
 
 /// `ERR_SYNCULAR_COPY_VALUE`, naming the table, the column and the row's key.
-fn value_error(t: &Table, column: &str, r: &rusqlite::Row<'_>, why: &str) -> Error {
+pub(super) fn value_error(t: &Table, column: &str, r: &rusqlite::Row<'_>, why: &str) -> Error {
     let key: Vec<String> = t
         .key
         .iter()

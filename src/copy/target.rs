@@ -138,6 +138,20 @@ pub async fn record(
     Ok(())
 }
 
+/// [`record`] as SQL text, for a pass's batch.
+pub fn record_sql(phase: &str, positions: &serde_json::Value) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let (mut ph, mut pos) = (String::new(), String::new());
+    super::value::quote(&mut ph, phase);
+    super::value::quote(&mut pos, &positions.to_string());
+    format!(
+        "{PROGRESS_DDL}; INSERT INTO sync_native_copy_progress (id, phase, positions, updated_at_ms) VALUES (1, {ph}, {pos}, {now}) \
+         ON CONFLICT (id) DO UPDATE SET phase = EXCLUDED.phase, positions = EXCLUDED.positions, updated_at_ms = EXCLUDED.updated_at_ms"
+    )
+}
+
 /// The positions the last committed step recorded, if any.
 pub async fn recorded(c: &mut PgConnection) -> Result<Option<String>> {
     if !exists(c, "sync_native_copy_progress").await? {

@@ -82,6 +82,80 @@ pub fn encode(buf: &mut Vec<u8>, kind: Kind, v: ValueRef<'_>) -> Result<(), Stri
     Ok(())
 }
 
+/// Appends `s` as a SQL string literal (`standard_conforming_strings` on).
+pub fn quote(out: &mut String, s: &str) {
+    out.push('\'');
+    for ch in s.chars() {
+        if ch == '\'' {
+            out.push('\'');
+        }
+        out.push(ch);
+    }
+    out.push('\'');
+}
+
+/// Appends `v` as a SQL literal of a column of `kind`, with the
+/// conversions of [`encode`] (the catch-up passes send their rows as SQL
+/// text: one round trip, where each `COPY` costs a delayed acknowledgement).
+pub fn literal(out: &mut String, kind: Kind, v: ValueRef<'_>) -> Result<(), String> {
+    use std::fmt::Write;
+    fn text(b: &[u8]) -> Result<&str, String> {
+        std::str::from_utf8(b).map_err(|_| "text that is not UTF-8".to_owned())
+    }
+    match (kind, v) {
+        (_, ValueRef::Null) => out.push_str("NULL"),
+        (Kind::Float8, ValueRef::Real(f)) if !f.is_finite() => {
+            out.push_str(if f.is_nan() {
+                "'NaN'"
+            } else if f > 0.0 {
+                "'Infinity'"
+            } else {
+                "'-Infinity'"
+            });
+            out.push_str("::float8");
+        }
+        (Kind::Float8, ValueRef::Real(f)) => {
+            let _ = write!(out, "{f:?}::float8");
+        }
+        (Kind::Float8, ValueRef::Integer(i)) => {
+            let _ = write!(out, "{:?}::float8", i as f64);
+        }
+        (Kind::Json | Kind::JsonOrNull, ValueRef::Text(b)) => {
+            if is_json(b) {
+                quote(out, text(b)?);
+                out.push_str("::jsonb");
+            } else if kind == Kind::JsonOrNull {
+                out.push_str("NULL");
+            } else {
+                return Err("text that is not JSON".to_owned());
+            }
+        }
+        (Kind::Bytea, ValueRef::Blob(b) | ValueRef::Text(b)) => {
+            out.push_str("'\\x");
+            for byte in b {
+                let _ = write!(out, "{byte:02x}");
+            }
+            out.push_str("'::bytea");
+        }
+        (Kind::Text, ValueRef::Text(b)) => quote(out, text(b)?),
+        _ => {
+            // Integers and booleans: checked as for COPY, written as numbers.
+            let mut probe = Vec::new();
+            encode(&mut probe, kind, v)?;
+            match (kind, v) {
+                (Kind::Bool, ValueRef::Integer(i)) => {
+                    out.push_str(if i == 1 { "true" } else { "false" })
+                }
+                (_, ValueRef::Integer(i)) => {
+                    let _ = write!(out, "{i}");
+                }
+                _ => unreachable!("encode refused every other pair"),
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A value as `verify` sees it, whichever engine it was read from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Canon {
@@ -251,5 +325,38 @@ mod tests {
         assert!(encode(&mut b, Kind::Int2, ValueRef::Integer(70000)).is_err());
         assert!(encode(&mut b, Kind::Int8, ValueRef::Text(b"1")).is_err());
         assert!(encode(&mut b, Kind::Bool, ValueRef::Integer(2)).is_err());
+    }
+
+    #[test]
+    fn writes_literals() {
+        let lit = |k, v| {
+            let mut s = String::new();
+            literal(&mut s, k, v).map(|()| s)
+        };
+        assert_eq!(lit(Kind::Text, ValueRef::Text(b"it's")).unwrap(), "'it''s'");
+        assert_eq!(
+            lit(Kind::Bytea, ValueRef::Blob(&[0, 255])).unwrap(),
+            "'\\x00ff'::bytea"
+        );
+        assert_eq!(lit(Kind::Bool, ValueRef::Integer(1)).unwrap(), "true");
+        assert_eq!(lit(Kind::Int8, ValueRef::Integer(-5)).unwrap(), "-5");
+        assert_eq!(
+            lit(Kind::Float8, ValueRef::Real(0.1)).unwrap(),
+            "0.1::float8"
+        );
+        assert_eq!(
+            lit(Kind::Float8, ValueRef::Real(f64::NAN)).unwrap(),
+            "'NaN'::float8"
+        );
+        assert_eq!(
+            lit(Kind::Json, ValueRef::Text(b"{\"a\":1}")).unwrap(),
+            "'{\"a\":1}'::jsonb"
+        );
+        assert_eq!(
+            lit(Kind::JsonOrNull, ValueRef::Text(b"nope")).unwrap(),
+            "NULL"
+        );
+        assert!(lit(Kind::Int2, ValueRef::Integer(1 << 20)).is_err());
+        assert!(lit(Kind::Text, ValueRef::Integer(1)).is_err());
     }
 }
