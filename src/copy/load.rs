@@ -13,6 +13,9 @@ use serde_json::json;
 use sqlx::{AssertSqlSafe, Executor, PgConnection};
 use std::time::Instant;
 
+const FENCE_OFF: &str = "ALTER TABLE sync_commits DISABLE TRIGGER sync_commits_writer_fence";
+const FENCE_ON: &str = "ALTER TABLE sync_commits ENABLE TRIGGER sync_commits_writer_fence";
+
 /// Copies everything `source` holds into the PostgreSQL database `o`
 /// names; answers the report (and `verify`'s when asked).
 pub fn copy(
@@ -39,6 +42,10 @@ pub fn copy(
             target::refuse_non_empty(&mut conn, &plan).await?;
             target::make_meta(&cfg).await?;
             conn.execute("BEGIN").await.map_err(pg)?;
+            // The fence checks new commits against the running version; the
+            // copied history is not new. Off for the load (the table is
+            // ours alone until this transaction commits), on again before.
+            conn.execute(FENCE_OFF).await.map_err(pg)?;
             Ok::<_, Error>(conn)
         })?;
         let mut p = Progress {
@@ -55,6 +62,7 @@ pub fn copy(
             let (rows, bytes) = copy_table(&rt, c, &mut conn, t, &mut p, progress)?;
             tables.push(json!({ "table": t.name, "rows": rows, "bytes": bytes }));
         }
+        rt.block_on(conn.execute(FENCE_ON)).map_err(pg)?;
         rt.block_on(target::record(&mut conn, "snapshot", &positions.to_json()))?;
         rt.block_on(conn.execute("COMMIT")).map_err(pg)?;
         // Fresh statistics, so the first pulls after a switch plan well.
