@@ -348,7 +348,7 @@ pub fn pass(
             }
         }
     }
-    // New push results (rowids only grow; a replaced record gets a new one).
+    // New push results (written once, INSERT OR IGNORE; rowids only grow).
     if let Some(t) = table("sync_push_results") {
         if now.push_rowid > from.push_rowid {
             p.table = t.name.clone();
