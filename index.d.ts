@@ -1149,7 +1149,7 @@ export interface CopyReport {
   /** `finalPass` / `resume`: each catch-up pass. */
   readonly catchUp?: readonly CopyPass[];
   /** `finalPass`: the last pass, and how long writes waited for it. */
-  readonly finalPass?: CopyPass & { readonly writesHeldMs: number };
+  readonly finalPass?: CopyPass & { readonly writesHeldMs: number; readonly startedAtMs: number; readonly endedAtMs: number };
   readonly verify?: VerifyReport;
 }
 

@@ -443,3 +443,19 @@ describe('copy: through upstream\'s handler', () => {
     assert.match(result.refusedAfterMove, /ERR_SYNCULAR_MOVED/);
   });
 });
+
+describe('copy: under load through upstream\'s handler', () => {
+  const skip = hostTest.skip ?? (pg === undefined ? 'needs SYNCULAR_TEST_PG_URL' : undefined);
+  test('three partitions pushed and pulled during the move: no acknowledged push lost, refusals only after the final pass, pulls identical', { skip }, async (t) => {
+    const url = pg.requireUrl();
+    const result = await runHost('copy-load.ts', [tempDbPath(), freshPgSchema(), '300'], { env: { SYNCULAR_TEST_PG_URL: url }, timeoutMs: 300_000 });
+    t.diagnostic(JSON.stringify(result));
+    assert.equal(result.verify, true);
+    assert.equal(result.missing, 0, 'acknowledged pushes missing on PostgreSQL');
+    assert.deepEqual(result.otherFailures, []);
+    assert.equal(result.refusedBeforeFinalPass, 0);
+    assert.ok(result.acked > 0);
+    assert.equal(result.identical, true, `answer ${result.firstDiff} differs`);
+    assert.ok(result.writesHeldMs < 1000, `writes held ${result.writesHeldMs} ms`);
+  });
+});

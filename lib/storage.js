@@ -787,8 +787,9 @@ class NativeStorage {
     // Under the write lease: queued writes wait behind it, and find the
     // storage refusing them once it ends.
     const started = performance.now();
+    const startedAtMs = Date.now();
     const last = await this.#write(undefined, (nat, id) => nat.copyFinish(id, url, o, positions));
-    report.finalPass = { ...JSON.parse(last), writesHeldMs: Math.round(performance.now() - started) };
+    report.finalPass = { ...JSON.parse(last), writesHeldMs: Math.round(performance.now() - started), startedAtMs, endedAtMs: Date.now() };
     report.positions = report.finalPass.positions;
     if (o?.verify) report.verify = JSON.parse(await this.#settle(() => n.copyTo(url, { ...o, verify: false, verifyOnly: true }, cb)));
     return report;
