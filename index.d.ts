@@ -909,6 +909,17 @@ export declare class NativeStorage {
    * host swaps back: a later `ensureSchema` of this storage repairs again.
    */
   restoreLayout(): Promise<string[]>;
+  /**
+   * Copies this storage's database (SQLite) into the PostgreSQL database
+   * `url` while the storage stays open (docs/copy.md): one consistent
+   * snapshot loaded with `COPY` in one transaction. Rejects with
+   * `ERR_SYNCULAR_COPY_TARGET_NOT_EMPTY` when the target holds sync data,
+   * `ERR_SYNCULAR_COPY_UNSUPPORTED` on PostgreSQL storages or non-PostgreSQL
+   * targets, `ERR_SYNCULAR_COPY_VALUE` on a stored value the target type
+   * cannot hold. With `verifyOnly`, copies nothing and resolves with the
+   * comparison (a `VerifyReport`).
+   */
+  copyTo(url: string, options?: CopyOptions): Promise<CopyReport | VerifyReport>;
 
   /** Releases the connections. */
   close(): Promise<void>;
@@ -1088,3 +1099,94 @@ export declare class DecodeError extends Error {
   readonly name: 'DecodeError';
   readonly code: 'sync.invalid_request';
 }
+
+// ================================================================= copy (docs/copy.md)
+
+export interface CopyOptions {
+  /** The target's PostgreSQL schema (as the storage's `schema` option). */
+  readonly schema?: string | undefined;
+  /** Compare source and target after copying (`report.verify`). */
+  readonly verify?: boolean | undefined;
+  /** Copy nothing: only compare. */
+  readonly verifyOnly?: boolean | undefined;
+  /** Continue from where the target records the last copy stood (catch-up passes); a target without a record gets a fresh copy. */
+  readonly resume?: boolean | undefined;
+  /**
+   * `copyTo` only: after the snapshot, catch-up passes, then a last pass
+   * under the write lock; afterwards this storage refuses every write with
+   * `ERR_SYNCULAR_MOVED` (reads go on).
+   */
+  readonly finalPass?: boolean | undefined;
+  /** Called as the copy or the comparison goes on. */
+  readonly onProgress?: ((progress: CopyProgress) => void) | undefined;
+}
+
+export interface CopyProgress {
+  readonly phase: 'copy' | 'catch-up' | 'final' | 'verify';
+  readonly table: string;
+  readonly rows: number;
+  /** Rows of the snapshot (copy; 0 while verifying). */
+  readonly rowsTotal: number;
+  readonly bytes: number;
+  readonly elapsedMs: number;
+  readonly rowsPerSec: number;
+  readonly mbPerSec: number;
+  /** Estimated from the rate so far. */
+  readonly etaMs: number;
+}
+
+export interface CopyReport {
+  readonly tables: readonly { readonly table: string; readonly rows: number; readonly bytes: number }[];
+  readonly rows: number;
+  readonly bytes: number;
+  readonly elapsedMs: number;
+  readonly rowsPerSec: number;
+  readonly mbPerSec: number;
+  /** Indexes of the source not copied (not declared by the schema). */
+  readonly skippedIndexes: readonly string[];
+  /** Where the source stood at the last step (what `resume` continues from). */
+  readonly positions: unknown;
+  /** `finalPass` / `resume`: each catch-up pass. */
+  readonly catchUp?: readonly CopyPass[];
+  /** `finalPass`: the last pass, and how long writes waited for it. */
+  readonly finalPass?: CopyPass & { readonly writesHeldMs: number; readonly startedAtMs: number; readonly endedAtMs: number };
+  readonly verify?: VerifyReport;
+}
+
+export interface CopyPass {
+  readonly commits: number;
+  readonly rows: number;
+  readonly bytes: number;
+  readonly elapsedMs: number;
+  readonly positions: unknown;
+}
+
+export interface VerifyReport {
+  readonly equal: boolean;
+  readonly tables: number;
+  /** The source's sums per table and partition. */
+  readonly partitions: readonly {
+    readonly table: string;
+    readonly partition: string;
+    readonly count: number;
+    readonly maxSeq: number | null;
+    readonly sha256: string;
+  }[];
+  readonly rows: number;
+  /** The first difference by table, partition and key; null when equal. */
+  readonly firstDifference: {
+    readonly table: string;
+    readonly partition: string;
+    readonly kind: 'differs' | 'missing in target' | 'only in target' | 'order or count';
+    readonly key: Record<string, string | number | null> | null;
+    readonly source: { readonly count: number; readonly maxSeq: number | null } | null;
+    readonly target: { readonly count: number; readonly maxSeq: number | null } | null;
+  } | null;
+}
+
+/**
+ * Copies the SQLite database `from` (`sqlite:./sync.db` or a path) into the
+ * PostgreSQL database `to`, or compares them with `verifyOnly`; the
+ * command `syncular-native-storage copy` calls it.
+ */
+export declare function copyStorage(from: string, to: string, options?: CopyOptions): Promise<CopyReport | VerifyReport>;

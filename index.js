@@ -5,6 +5,7 @@
 const { NativeStorage } = require('./lib/storage');
 const errors = require('./lib/errors');
 const ops = require('./lib/ops');
+const copy = require('./lib/copy');
 
 /** Factory form: `createStorage({ url, errors })`. */
 function createStorage(options) {
@@ -22,3 +23,4 @@ exports.StorageConstraintError = errors.StorageConstraintError;
 exports.DecodeError = errors.DecodeError;
 exports.versions = ops.versions;
 exports.toPrometheus = ops.toPrometheus;
+exports.copyStorage = copy.copyStorage;

@@ -18,6 +18,7 @@ const { installLogger } = require('./logging');
 const { checkOptions } = require('./options');
 const { defineDb } = require('./db');
 const native = require('./native');
+const C = require('./copy');
 
 const METHODS = [
   'ensureSchema',
@@ -72,6 +73,7 @@ const METHODS = [
   'stats',
   'backup',
   'restoreLayout',
+  'copyTo',
   'close',
 ];
 
@@ -81,7 +83,7 @@ const SETTLED = new Set(['getRow', 'getPushResult', 'getClientRecord', 'getMaxCo
 
 // Members whose first argument is not a partition; every other member's
 // must be a string (ERR_SYNCULAR_INVALID_ARGUMENT otherwise).
-const UNPARTITIONED = new Set(['ensureSchema', 'listPartitionRegistry', 'listPartitions', 'ping', 'stats', 'backup', 'restoreLayout', 'close']);
+const UNPARTITIONED = new Set(['ensureSchema', 'listPartitionRegistry', 'listPartitions', 'ping', 'stats', 'backup', 'restoreLayout', 'copyTo', 'close']);
 
 /** The gate of close() itself, which is never refused. */
 const OPEN = Object.freeze({ closed: false });
@@ -755,6 +757,42 @@ class NativeStorage {
   async backup(path) {
     if (typeof path !== 'string' || path.length === 0) throw invalidArgument('backup: path must be a non-empty string');
     await this.#settle(() => this.#engine.native.backup(path));
+  }
+
+  /**
+   * Copies this storage's database (SQLite) into the PostgreSQL database
+   * `url` while the storage stays open (docs/copy.md): one snapshot,
+   * refused (ERR_SYNCULAR_COPY_TARGET_NOT_EMPTY) when the target holds
+   * sync data. `{ schema, verify, verifyOnly, finalPass, onProgress }`;
+   * resolves with the report (and verify's, `report.verify`, when asked).
+   * With `finalPass`, catch-up passes follow the snapshot until few commits
+   * are left, then a last pass runs under the write lock, after which
+   * every write of this storage is refused with ERR_SYNCULAR_MOVED.
+   */
+  async copyTo(url, options) {
+    C.checkUrl('copyTo', 'url', url);
+    const { native: o, onProgress, finalPass } = C.copyOptions('copyTo', options);
+    const n = this.#engine.native;
+    const cb = C.progressCallback(onProgress);
+    if (!finalPass) return JSON.parse(await this.#settle(() => n.copyTo(url, o, cb)));
+    const report = JSON.parse(await this.#settle(() => n.copyTo(url, { ...o, verify: false }, cb)));
+    let positions = JSON.stringify(report.positions);
+    report.catchUp = [];
+    for (let i = 0; i < C.MAX_PASSES; i++) {
+      const pass = JSON.parse(await this.#settle(() => n.copyCatchUp(url, o, positions, cb)));
+      report.catchUp.push(pass);
+      positions = JSON.stringify(pass.positions);
+      if (pass.commits <= C.FINAL_PASS_COMMITS) break;
+    }
+    // Under the write lease: queued writes wait behind it, and find the
+    // storage refusing them once it ends.
+    const started = performance.now();
+    const startedAtMs = Date.now();
+    const last = await this.#write(undefined, (nat, id) => nat.copyFinish(id, url, o, positions));
+    report.finalPass = { ...JSON.parse(last), writesHeldMs: Math.round(performance.now() - started), startedAtMs, endedAtMs: Date.now() };
+    report.positions = report.finalPass.positions;
+    if (o?.verify) report.verify = JSON.parse(await this.#settle(() => n.copyTo(url, { ...o, verify: false, verifyOnly: true }, cb)));
+    return report;
   }
 
   /**

@@ -28,7 +28,7 @@ const LAYERS = [
   ['core', ['core']],
   ['seam', ['seam']],
   ['engines', ['sqlite', 'postgres']],
-  ['open', ['open']],
+  ['open', ['open', 'copy']],
   ['binding', ['napi']],
 ];
 const SIDE_BY_SIDE = [['sqlite', 'postgres']];

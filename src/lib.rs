@@ -7,9 +7,11 @@
 //! - `seam`: `trait Engine`, in core types only, naming no engine;
 //! - `sqlite`, `postgres`: the two engines, side by side, each behind the
 //!   seam (SQL text in their `sql` modules, logic per area);
-//! - `open`: picks and opens the engine a url names;
+//! - `open`: picks and opens the engine a url names; `copy` moves a
+//!   database from one engine to the other (above both, beside `open`);
 //! - `napi`: the thin N-API binding; the only module that knows JS exists.
 
+pub mod copy;
 pub mod core;
 pub mod open;
 pub mod postgres;

@@ -80,6 +80,14 @@ impl Drop for OffThread {
     }
 }
 
+/// Runs `f` marked as blocking work, on a thread of the caller's own that
+/// is not the JS thread (the copy's thread, `crate::copy`): engine reads
+/// then take their pooled connections, never the writer.
+pub fn as_blocking_work<T>(f: impl FnOnce() -> T) -> T {
+    let _off = OffThread::enter();
+    f()
+}
+
 /// True while the current thread runs a [`blocking`] closure.
 pub fn off_thread() -> bool {
     OFF_THREAD.with(|c| c.get())

@@ -12,6 +12,7 @@ mod checkpoints;
 mod compact;
 mod completion;
 mod convert;
+mod copy;
 mod db;
 mod fast;
 mod forward;

@@ -44,6 +44,23 @@ fn group_lost_error() -> Error {
 }
 
 impl SqliteEngine {
+    /// Refuses every write lease from now on, naming where the database
+    /// moved (`crate::copy`'s final pass, run under the last lease). Reads
+    /// go on.
+    pub fn refuse_writes(&self, to: &str) {
+        let _ = self.moved.set(to.to_owned());
+    }
+
+    fn check_moved(&self) -> Result<()> {
+        match self.moved.get() {
+            None => Ok(()),
+            Some(to) => Err(Error::plain(
+                "ERR_SYNCULAR_MOVED",
+                format!("this storage's database was moved to {to}: writes are refused here; switch the host to that url"),
+            )),
+        }
+    }
+
     fn grant(w: &mut Writer, partition: Option<&str>, member: bool) -> u32 {
         let id = w.next_id;
         w.next_id = w.next_id.wrapping_add(1).max(1);
@@ -65,6 +82,7 @@ impl SqliteEngine {
     /// connection holds it; retry with [`lock_blocking`](Self::lock_blocking)
     /// off the calling thread.
     pub fn try_lock(&self, partition: Option<&str>) -> Result<Option<u32>> {
+        self.check_moved()?;
         let db = match self.db() {
             Ok(db) => db,
             // Opening can meet another process mid-recovery or switching
@@ -413,6 +431,7 @@ impl SqliteEngine {
         let _slow = slow();
         let w = &mut *guard;
         if id == OWN_TRANSACTION {
+            self.check_moved()?;
             return Self::own_transaction(w, Own::Transaction, f);
         }
         let Some(lease) = w.lease.as_mut().filter(|l| l.id == id) else {
@@ -460,6 +479,7 @@ impl SqliteEngine {
         if id != OWN_TRANSACTION {
             return self.with_lease(id, f);
         }
+        self.check_moved()?;
         let site = Site::caller();
         let db = self.db()?;
         let mut guard = lock(&db.writer);

@@ -30,6 +30,9 @@ pub struct SqliteEngine {
     pub(super) rewrites: RewriteCache,
     /// Waits for the write lock held by another process.
     pub(super) waits: telemetry::Waits,
+    /// Where the database moved (`crate::copy`'s final pass): set, every
+    /// later write lease is refused with `ERR_SYNCULAR_MOVED`.
+    pub(super) moved: std::sync::OnceLock<String>,
 }
 
 impl SqliteEngine {
@@ -42,6 +45,7 @@ impl SqliteEngine {
             scratch_owner: scratch::this_thread(),
             rewrites: Default::default(),
             waits: Default::default(),
+            moved: std::sync::OnceLock::new(),
         }
     }
 

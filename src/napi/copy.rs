@@ -1,0 +1,199 @@
+//! `storage.copyTo(url, options)` and the command's `copyStorage(from, to,
+//! options)` (issue 51, docs/copy.md): the copy or the verify runs on a
+//! thread of its own for as long as it takes; the Promise settles with its
+//! report as JSON text, and progress reaches `onProgress` as JSON text
+//! through a threadsafe function (lib/storage.js parses both).
+
+use super::reply::Reply;
+use super::storage::NativeEngine;
+use crate::copy::{self, Options};
+use crate::core::error::Result;
+use crate::seam::Call;
+use crate::sqlite::SqliteEngine;
+use napi::bindgen_prelude::*;
+use napi::threadsafe_function::{
+    ThreadsafeFunction, ThreadsafeFunctionCallMode, UnknownReturnValue,
+};
+use napi_derive::napi;
+use std::sync::Arc;
+
+/// Progress reports waiting for the JS thread beyond this many are dropped
+/// (a later one says more).
+const QUEUE: usize = 64;
+
+type OnProgress =
+    ThreadsafeFunction<String, UnknownReturnValue, String, Status, false, true, QUEUE>;
+
+#[napi(object)]
+pub struct JsCopyOptions {
+    /// The target's schema (PostgreSQL).
+    pub schema: Option<String>,
+    /// Compare source and target after copying.
+    pub verify: Option<bool>,
+    /// Only compare: copy nothing.
+    pub verify_only: Option<bool>,
+    /// Continue an interrupted copy from the positions the target recorded.
+    pub resume: Option<bool>,
+}
+
+/// The options as the copy reads them, and whether only to verify.
+fn read_options(to: String, options: Option<JsCopyOptions>) -> (Options, bool) {
+    let o = options.unwrap_or(JsCopyOptions {
+        schema: None,
+        verify: None,
+        verify_only: None,
+        resume: None,
+    });
+    (
+        Options {
+            target: to,
+            schema: o.schema,
+            verify: o.verify.unwrap_or(false),
+            resume: o.resume.unwrap_or(false),
+        },
+        o.verify_only.unwrap_or(false),
+    )
+}
+
+/// What a copy thread runs.
+type Job = Box<
+    dyn FnOnce(&SqliteEngine, &mut dyn FnMut(&copy::Progress)) -> Result<serde_json::Value> + Send,
+>;
+
+/// Runs `job` on a thread of its own; `owned`: the source was opened for
+/// this call and is closed after it.
+fn start(
+    source: Arc<SqliteEngine>, owned: bool, job: Job, on_progress: Option<OnProgress>,
+) -> Call<String> {
+    let (tx, rx) = tokio::sync::oneshot::channel::<Result<String>>();
+    let spawned = std::thread::Builder::new()
+        .name("syncular-copy".to_owned())
+        .spawn(move || {
+            let mut report = |p: &copy::Progress| {
+                if let Some(f) = &on_progress {
+                    let _ = f.call(
+                        p.to_json().to_string(),
+                        ThreadsafeFunctionCallMode::NonBlocking,
+                    );
+                }
+            };
+            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                job(&source, &mut report)
+            }))
+            .unwrap_or_else(|p| Err(super::panicked(p)))
+            .map(|v| v.to_string());
+            if owned {
+                source.close();
+            }
+            let _ = tx.send(out);
+        });
+    if let Err(e) = spawned {
+        return Call::Now(Err(crate::Error::plain(
+            "ERR_SYNCULAR_COPY_SOURCE",
+            format!("could not start the copy's thread: {e}"),
+        )));
+    }
+    crate::seam::later(async move {
+        rx.await.unwrap_or_else(|_| {
+            Err(crate::Error::plain(
+                "ERR_SYNCULAR_COPY_SOURCE",
+                "the copy's thread ended without an answer",
+            ))
+        })
+    })
+}
+
+/// The copy, or only the comparison.
+fn copy_job(o: Options, verify_only: bool) -> Job {
+    Box::new(move |source, report| {
+        if verify_only {
+            copy::verify(source, &o, report)
+        } else {
+            copy::copy(source, &o, report)
+        }
+    })
+}
+
+fn this_sqlite(e: &NativeEngine) -> Result<Arc<SqliteEngine>> {
+    e.sqlite_engine().ok_or_else(|| {
+        crate::copy::unsupported("copyTo copies a SQLite storage: this storage is on PostgreSQL")
+    })
+}
+
+/// Copies (or verifies) the SQLite database `from` into the PostgreSQL
+/// database `to`: the command's entry (bin/syncular-native-storage.mjs).
+#[cfg_attr(test, allow(dead_code))]
+#[napi(
+    js_name = "copyStorage",
+    ts_args_type = "from: string, to: string, options?: { schema?: string | null, verify?: boolean | null, verifyOnly?: boolean | null, resume?: boolean | null } | null, onProgress?: ((progress: string) => void) | null",
+    ts_return_type = "Promise<string>"
+)]
+pub fn copy_storage(
+    from: String, to: String, options: Option<JsCopyOptions>, on_progress: Option<OnProgress>,
+) -> Reply<String> {
+    let started = crate::core::telemetry::call_started();
+    let (o, verify_only) = read_options(to, options);
+    let call = match copy::open_source(&from) {
+        Ok(source) => start(source, true, copy_job(o, verify_only), on_progress),
+        Err(e) => Call::Now(Err(e)),
+    };
+    Reply::new(call, "copyStorage", crate::core::telemetry::SQLITE, started)
+}
+
+#[napi]
+impl NativeEngine {
+    /// Copies (or verifies) this storage's database into the PostgreSQL
+    /// database `to`, while the storage stays open.
+    #[napi(
+        ts_args_type = "to: string, options?: { schema?: string | null, verify?: boolean | null, verifyOnly?: boolean | null, resume?: boolean | null } | null, onProgress?: ((progress: string) => void) | null",
+        ts_return_type = "Promise<string>"
+    )]
+    pub fn copy_to(
+        &self, to: String, options: Option<JsCopyOptions>, on_progress: Option<OnProgress>,
+    ) -> Reply<String> {
+        let source = this_sqlite(self);
+        self.run("copyTo", move |_| {
+            let (o, verify_only) = read_options(to, options);
+            Ok(start(source?, false, copy_job(o, verify_only), on_progress))
+        })
+    }
+
+    /// One catch-up pass after `copyTo` (docs/copy.md, "Online"), from the
+    /// positions the last pass reported (JSON text).
+    #[napi(
+        ts_args_type = "to: string, options: { schema?: string | null } | null | undefined, positions: string, onProgress?: ((progress: string) => void) | null",
+        ts_return_type = "Promise<string>"
+    )]
+    pub fn copy_catch_up(
+        &self, to: String, options: Option<JsCopyOptions>, positions: String,
+        on_progress: Option<OnProgress>,
+    ) -> Reply<String> {
+        let source = this_sqlite(self);
+        self.run("copyCatchUp", move |_| {
+            let (o, _) = read_options(to, options);
+            let job: Job =
+                Box::new(move |source, report| copy::catch_up(source, &o, &positions, report));
+            Ok(start(source?, false, job, on_progress))
+        })
+    }
+
+    /// The final pass, under the write lease `lease` the JS queue granted;
+    /// afterwards every write of this storage is refused
+    /// (`ERR_SYNCULAR_MOVED`).
+    #[napi(
+        ts_args_type = "lease: number, to: string, options: { schema?: string | null } | null | undefined, positions: string",
+        ts_return_type = "string | Promise<string>"
+    )]
+    pub fn copy_finish(
+        &self, lease: u32, to: String, options: Option<JsCopyOptions>, positions: String,
+    ) -> Reply<String> {
+        let source = this_sqlite(self);
+        self.run("copyFinish", move |_| {
+            let source = source?;
+            let (o, _) = read_options(to, options);
+            Ok(crate::seam::blocking(move || {
+                copy::finish(&source, lease, &o, &positions, &mut |_| {}).map(|v| v.to_string())
+            }))
+        })
+    }
+}
