@@ -6,8 +6,9 @@
 //! made"). No host schema is needed.
 
 use super::sq as map_err;
-use super::tables::{Kind, META, ROW_LEAD, ROW_TAIL};
+use super::tables::{Kind, ROW_LEAD, ROW_TAIL};
 use crate::core::error::Result;
+use crate::core::meta_layout::{Table as MetaTable, SCHEMA_META, TABLES};
 use crate::core::schema::{parse_layouts, quote_ident};
 use rusqlite::Connection;
 
@@ -75,40 +76,36 @@ fn table_info(c: &Connection, table: &str) -> Result<Vec<(String, String, bool, 
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(map_err)
 }
 
-/// The tables of the source, meta tables first (in [`META`] order), then
-/// the row tables by name.
+/// The tables of the source, meta tables first (in `core::meta_layout`
+/// order, `sync_schema_meta` last: a target whose marker is present is a
+/// finished copy), then the row tables by name.
 pub fn read(c: &Connection) -> Result<Vec<Table>> {
     let mut out = Vec::new();
-    for m in META {
+    let (marker, rest): (Vec<&MetaTable>, Vec<&MetaTable>) =
+        TABLES.iter().partition(|t| t.name == SCHEMA_META);
+    for m in rest.into_iter().chain(marker) {
         let info = table_info(c, m.name)?;
         if info.is_empty() {
             continue;
         }
         let columns: Vec<Column> = m
-            .columns
-            .iter()
-            .filter_map(|(n, k)| {
-                info.iter().find(|i| i.0 == *n).map(|i| Column {
-                    name: (*n).to_owned(),
-                    kind: *k,
+            .columns()
+            .filter_map(|col| {
+                info.iter().find(|i| i.0 == col.name).map(|i| Column {
+                    name: col.name.to_owned(),
+                    kind: Kind::of_meta(col.ty),
                     not_null: i.2,
                 })
             })
             .collect();
         let pos = |n: &str| columns.iter().position(|c| c.name == n);
-        let key = m.columns[..m.key_len]
-            .iter()
-            .filter_map(|(n, _)| pos(n))
-            .collect();
+        let key = m.primary_key.iter().filter_map(|n| pos(n)).collect();
         out.push(Table {
             name: m.name.to_owned(),
             key,
-            partition: if m.partitioned {
-                pos("partition")
-            } else {
-                None
-            },
-            seq: m.seq.and_then(pos),
+            partition: pos("partition"),
+            // What `verify` reports the largest value of.
+            seq: pos("commit_seq").or_else(|| pos("max_commit_seq")),
             columns,
             row: None,
         });

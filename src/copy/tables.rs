@@ -1,7 +1,8 @@
-//! The meta tables a copy moves, with each column's PostgreSQL type
-//! (storage-layout §2), in one place: the engine-neutral list of the meta
-//! layout that `core` is to get replaces this table without touching the
-//! copy's logic.
+//! How a copied column is typed: the meta tables' columns come from the
+//! one description of the meta layout (`core::meta_layout`), the row
+//! tables' from the layout marker or the SQLite declaration.
+
+use crate::core::meta_layout::Type;
 
 /// How a column is typed on PostgreSQL, and so how a SQLite value is
 /// converted for `COPY` and put in canonical form for `verify`.
@@ -24,6 +25,19 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The kind of a meta column (`core::meta_layout`).
+    pub fn of_meta(ty: Type) -> Kind {
+        match ty {
+            Type::Text => Kind::Text,
+            Type::Integer => Kind::Int4,
+            Type::BigInteger => Kind::Int8,
+            Type::SmallInteger => Kind::Int2,
+            Type::Boolean => Kind::Bool,
+            Type::Json => Kind::Json,
+            Type::Bytes => Kind::Bytea,
+        }
+    }
+
     pub fn pg_type(self) -> &'static str {
         match self {
             Kind::Text => "TEXT",
@@ -66,214 +80,10 @@ impl Kind {
     }
 }
 
-/// One meta table: its columns in the in-tree order, its primary key
-/// (a prefix of the columns here), and the sequence column `verify`
-/// reports the largest value of.
-pub struct MetaTable {
-    pub name: &'static str,
-    pub columns: &'static [(&'static str, Kind)],
-    pub key_len: usize,
-    pub seq: Option<&'static str>,
-    /// Whether a `partition` column groups its rows (all but the marker).
-    pub partitioned: bool,
-}
-
-use Kind::*;
-
-const fn t(
-    name: &'static str, columns: &'static [(&'static str, Kind)], key_len: usize,
-    seq: Option<&'static str>,
-) -> MetaTable {
-    MetaTable {
-        name,
-        columns,
-        key_len,
-        seq,
-        partitioned: true,
-    }
-}
-
-/// Every meta table, parents before children. `sync_schema_meta` last: a
-/// target whose marker is present is a finished copy.
-pub const META: &[MetaTable] = &[
-    t(
-        "sync_partitions",
-        &[
-            ("partition", Text),
-            ("max_commit_seq", Int8),
-            ("horizon_seq", Int8),
-        ],
-        1,
-        Some("max_commit_seq"),
-    ),
-    t(
-        "sync_partition_registry",
-        &[
-            ("partition", Text),
-            ("log_epoch", Text),
-            ("epoch_required", Bool),
-            ("last_authenticated_at_ms", Int8),
-        ],
-        1,
-        None,
-    ),
-    t(
-        "sync_commits",
-        &[
-            ("partition", Text),
-            ("commit_seq", Int8),
-            ("client_id", Text),
-            ("client_commit_id", Text),
-            ("actor_id", Text),
-            ("created_at_ms", Int8),
-            ("writer_version", Int8),
-        ],
-        2,
-        Some("commit_seq"),
-    ),
-    t(
-        "sync_changes",
-        &[
-            ("partition", Text),
-            ("commit_seq", Int8),
-            ("idx", Int4),
-            ("tbl", Text),
-            ("row_id", Text),
-            ("op", Int2),
-            ("row_version", Int8),
-            ("scopes", Json),
-            ("payload", Bytea),
-        ],
-        3,
-        Some("commit_seq"),
-    ),
-    t(
-        "sync_change_scopes",
-        &[
-            ("partition", Text),
-            ("tbl", Text),
-            ("var", Text),
-            ("value", Text),
-            ("commit_seq", Int8),
-        ],
-        5,
-        Some("commit_seq"),
-    ),
-    t(
-        "sync_row_scopes",
-        &[
-            ("partition", Text),
-            ("tbl", Text),
-            ("var", Text),
-            ("value", Text),
-            ("row_id", Text),
-        ],
-        5,
-        None,
-    ),
-    t(
-        "sync_push_results",
-        &[
-            ("partition", Text),
-            ("client_id", Text),
-            ("client_commit_id", Text),
-            ("result", Json),
-        ],
-        3,
-        None,
-    ),
-    t(
-        "sync_reactions",
-        &[
-            ("partition", Text),
-            ("idempotency_key", Text),
-            ("type", Text),
-            ("version", Int4),
-            ("payload", Json),
-            ("source_client_id", Text),
-            ("source_client_commit_id", Text),
-            ("source_commit_seq", Int8),
-            ("created_at_ms", Int8),
-            ("available_at_ms", Int8),
-            ("status", Text),
-            ("attempts", Int4),
-            ("max_attempts", Int4),
-            ("lease_owner", Text),
-            ("lease_expires_at_ms", Int8),
-            ("completed_at_ms", Int8),
-            ("last_failure", Json),
-        ],
-        2,
-        None,
-    ),
-    t(
-        "sync_clients",
-        &[
-            ("partition", Text),
-            ("client_id", Text),
-            ("actor_id", Text),
-            ("wire_version", Int4),
-            ("cursor", Int8),
-            ("subscriptions", Json),
-            ("updated_at_ms", Int8),
-        ],
-        2,
-        None,
-    ),
-    t(
-        "sync_blob_refs",
-        &[
-            ("partition", Text),
-            ("tbl", Text),
-            ("row_id", Text),
-            ("blob_id", Text),
-        ],
-        4,
-        None,
-    ),
-    t(
-        "sync_tombstones",
-        &[
-            ("partition", Text),
-            ("tbl", Text),
-            ("row_id", Text),
-            ("commit_seq", Int8),
-        ],
-        3,
-        Some("commit_seq"),
-    ),
-    t(
-        "sync_backfill_checkpoints",
-        &[
-            ("partition", Text),
-            ("name", Text),
-            ("schema_version", Int4),
-            ("state", Text),
-            ("watermark", Int8),
-            ("owner_epoch", Int8),
-            ("observed_rows", Int8),
-            ("updated_at_ms", Int8),
-        ],
-        2,
-        None,
-    ),
-    t(
-        "sync_writer_fence",
-        &[("partition", Text), ("required_writer_version", Int4)],
-        1,
-        None,
-    ),
-    MetaTable {
-        name: "sync_schema_meta",
-        columns: &[("id", Int4), ("schema_version", Int8), ("layouts", Text)],
-        key_len: 1,
-        seq: None,
-        partitioned: false,
-    },
-];
-
 /// The meta columns of a row table (storage-layout §3.1), in order around
 /// the app columns: the first two lead, the rest follow.
+use Kind::*;
+
 pub const ROW_LEAD: &[(&str, Kind)] = &[("_sync_partition", Text), ("_sync_row_id", Text)];
 pub const ROW_TAIL: &[(&str, Kind)] = &[
     ("_sync_server_version", Int8),
