@@ -199,6 +199,33 @@ pub fn table_change<'a>(
     })
 }
 
+/// The row rewrite's UPDATE of one row: the re-encoded payload, then the
+/// projection columns of a materialized table, keyed by partition and row
+/// id. `param(n, ty)` is the dialect's n-th placeholder (1-based: 1 and 2
+/// the key, 3 the payload, 4 on the columns).
+pub fn rewrite_update_sql(t: &Table, param: impl Fn(usize, ColumnType) -> String) -> String {
+    let mut sets = vec![format!(
+        "\"_sync_payload\" = {}",
+        param(3, ColumnType::Bytes)
+    )];
+    if t.materialize {
+        for (i, col) in t.columns.iter().enumerate() {
+            sets.push(format!(
+                "{} = {}",
+                quote_ident(&col.name),
+                param(i + 4, col.def.ty)
+            ));
+        }
+    }
+    format!(
+        "UPDATE {} SET {} WHERE \"_sync_partition\" = {} AND \"_sync_row_id\" = {}",
+        t.quoted,
+        sets.join(", "),
+        param(1, ColumnType::String),
+        param(2, ColumnType::String)
+    )
+}
+
 /// One column of a row table as the engine's catalog reports it.
 pub struct PhysicalColumn {
     pub name: String,

@@ -390,21 +390,7 @@ async fn rewrite_rows(
          ORDER BY \"_sync_partition\", \"_sync_row_id\" LIMIT $3",
         t.quoted
     );
-    let mut sets = vec!["\"_sync_payload\" = $3".to_owned()];
-    if t.materialize {
-        for (i, col) in t.columns.iter().enumerate() {
-            sets.push(format!(
-                "{} = {}",
-                quote_ident(&col.name),
-                super::rows::param(i + 4, col.def.ty)
-            ));
-        }
-    }
-    let update = format!(
-        "UPDATE {} SET {} WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" = $2",
-        t.quoted,
-        sets.join(", ")
-    );
+    let update = migrate::rewrite_update_sql(t, super::rows::param);
     let mut after = (String::new(), String::new());
     let mut first = true;
     loop {

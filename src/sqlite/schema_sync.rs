@@ -368,17 +368,7 @@ fn rewrite_rows(conn: &Connection, t: &Table, old_defs: Option<&[codec::ColumnDe
          ORDER BY \"_sync_partition\", \"_sync_row_id\" LIMIT ?3",
         t.quoted
     );
-    let mut sets = vec!["\"_sync_payload\" = ?3".to_owned()];
-    if t.materialize {
-        for (i, c) in t.columns.iter().enumerate() {
-            sets.push(format!("{} = ?{}", quote_ident(&c.name), i + 4));
-        }
-    }
-    let update = format!(
-        "UPDATE {} SET {} WHERE \"_sync_partition\" = ?1 AND \"_sync_row_id\" = ?2",
-        t.quoted,
-        sets.join(", ")
-    );
+    let update = migrate::rewrite_update_sql(t, |n, _| format!("?{n}"));
     let mut after = (String::new(), String::new());
     let mut first = true;
     loop {
