@@ -175,17 +175,14 @@ function invoke(fn, self, counter, a, b, c, d, e, f) {
 }
 
 /**
- * settled() for a transaction's members, made 21 times per transaction:
- * no gate and no partition check (the storage's own members have those),
- * and the fewest captured values. `counter.member` names the member on the
- * transaction's handle `note`.
+ * A transaction's member `fn` called on `self` (transaction.js makes the
+ * 21 bound members, each a call of this): counted, noted on the
+ * transaction's handle `note`, then run as settled() runs its member.
  */
-function settledTx(fn, self, counter, note) {
-  return function (a, b, c, d, e, f) {
-    counter.calls++;
-    note.last = counter.member;
-    return invoke(fn, self, counter, a, b, c, d, e, f);
-  };
+function enterTx(fn, self, counter, note, a, b, c, d, e, f) {
+  counter.calls++;
+  note.last = counter.member;
+  return invoke(fn, self, counter, a, b, c, d, e, f);
 }
 
-module.exports = { guarded, settled, settledTx, code, checkText, closedError, takeCurrent };
+module.exports = { guarded, settled, enterTx, code, checkText, closedError, takeCurrent };
