@@ -358,12 +358,9 @@ class NativeTransaction {
       }
       // No stored result (the usual answer): nothing to parse.
       if (v === null || v === undefined) return Promise.resolve(undefined);
-      return this.#answer(v, (text) => this.#storage._pushResultOut(text), counter, false);
+      return this.#answer(v, this.#storage._pushOut, counter, false);
     }
-    return this.#call(
-      (n, id) => n.txGetPushResult(id, clientId, clientCommitId),
-      (text) => this.#storage._pushResultOut(text),
-    );
+    return this.#call((n, id) => n.txGetPushResult(id, clientId, clientCommitId), this.#storage._pushOut);
   }
 
   scanRows(query) {

@@ -351,13 +351,13 @@ class WriteQueue {
   }
 
   /**
-   * Runs `fn(leaseId)` as one storage-level write of `partition`
+   * Runs `fn(native, leaseId)` as one storage-level write of `partition`
    * (undefined: of every partition), committing on success.
    */
   run(fn, partition) {
     if (!this.exclusive) {
       // Still waiting for earlier writes when close()'s drain ended: refused, never run.
-      const start = () => (this.killed ? Promise.reject(closedError()) : fn(0));
+      const start = () => (this.killed ? Promise.reject(closedError()) : fn(this.native, 0));
       return this.#track((this.after(partition) ?? RESOLVED).then(start), partition);
     }
     if (this.line.length === 0) {
@@ -408,7 +408,7 @@ class WriteQueue {
   #own(fn, partition) {
     let out;
     try {
-      out = fn(OWN_TRANSACTION);
+      out = fn(this.native, OWN_TRANSACTION);
     } catch (err) {
       if (wouldBlock(err)) return BLOCKED;
       throw err;
@@ -447,7 +447,7 @@ class WriteQueue {
   }
 
   /**
-   * `fn(id)` under `lease`, then commit (roll back if it failed; a failed
+   * `fn(native, id)` under `lease`, then commit (roll back if it failed; a failed
    * rollback rides on `fn`'s error as its `rollbackError`, never replaces it).
    */
   #finish(lease, fn) {
@@ -467,7 +467,7 @@ class WriteQueue {
     }
     let out;
     try {
-      out = fn(lease.id);
+      out = fn(this.native, lease.id);
     } catch (err) {
       rollback(err);
       throw err;
