@@ -58,9 +58,22 @@ function surrogateError() {
   return err;
 }
 
-/** Throws the coded TypeError when any argument holds a lone surrogate. */
+/**
+ * Throws the coded TypeError when any argument holds a lone surrogate.
+ * Arguments left out are skipped without a call: the settled members pass
+ * six, and a push's calls use two or three. (Checking strings inline here
+ * and in malformed's loops as well cost Node 24 more instructions a push,
+ * 483k to 498k against 475k: not kept.)
+ */
 function checkText(a, b, c, d, e, f) {
-  if (malformed(a, DEPTH) || malformed(b, DEPTH) || malformed(c, DEPTH) || malformed(d, DEPTH) || malformed(e, DEPTH) || malformed(f, DEPTH)) {
+  if (
+    (a !== undefined && malformed(a, DEPTH)) ||
+    (b !== undefined && malformed(b, DEPTH)) ||
+    (c !== undefined && malformed(c, DEPTH)) ||
+    (d !== undefined && malformed(d, DEPTH)) ||
+    (e !== undefined && malformed(e, DEPTH)) ||
+    (f !== undefined && malformed(f, DEPTH))
+  ) {
     throw surrogateError();
   }
 }
