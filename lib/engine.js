@@ -91,7 +91,7 @@ class Engine {
 
   /** `fn(native, leaseId)` as one storage-level write of `partition` (undefined: of every partition), committed on success. */
   write(fn, partition) {
-    return this.queue.run((id) => fn(this.native, id), partition);
+    return this.queue.run(fn, partition);
   }
 
   /** Resolves with `{ id, release }` once the transaction's lease is held. */

@@ -173,6 +173,9 @@ class NativeStorage {
     this._txCounts = ops.counters(TX_METHODS);
     /** The same counters in TX_METHODS' order, for each transaction's wrappers. */
     this._txCountList = TX_METHODS.map((name) => this._txCounts[name]);
+    // _pushResultOut bound to this storage, made once (every push's reads
+    // pass it on); not enumerable, as it is no member.
+    Object.defineProperty(this, '_pushOut', { value: (text) => this._pushResultOut(text) });
     try {
       this.#engine = new Engine(url, options);
     } catch (err) {
@@ -250,12 +253,27 @@ class NativeStorage {
     return this.#settle(() => this.#engine.read(fn, partition));
   }
 
-  /** A read settled as a promise of `out(result)`. */
+  /**
+   * A read settled as a promise of `out(result)` (#settle inlined: the
+   * host makes these reads on every request).
+   */
   #readThen(partition, fn, out) {
     const counter = takeCurrent();
+    const engine = this.#engine;
+    let v;
     try {
-      const v = this.#settle(() => this.#engine.read(fn, partition));
-      return v instanceof Promise ? v.then(out).catch((err) => refuse(counter, err)) : Promise.resolve(out(v));
+      v = engine.queue.writes === 0 ? fn(engine.native) : engine.read(fn, partition);
+    } catch (err) {
+      return refuse(counter, this.#failed(err));
+    }
+    if (v instanceof Promise) {
+      return v
+        .catch((err) => Promise.reject(this.#failed(err)))
+        .then(out)
+        .catch((err) => refuse(counter, err));
+    }
+    try {
+      return Promise.resolve(out(v));
     } catch (err) {
       return refuse(counter, err);
     }
@@ -281,14 +299,20 @@ class NativeStorage {
     return this.#settle(() => this.#engine.write(fn, partition));
   }
 
-  /** A storage-level write settled as one promise of `out(result)` (or the result). */
+  /** A storage-level write settled as one promise of `out(result)` (or the result); #settle inlined. */
   #writeThen(partition, fn, out) {
     const counter = takeCurrent();
+    let v;
     try {
-      const v = this.#settle(() => this.#engine.write(fn, partition));
-      if (v instanceof Promise) {
-        return (out === undefined ? v : v.then(out)).catch((err) => refuse(counter, err));
-      }
+      v = this.#engine.queue.run(fn, partition);
+    } catch (err) {
+      return refuse(counter, this.#failed(err));
+    }
+    if (v instanceof Promise) {
+      const failed = v.catch((err) => Promise.reject(this.#failed(err)));
+      return (out === undefined ? failed : failed.then(out)).catch((err) => refuse(counter, err));
+    }
+    try {
       return Promise.resolve(out === undefined ? v : out(v));
     } catch (err) {
       return refuse(counter, err);
@@ -462,7 +486,7 @@ class NativeStorage {
   }
 
   getPushResult(partition, clientId, clientCommitId) {
-    return this.#readThen(partition, (n) => n.getPushResult(partition, clientId, clientCommitId), (text) => this._pushResultOut(text));
+    return this.#readThen(partition, (n) => n.getPushResult(partition, clientId, clientCommitId), this._pushOut);
   }
 
   async readCommitWindow(partition, query) {

@@ -61,11 +61,51 @@ const WRITE = 'write';
 const EVERY = Symbol('every partition');
 const RESOLVED = Promise.resolve();
 
+/**
+ * A place in the exclusive engine's line, and once granted the lease
+ * itself, `{ id, partition, release(), commit() }`: one object per
+ * transaction. `previous` (the lease that entered before it, until this
+ * one is granted or released) is what a queued lease waits for; its gate,
+ * a promise settling at release, is made only when a lease waits on it.
+ */
+class Lease {
+  constructor(queue, kind, previous) {
+    this.queue = queue;
+    this.kind = kind;
+    this.released = false;
+    this.previous = previous;
+    this.gate = undefined;
+    this.open = undefined;
+    this.id = 0;
+    /** The transaction's partition (storage.js sets it). */
+    this.partition = undefined;
+  }
+
+  release() {
+    this.queue._release(this);
+  }
+
+  /** Settles once the work is durable (see WriteQueue.commit). */
+  commit() {
+    return this.queue.commit(this, this.id);
+  }
+}
+
+/** A promise settling once `lease` (undefined: none) is released. */
+function gateOf(lease) {
+  if (lease === undefined || lease.released) return RESOLVED;
+  lease.gate ??= new Promise((resolve) => {
+    lease.open = resolve;
+  });
+  return lease.gate;
+}
+
 class WriteQueue {
   constructor(native, groupCommit) {
     this.native = native;
     this.exclusive = native.exclusiveWrites;
-    this.tail = Promise.resolve();
+    /** The lease that entered the line last (undefined: none yet). */
+    this.tail = undefined;
     /** Leases queued or held, oldest (the holder) first. */
     this.line = [];
     this.writes = 0; // storage-level writes queued or running
@@ -100,7 +140,7 @@ class WriteQueue {
    */
   acquire(partition) {
     if (!this.exclusive) {
-      const lease = (id) => ({ id, release: noop, commit: () => this.native.unlock(id, true) });
+      const lease = (id) => ({ id, partition: undefined, release: noop, commit: () => this.native.unlock(id, true) });
       const id = this.native.begin(partition);
       return id instanceof Promise ? id.then(lease) : lease(id);
     }
@@ -131,30 +171,35 @@ class WriteQueue {
     );
   }
 
-  /** Puts a lease of `kind` in line; `gate` opens when it is released. */
+  /** Puts a lease of `kind` in line, behind the one that entered last. */
   #enter(kind) {
-    let open;
-    const gate = new Promise((resolve) => {
-      open = resolve;
-    });
-    const previous = this.tail;
-    this.tail = gate;
-    const entry = { kind, released: false, release: undefined, previous };
+    const entry = new Lease(this, kind, this.tail);
+    this.tail = entry;
     this.line.push(entry);
-    entry.release = () => {
-      if (entry.released) return;
-      entry.released = true;
-      const at = this.line.indexOf(entry);
-      if (at >= 0) this.line.splice(at, 1);
-      open();
-      // The last lease in line is gone: nobody can join the group.
-      if (this.group !== null && this.line.length === 0) this.#flush();
-    };
     return entry;
   }
 
+  /** `entry` leaves the line; the lease after it may begin. */
+  _release(entry) {
+    if (entry.released) return;
+    entry.released = true;
+    entry.previous = undefined;
+    const line = this.line;
+    if (line[0] === entry) line.shift();
+    else {
+      const at = line.indexOf(entry);
+      if (at >= 0) line.splice(at, 1);
+    }
+    if (entry.open !== undefined) entry.open();
+    // The last lease in line is gone: nobody can join the group.
+    if (this.group !== null && line.length === 0) this.#flush();
+  }
+
+  /** The entry, granted lease `id`, is the lease. */
   #lease(entry, id) {
-    return { id, release: entry.release, commit: () => this.commit(entry, id) };
+    entry.id = id;
+    entry.previous = undefined;
+    return entry;
   }
 
   /** `started`: a `begin` already issued (a Promise), else none. */
@@ -181,7 +226,7 @@ class WriteQueue {
       this.waits.totalMs += performance.now() - queuedAt;
       return this.native.begin(partition);
     };
-    return entry.previous.then(begin).then(granted, failed);
+    return gateOf(entry.previous).then(begin).then(granted, failed);
   }
 
   /**
@@ -306,13 +351,13 @@ class WriteQueue {
   }
 
   /**
-   * Runs `fn(leaseId)` as one storage-level write of `partition`
+   * Runs `fn(native, leaseId)` as one storage-level write of `partition`
    * (undefined: of every partition), committing on success.
    */
   run(fn, partition) {
     if (!this.exclusive) {
       // Still waiting for earlier writes when close()'s drain ended: refused, never run.
-      const start = () => (this.killed ? Promise.reject(closedError()) : fn(0));
+      const start = () => (this.killed ? Promise.reject(closedError()) : fn(this.native, 0));
       return this.#track((this.after(partition) ?? RESOLVED).then(start), partition);
     }
     if (this.line.length === 0) {
@@ -363,7 +408,7 @@ class WriteQueue {
   #own(fn, partition) {
     let out;
     try {
-      out = fn(OWN_TRANSACTION);
+      out = fn(this.native, OWN_TRANSACTION);
     } catch (err) {
       if (wouldBlock(err)) return BLOCKED;
       throw err;
@@ -402,7 +447,7 @@ class WriteQueue {
   }
 
   /**
-   * `fn(id)` under `lease`, then commit (roll back if it failed; a failed
+   * `fn(native, id)` under `lease`, then commit (roll back if it failed; a failed
    * rollback rides on `fn`'s error as its `rollbackError`, never replaces it).
    */
   #finish(lease, fn) {
@@ -422,7 +467,7 @@ class WriteQueue {
     }
     let out;
     try {
-      out = fn(lease.id);
+      out = fn(this.native, lease.id);
     } catch (err) {
       rollback(err);
       throw err;
