@@ -278,6 +278,34 @@ describe('copy: SQLite to PostgreSQL', { skip: pg === undefined ? 'needs SYNCULA
     }
     await assert.rejects(pkg.copyStorage('', url), (err) => err.code === 'ERR_SYNCULAR_INVALID_ARGUMENT');
   });
+
+  // The fuzz (stress/lib/fuzz.mjs) leaves copyTo out: it would connect to
+  // whatever url it is given, and a final pass ends the storage's writes.
+  test('copyTo refuses bad arguments with ERR_SYNCULAR_INVALID_ARGUMENT, touching neither side', async () => {
+    const url = pg.requireUrl();
+    const s = new NativeStorage({ url: sqliteFileUrl(tempDbPath()) });
+    try {
+      await s.ensureSchema(fixtureSchema());
+      const bad = [
+        [undefined],
+        [42, {}],
+        ['', {}],
+        [url, 'schema'],
+        [url, { schema: '' }],
+        [url, { schema: freshPgSchema(), verify: 'yes' }],
+        [url, { schema: freshPgSchema(), onProgress: 1 }],
+        [url, { schema: freshPgSchema(), finalPass: true, verifyOnly: true }],
+      ];
+      for (const args of bad) {
+        await assert.rejects(s.copyTo(...args), (err) => err.code === 'ERR_SYNCULAR_INVALID_ARGUMENT', JSON.stringify(args));
+      }
+      // The source still takes writes: no refusal was left behind.
+      await hostPush(s, 'p1', { clientId: 'c', clientCommitId: 'after-bad-args', ops: [{ table: 'tasks', row: taskRow('r1', { title: 't' }) }] });
+      assert.equal(await s.getMaxCommitSeq('p1'), 1);
+    } finally {
+      await s.close();
+    }
+  });
 });
 
 describe('copy: an in-tree 0.15.48 file to PostgreSQL', { skip: pg === undefined ? 'needs SYNCULAR_TEST_PG_URL' : false }, () => {
