@@ -86,6 +86,7 @@ impl PgEngine {
                 .map_err(map_err)
         })
     }
+
     pub async fn ensure_schema(
         &self, schema: Schema, declarations: &[CheckpointDeclaration], now_ms: i64,
     ) -> Result<bool> {

@@ -189,6 +189,7 @@ impl SqliteEngine {
     ) -> Result<Vec<StoredCommit>> {
         self.read_snapshot(|c| window::read_commit_window(c, partition, q))
     }
+
     pub fn scan_rows(
         &self, partition: &str, table: &str, filter: &ScopeFilter, after_row_id: &str, limit: i64,
     ) -> Result<Vec<StoredRow>> {
