@@ -6,7 +6,7 @@ use super::meta;
 use crate::core::error::Result;
 use crate::core::model::*;
 use crate::postgres::handle::pg;
-use crate::postgres::run::{read, write};
+use crate::postgres::run::{read, write_one};
 use crate::seam::{Call, Clients};
 use std::sync::Arc;
 
@@ -27,7 +27,7 @@ impl Clients for Arc<PgEngine> {
 
     fn put_client_record(&self, _lease: u32, partition: String, record: ClientRecord) -> Call<()> {
         pg!(self, |this| {
-            write!(this, |c| meta::put_client(c, &partition, &record).await)
+            write_one!(this, |c| meta::put_client(c, &partition, &record).await)
         })
     }
 
@@ -65,7 +65,7 @@ impl PgEngine {
         &self, partition: &str, client_id: &str, guard: Option<(&str, &str)>, cursor: i64,
         at_ms: i64,
     ) -> Result<()> {
-        write!(self, |c| meta::advance_cursor(
+        write_one!(self, |c| meta::advance_cursor(
             c, partition, client_id, guard, cursor, at_ms
         )
         .await)

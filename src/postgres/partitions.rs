@@ -5,7 +5,7 @@
 use super::handle::{pg, PgEngine};
 use super::{log, meta};
 use crate::core::model::{PruneResult, PruneTarget, RegistryEntry};
-use crate::postgres::run::{read, write};
+use crate::postgres::run::{read, write, write_one};
 use crate::seam::{Call, Log};
 use std::sync::Arc;
 
@@ -14,7 +14,7 @@ impl Log for Arc<PgEngine> {
         &self, _lease: u32, partition: String, at_ms: i64, epoch: String,
     ) -> Call<RegistryEntry> {
         pg!(self, |this| {
-            write!(this, |c| meta::touch_partition(
+            write_one!(this, |c| meta::touch_partition(
                 c, &partition, at_ms, &epoch
             )
             .await)
