@@ -15,8 +15,9 @@ import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
 import { engines, freshPgSchema, sqliteFileUrl, tempDbPath } from './support/engines.mjs';
 import { NativeStorage, pkg } from './support/package.mjs';
-import { hostPush, norm, taskRow } from './support/harness.mjs';
-import { fixtureSchema } from './support/schema.mjs';
+import { hostPush, norm, taskRow, taskValues } from './support/harness.mjs';
+import { accountsTable, col, fixtureSchema, notesTable, schema as compiled, table, TASK_COLUMNS } from './support/schema.mjs';
+import { encodeRow } from './support/codec.mjs';
 import { populate, reads, sorted } from './support/copy-state.mjs';
 import { hostTest, runHost } from './support/upstream.mjs';
 import { Psql } from '../stress/lib/sql.mjs';
@@ -134,6 +135,56 @@ describe('copy: PostgreSQL to SQLite', { skip }, () => {
       }
     } finally {
       await again.close();
+    }
+  });
+
+  test('a table a migration added a column to keeps it at its end; the copy is current at that version', async () => {
+    const url = pg.requireUrl();
+    const schema = freshPgSchema();
+    const columns = [...TASK_COLUMNS, col('extra', 'string', true)];
+    const v2 = compiled(2, [
+      table('tasks', columns, {
+        scopes: [
+          { variable: 'project_id', prefix: 'project' },
+          { variable: 'owner_id', prefix: 'user' },
+        ],
+        indexes: [{ name: 'tasks_by_title', columns: ['title'] }, { name: 'tasks_by_extra', columns: ['extra'] }],
+      }),
+      accountsTable(),
+      notesTable(),
+    ]);
+    const d = new NativeStorage({ url, schema, maxConnections: 4 });
+    const path = tempDbPath();
+    const reads2 = async (st) => ({
+      rows: [await st.getRow('p1', 'tasks', 't1'), await st.getRow('p1', 'tasks', 't2')],
+      byExtra: await st.scanRowsByIndex('p1', { table: 'tasks', index: 'tasks_by_extra', values: ['x'], limit: 10 }),
+      window: await st.readCommitWindow('p1', { table: 'tasks', scopeFilter: { project_id: ['p1'] }, afterSeq: 0, throughSeq: 2, limitChanges: 10 }),
+    });
+    let want;
+    try {
+      await d.ensureSchema(fixtureSchema());
+      await hostPush(d, 'p1', { clientId: 'c', clientCommitId: 'k1', ops: [{ table: 'tasks', row: taskRow('t1') }] });
+      await d.ensureSchema(v2);
+      const row = { rowId: 't2', serverVersion: 1, scopes: { project_id: 'p1', owner_id: 'u1' }, payload: encodeRow(columns, { ...taskValues('t2'), extra: 'x' }) };
+      await hostPush(d, 'p1', { clientId: 'c', clientCommitId: 'k2', ops: [{ table: 'tasks', row }] });
+      want = await reads2(d);
+      assert.equal(want.byExtra.length, 1);
+      const report = await d.copyTo(sqliteFileUrl(path), { verify: true });
+      assert.equal(report.verify.equal, true, JSON.stringify(report.verify.firstDifference));
+    } finally {
+      await d.close();
+    }
+    const s = new NativeStorage({ url: sqliteFileUrl(path) });
+    try {
+      await s.ensureSchema(v2);
+      assert.equal((await pkg.copyStorage(url, sqliteFileUrl(path), { schema, verifyOnly: true })).equal, true, 'ensureSchema changed nothing');
+      const names = rows(s, 'PRAGMA table_info(tasks)').map((c) => c.name);
+      assert.deepEqual(names.slice(-2), ['_sync_column_versions', 'extra']);
+      assert.deepEqual(rows(s, "SELECT extra FROM tasks WHERE _sync_row_id = 't2'"), [{ extra: 'x' }]);
+      assert.equal(rows(s, "SELECT count(*) AS n FROM sqlite_master WHERE name = 'sync_ix_tasks_by_extra'")[0].n, 1);
+      assert.deepStrictEqual(norm(await reads2(s)), norm(want));
+    } finally {
+      await s.close();
     }
   });
 
