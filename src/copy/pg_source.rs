@@ -130,7 +130,8 @@ pub async fn plan(c: &mut PgConnection) -> Result<Plan> {
         .map_err(pg)?;
     let names: Vec<String> = sqlx::query_scalar(
         "SELECT k.relname::text FROM pg_class k JOIN pg_namespace n ON n.oid = k.relnamespace \
-         WHERE n.nspname = current_schema() AND k.relkind IN ('r', 'p') ORDER BY k.relname COLLATE \"C\"",
+         WHERE n.nspname = current_schema() AND k.relkind IN ('r', 'p') AND NOT k.relispartition \
+         ORDER BY k.relname COLLATE \"C\"",
     )
     .fetch_all(&mut *c)
     .await
