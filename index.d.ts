@@ -914,10 +914,16 @@ export declare class NativeStorage {
    * `url` while the storage stays open (docs/copy.md): one consistent
    * snapshot loaded with `COPY` in one transaction. Rejects with
    * `ERR_SYNCULAR_COPY_TARGET_NOT_EMPTY` when the target holds sync data,
-   * `ERR_SYNCULAR_COPY_UNSUPPORTED` on PostgreSQL storages or non-PostgreSQL
-   * targets, `ERR_SYNCULAR_COPY_VALUE` on a stored value the target type
-   * cannot hold. With `verifyOnly`, copies nothing and resolves with the
+   * `ERR_SYNCULAR_COPY_UNSUPPORTED` on a target of the same engine,
+   * `ERR_SYNCULAR_COPY_VALUE` on a stored value the target type cannot
+   * hold. With `verifyOnly`, copies nothing and resolves with the
    * comparison (a `VerifyReport`).
+   *
+   * On a PostgreSQL storage, `url` is a new (or empty) SQLite file
+   * (`sqlite:./backup.db`): one consistent snapshot of this storage's
+   * schema while it keeps serving (writes after it are not in the copy).
+   * `schema` is refused there (`ERR_SYNCULAR_INVALID_ARGUMENT`), and
+   * `finalPass` and `resume` with `ERR_SYNCULAR_COPY_UNSUPPORTED`.
    */
   copyTo(url: string, options?: CopyOptions): Promise<CopyReport | VerifyReport>;
 
@@ -1103,7 +1109,7 @@ export declare class DecodeError extends Error {
 // ================================================================= copy (docs/copy.md)
 
 export interface CopyOptions {
-  /** The target's PostgreSQL schema (as the storage's `schema` option). */
+  /** The PostgreSQL side's schema (as the storage's `schema` option): the target's, or with a PostgreSQL `from`, the source's. */
   readonly schema?: string | undefined;
   /** Compare source and target after copying (`report.verify`). */
   readonly verify?: boolean | undefined;
@@ -1144,8 +1150,12 @@ export interface CopyReport {
   readonly mbPerSec: number;
   /** Indexes of the source not copied (not declared by the schema). */
   readonly skippedIndexes: readonly string[];
-  /** Where the source stood at the last step (what `resume` continues from). */
-  readonly positions: unknown;
+  /** Where the source stood at the last step (what `resume` continues from); not in a copy from PostgreSQL. */
+  readonly positions?: unknown;
+  /** A copy from PostgreSQL: each partition's `[last commit, horizon]` in the snapshot. */
+  readonly snapshot?: { readonly partitions: Readonly<Record<string, readonly [number, number]>> };
+  /** A copy from PostgreSQL: `sync_…` tables of the source that are not the storage's (upstream's own stores). */
+  readonly notCopied?: readonly string[];
   /** `finalPass` / `resume`: each catch-up pass. */
   readonly catchUp?: readonly CopyPass[];
   /** `finalPass`: the last pass, and how long writes waited for it. */
@@ -1186,7 +1196,9 @@ export interface VerifyReport {
 
 /**
  * Copies the SQLite database `from` (`sqlite:./sync.db` or a path) into the
- * PostgreSQL database `to`, or compares them with `verifyOnly`; the
- * command `syncular-native-storage copy` calls it.
+ * PostgreSQL database `to`, or the PostgreSQL database `from` (its schema
+ * `options.schema`) into the new SQLite file `to` (one snapshot), or
+ * compares them with `verifyOnly`; the command
+ * `syncular-native-storage copy` calls it.
  */
 export declare function copyStorage(from: string, to: string, options?: CopyOptions): Promise<CopyReport | VerifyReport>;

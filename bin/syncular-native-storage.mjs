@@ -7,7 +7,11 @@
 // PostgreSQL database TO (postgres://…), or with --verify-only only
 // compares them; --resume continues a copy that was interrupted (or the
 // one made while the host was still writing) from where the target says
-// it stands, with catch-up passes. Progress goes to stderr (a bar on a terminal, a line a
+// it stands, with catch-up passes. The other way round, FROM postgres://…
+// and TO a new SQLite file, it copies one consistent snapshot of the
+// PostgreSQL schema (a backup, a test fixture; --resume is refused).
+// --schema names the PostgreSQL side's schema either way.
+// Progress goes to stderr (a bar on a terminal, a line a
 // second otherwise); the report goes to stdout as JSON. Exit codes: 0 done
 // (and equal when verified), 1 a verify found a difference, 2 bad usage,
 // 3 the copy failed (the error's code is printed).

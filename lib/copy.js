@@ -1,13 +1,14 @@
 'use strict';
-// Moving a SQLite database to PostgreSQL (issue 51, docs/copy.md): the JS
-// side of `storage.copyTo(url, options)` and of the command's
+// Moving a SQLite database to PostgreSQL, and a PostgreSQL one back into
+// a SQLite file (issue 51, docs/copy.md): the JS side of
+// `storage.copyTo(url, options)` and of the command's
 // `copyStorage(from, to, options)`. The addon answers reports and
 // progress as JSON text; this parses them and checks the options.
 
 const { invalidArgument, translate, resolveErrorClasses } = require('./errors');
 const native = require('./native');
 
-/** `{ schema, verify, verifyOnly }` for the addon, and the progress callback. */
+/** `{ schema, verify, verifyOnly, resume, finalPass }` for the addon, and the progress callback. */
 function copyOptions(member, options) {
   if (options === undefined || options === null) return { native: undefined, onProgress: undefined, finalPass: false };
   if (typeof options !== 'object') throw invalidArgument(`${member}: options must be an object`);
@@ -26,6 +27,8 @@ function copyOptions(member, options) {
   if (verify !== undefined && verify !== null) o.verify = verify;
   if (verifyOnly !== undefined && verifyOnly !== null) o.verifyOnly = verifyOnly;
   if (resume !== undefined && resume !== null) o.resume = resume;
+  // The addon refuses it when copying from PostgreSQL (a snapshot only).
+  if (finalPass === true) o.finalPass = true;
   if (finalPass === true && verifyOnly === true) throw invalidArgument(`${member}: finalPass and verifyOnly exclude each other`);
   return { native: o, onProgress: onProgress ?? undefined, finalPass: finalPass === true };
 }
@@ -47,8 +50,9 @@ function checkUrl(member, name, url) {
 }
 
 /**
- * Copies the SQLite database `from` into the PostgreSQL database `to`
- * (or, with `verifyOnly`, only compares them); resolves with the report.
+ * Copies the SQLite database `from` into the PostgreSQL database `to`, or
+ * the PostgreSQL database `from` into the new SQLite file `to` (or, with
+ * `verifyOnly`, only compares them); resolves with the report.
  * The command's entry (bin/syncular-native-storage.mjs).
  */
 async function copyStorage(from, to, options) {

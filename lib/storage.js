@@ -792,6 +792,8 @@ class NativeStorage {
    * With `finalPass`, catch-up passes follow the snapshot until few commits
    * are left, then a last pass runs under the write lock, after which
    * every write of this storage is refused with ERR_SYNCULAR_MOVED.
+   * On PostgreSQL, `url` is a new SQLite file: one snapshot of this
+   * storage's schema (the addon refuses `schema`, `finalPass`, `resume`).
    */
   async copyTo(url, options) {
     C.checkUrl('copyTo', 'url', url);

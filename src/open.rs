@@ -66,6 +66,9 @@ pub struct Opened {
     /// The same engine by its own type when it is SQLite, for `storage.db`
     /// (raw SQL on the storage's connection).
     pub sqlite: Option<Arc<crate::sqlite::SqliteEngine>>,
+    /// The configuration when it is PostgreSQL, for `copyTo` (which
+    /// reads the storage's schema on a connection of its own).
+    pub postgres: Option<crate::postgres::Config>,
 }
 
 /// Validates the options and returns the engine they name. Nothing
@@ -94,8 +97,9 @@ pub fn open(o: Options) -> Result<Opened> {
                 cfg.connect_timeout = t;
             }
             Ok(Opened {
-                engine: Box::new(Arc::new(PgEngine::new(cfg))),
+                engine: Box::new(Arc::new(PgEngine::new(cfg.clone()))),
                 sqlite: None,
+                postgres: Some(cfg),
             })
         }
         url => {
@@ -116,6 +120,7 @@ pub fn open(o: Options) -> Result<Opened> {
             Ok(Opened {
                 engine: Box::new(engine.clone()),
                 sqlite: Some(engine),
+                postgres: None,
             })
         }
     }

@@ -1,6 +1,7 @@
 //! Moving a storage's database to another engine (issue 51,
 //! docs/copy.md): a snapshot copy of a SQLite database into a PostgreSQL
-//! schema, and `verify`, which compares the two per table and partition.
+//! schema, and `verify`, which compares the two per table and partition;
+//! and back, a snapshot of a PostgreSQL schema into a new SQLite file.
 //!
 //! This module sits above both engines, at the layer of `crate::open`: it
 //! reads the source through the SQLite engine's own connections and makes
@@ -16,11 +17,19 @@
 //!   data, and its meta layout;
 //! - `stream`: one binary `COPY` into a target table;
 //! - `load`: the snapshot copy; `catchup`: the passes after it and the
-//!   final one under the write lease; `verify`: the comparison.
+//!   final one under the write lease; `verify`: the comparison;
+//! - from PostgreSQL: `pg_source` (the snapshot transaction and the
+//!   source's catalog), `binary` (`COPY`'s binary rows back into SQLite
+//!   values), `sqlite_target` (the file, its meta layout, the load's
+//!   transaction), `reverse` (the copy and its verify).
 
+mod binary;
 mod catalog;
 mod catchup;
 mod load;
+mod pg_source;
+mod reverse;
+mod sqlite_target;
 mod stream;
 mod tables;
 mod target;
@@ -29,6 +38,7 @@ mod verify;
 
 pub use catchup::{catch_up, finish};
 pub use load::copy;
+pub use reverse::{check_sqlite_target, from_postgres, postgres_source};
 pub use verify::verify;
 
 use crate::core::error::{Error, Result};
@@ -48,6 +58,9 @@ pub struct Options {
     /// Continue from the positions the target recorded (an interrupted
     /// copy); a target without any starts afresh.
     pub resume: bool,
+    /// The caller means to end with a final pass (`copyTo`'s `finalPass`):
+    /// refused when copying from PostgreSQL, which has none.
+    pub final_pass: bool,
 }
 
 /// Where a copy or a verify stands, reported to the caller's callback.
@@ -86,7 +99,7 @@ impl Progress {
 pub fn open_source(url: &str) -> Result<Arc<crate::sqlite::SqliteEngine>> {
     if crate::open::is_postgres_url(url) {
         return Err(unsupported(
-            "copying from PostgreSQL is not supported yet: the source must be a SQLite database",
+            "a PostgreSQL source is copied by copy::from_postgres: this entry opens SQLite sources",
         ));
     }
     crate::open::open(crate::open::Options {

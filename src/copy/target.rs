@@ -30,7 +30,7 @@ pub fn pg(e: sqlx::Error) -> Error {
 pub fn config(o: &Options) -> Result<Config> {
     if !crate::open::is_postgres_url(&o.target) {
         return Err(super::unsupported(
-            "the target must be a PostgreSQL url (postgres://…): copying into SQLite is not supported yet",
+            "the target of a copy from SQLite must be a PostgreSQL url (postgres://…): copying SQLite to SQLite is not supported (storage.backup(path) makes a copy of the file)",
         ));
     }
     Config::parse(&o.target, Some(2), o.schema.clone(), None)

@@ -141,10 +141,13 @@ async fn read_pg(
     let expr = |i: usize| {
         let q = quote_ident(&t.columns[i].name);
         match t.columns[i].kind {
+            // Each cast to the type the value is read as, whatever the
+            // column's own (a source written by another version).
             Kind::Bool => format!("{q}::int4::int8"),
-            Kind::Int4 | Kind::Int2 => format!("{q}::int8"),
-            Kind::Json | Kind::JsonOrNull => format!("{q}::text"),
-            _ => q,
+            Kind::Int8 | Kind::Int4 | Kind::Int2 => format!("{q}::int8"),
+            Kind::Float8 => format!("{q}::float8"),
+            Kind::Text | Kind::Json | Kind::JsonOrNull => format!("{q}::text"),
+            Kind::Bytea => q,
         }
     };
     let cols: Vec<String> = (0..t.columns.len()).map(expr).collect();
@@ -204,6 +207,15 @@ async fn read_pg(
     Ok(())
 }
 
+/// Which side is the copy's source (the labels of a difference).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// SQLite → PostgreSQL.
+    ToPostgres,
+    /// PostgreSQL → SQLite (`super::reverse`).
+    FromPostgres,
+}
+
 /// Compares the source with the PostgreSQL database `o` names; answers
 /// `{ equal, tables, partitions, rows, firstDifference }`.
 pub fn verify(
@@ -211,6 +223,35 @@ pub fn verify(
 ) -> Result<serde_json::Value> {
     let rt = runtime()?;
     let cfg = target::config(o)?;
+    let mut conn = rt.block_on(target::connect(&cfg))?;
+    compare(
+        &rt,
+        source,
+        &mut conn,
+        None,
+        Direction::ToPostgres,
+        progress,
+    )
+}
+
+fn sqlite_has(c: &rusqlite::Connection, table: &str) -> Result<bool> {
+    c.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        [table],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+    .map_err(sq)
+}
+
+/// The comparison of `sqlite` with the PostgreSQL schema `conn` is on
+/// (in whatever transaction it holds: the copy from PostgreSQL compares
+/// within its snapshot), over `plan`'s tables, or when none is given
+/// those of the SQLite catalog. A table one side lacks has no rows there.
+pub(super) fn compare(
+    rt: &tokio::runtime::Runtime, sqlite: &SqliteEngine, conn: &mut PgConnection,
+    plan: Option<&[Table]>, dir: Direction, progress: &mut dyn FnMut(&Progress),
+) -> Result<serde_json::Value> {
     let mut p = Progress {
         phase: "verify",
         table: String::new(),
@@ -219,11 +260,16 @@ pub fn verify(
         bytes: 0,
         started: Instant::now(),
     };
-    let mut conn = rt.block_on(target::connect(&cfg))?;
-    let (plan, src) = super::on_snapshot(source, |c| {
-        let plan = catalog::read(c)?;
+    let (plan, lite) = super::on_snapshot(sqlite, |c| {
+        let plan = match plan {
+            Some(plan) => plan.to_vec(),
+            None => catalog::read(c)?,
+        };
         let mut sums = Sums::new();
         for t in &plan {
+            if !sqlite_has(c, &t.name)? {
+                continue;
+            }
             p.table = t.name.clone();
             progress(&p);
             let mut f = Fold {
@@ -239,24 +285,28 @@ pub fn verify(
         }
         Ok((plan, sums))
     })?;
-    let mut dst = Sums::new();
+    let mut pgs = Sums::new();
     for t in &plan {
-        if !rt.block_on(target::exists(&mut conn, &t.name))? {
+        if !rt.block_on(target::exists(conn, &t.name))? {
             continue;
         }
         p.table = t.name.clone();
         progress(&p);
         let mut f = Fold {
             table: &t.name,
-            sums: &mut dst,
+            sums: &mut pgs,
             cur: None,
         };
-        rt.block_on(read_pg(&mut conn, t, None, |r| {
+        rt.block_on(read_pg(conn, t, None, |r| {
             p.rows += 1;
             f.row(&r)
         }))?;
         f.flush();
     }
+    let (src, dst) = match dir {
+        Direction::ToPostgres => (&lite, &pgs),
+        Direction::FromPostgres => (&pgs, &lite),
+    };
     // The first difference in plan order, then partition order.
     let mut first = None;
     'tables: for t in &plan {
@@ -288,7 +338,13 @@ pub fn verify(
         .collect();
     let difference = match first {
         None => serde_json::Value::Null,
-        Some((t, part)) => first_difference(&rt, source, &mut conn, &t, &part, &src, &dst)?,
+        Some((t, part)) => {
+            let sums = (
+                src.get(&(t.name.clone(), part.clone())),
+                dst.get(&(t.name.clone(), part.clone())),
+            );
+            first_difference(rt, sqlite, conn, &t, &part, sums, dir)?
+        }
     };
     Ok(json!({
         "equal": difference.is_null(),
@@ -302,15 +358,25 @@ pub fn verify(
 /// Reads both sides of one table's partition again and names the first
 /// row (by key) that is missing on one side or differs.
 fn first_difference(
-    rt: &tokio::runtime::Runtime, source: &SqliteEngine, conn: &mut PgConnection, t: &Table,
-    part: &str, src: &Sums, dst: &Sums,
+    rt: &tokio::runtime::Runtime, sqlite: &SqliteEngine, conn: &mut PgConnection, t: &Table,
+    part: &str, (a, b): (Option<&Sum>, Option<&Sum>), dir: Direction,
 ) -> Result<serde_json::Value> {
-    let k = (t.name.clone(), part.to_owned());
-    let (a, b) = (src.get(&k), dst.get(&k));
+    // Left: the SQLite side; right: the PostgreSQL side.
+    let (left_only, right_only) = match dir {
+        Direction::ToPostgres => ("missing in target", "only in target"),
+        Direction::FromPostgres => ("only in target", "missing in target"),
+    };
     let mut left = Vec::new();
-    super::on_snapshot(source, |c| read_sqlite(c, t, Some(part), |r| left.push(r)))?;
+    super::on_snapshot(sqlite, |c| {
+        if sqlite_has(c, &t.name)? {
+            read_sqlite(c, t, Some(part), |r| left.push(r))?;
+        }
+        Ok(())
+    })?;
     let mut right = Vec::new();
-    rt.block_on(read_pg(conn, t, Some(part), |r| right.push(r)))?;
+    if rt.block_on(target::exists(conn, &t.name))? {
+        rt.block_on(read_pg(conn, t, Some(part), |r| right.push(r)))?;
+    }
     let show = |key: &[Canon]| -> serde_json::Value {
         t.key
             .iter()
@@ -334,17 +400,17 @@ fn first_difference(
                 j += 1;
             }
             (Some(l), Some(r)) if cmp_key(&l.key, &r.key) == std::cmp::Ordering::Less => {
-                kind = "missing in target";
+                kind = left_only;
                 key = show(&l.key);
                 break;
             }
             (Some(_), Some(r)) | (None, Some(r)) => {
-                kind = "only in target";
+                kind = right_only;
                 key = show(&r.key);
                 break;
             }
             (Some(l), None) => {
-                kind = "missing in target";
+                kind = left_only;
                 key = show(&l.key);
                 break;
             }

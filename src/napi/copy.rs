@@ -34,6 +34,9 @@ pub struct JsCopyOptions {
     pub verify_only: Option<bool>,
     /// Continue an interrupted copy from the positions the target recorded.
     pub resume: Option<bool>,
+    /// `copyTo` goes on to a final pass (lib/storage.js runs it); refused
+    /// when copying from PostgreSQL.
+    pub final_pass: Option<bool>,
 }
 
 /// The options as the copy reads them, and whether only to verify.
@@ -43,6 +46,7 @@ fn read_options(to: String, options: Option<JsCopyOptions>) -> (Options, bool) {
         verify: None,
         verify_only: None,
         resume: None,
+        final_pass: None,
     });
     (
         Options {
@@ -50,6 +54,7 @@ fn read_options(to: String, options: Option<JsCopyOptions>) -> (Options, bool) {
             schema: o.schema,
             verify: o.verify.unwrap_or(false),
             resume: o.resume.unwrap_or(false),
+            final_pass: o.final_pass.unwrap_or(false),
         },
         o.verify_only.unwrap_or(false),
     )
@@ -65,6 +70,34 @@ type Job = Box<
 fn start(
     source: Arc<SqliteEngine>, owned: bool, job: Job, on_progress: Option<OnProgress>,
 ) -> Call<String> {
+    /// Closes an owned source when the job ends, a panic included.
+    struct Closing(Arc<SqliteEngine>, bool);
+    impl Drop for Closing {
+        fn drop(&mut self) {
+            if self.1 {
+                self.0.close();
+            }
+        }
+    }
+    let closing = Closing(source, owned);
+    spawn(Box::new(move |report| job(&closing.0, report)), on_progress)
+}
+
+/// What a copy thread runs, whatever its source.
+type Run = Box<dyn FnOnce(&mut dyn FnMut(&copy::Progress)) -> Result<serde_json::Value> + Send>;
+
+/// The copy from PostgreSQL (`source`) into the SQLite file `o.target`.
+fn from_postgres(
+    source: crate::postgres::Config, o: Options, verify_only: bool, on_progress: Option<OnProgress>,
+) -> Call<String> {
+    spawn(
+        Box::new(move |report| copy::from_postgres(&source, &o, verify_only, report)),
+        on_progress,
+    )
+}
+
+/// Runs `run` on a thread of its own; its answer settles the call.
+fn spawn(run: Run, on_progress: Option<OnProgress>) -> Call<String> {
     let (tx, rx) = tokio::sync::oneshot::channel::<Result<String>>();
     let spawned = std::thread::Builder::new()
         .name("syncular-copy".to_owned())
@@ -77,14 +110,9 @@ fn start(
                     );
                 }
             };
-            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                job(&source, &mut report)
-            }))
-            .unwrap_or_else(|p| Err(super::panicked(p)))
-            .map(|v| v.to_string());
-            if owned {
-                source.close();
-            }
+            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&mut report)))
+                .unwrap_or_else(|p| Err(super::panicked(p)))
+                .map(|v| v.to_string());
             let _ = tx.send(out);
         });
     if let Err(e) = spawned {
@@ -116,28 +144,45 @@ fn copy_job(o: Options, verify_only: bool) -> Job {
 
 fn this_sqlite(e: &NativeEngine) -> Result<Arc<SqliteEngine>> {
     e.sqlite_engine().ok_or_else(|| {
-        crate::copy::unsupported("copyTo copies a SQLite storage: this storage is on PostgreSQL")
+        crate::copy::unsupported(
+            "catch-up passes and the final pass copy a SQLite storage: the copy of a PostgreSQL storage is one snapshot",
+        )
     })
 }
 
 /// Copies (or verifies) the SQLite database `from` into the PostgreSQL
-/// database `to`: the command's entry (bin/syncular-native-storage.mjs).
+/// database `to`, or the PostgreSQL database `from` into the SQLite file
+/// `to`: the command's entry (bin/syncular-native-storage.mjs).
 #[cfg_attr(test, allow(dead_code))]
 #[napi(
     js_name = "copyStorage",
-    ts_args_type = "from: string, to: string, options?: { schema?: string | null, verify?: boolean | null, verifyOnly?: boolean | null, resume?: boolean | null } | null, onProgress?: ((progress: string) => void) | null",
+    ts_args_type = "from: string, to: string, options?: { schema?: string | null, verify?: boolean | null, verifyOnly?: boolean | null, resume?: boolean | null, finalPass?: boolean | null } | null, onProgress?: ((progress: string) => void) | null",
     ts_return_type = "Promise<string>"
 )]
 pub fn copy_storage(
     from: String, to: String, options: Option<JsCopyOptions>, on_progress: Option<OnProgress>,
 ) -> Reply<String> {
     let started = crate::core::telemetry::call_started();
-    let (o, verify_only) = read_options(to, options);
-    let call = match copy::open_source(&from) {
-        Ok(source) => start(source, true, copy_job(o, verify_only), on_progress),
-        Err(e) => Call::Now(Err(e)),
+    let (mut o, verify_only) = read_options(to, options);
+    let from_pg = crate::open::is_postgres_url(&from);
+    let call = if from_pg {
+        // `--schema` names the source's schema in this direction.
+        match copy::postgres_source(&from, o.schema.take()) {
+            Ok(source) => from_postgres(source, o, verify_only, on_progress),
+            Err(e) => Call::Now(Err(e)),
+        }
+    } else {
+        match copy::open_source(&from) {
+            Ok(source) => start(source, true, copy_job(o, verify_only), on_progress),
+            Err(e) => Call::Now(Err(e)),
+        }
     };
-    Reply::new(call, "copyStorage", crate::core::telemetry::SQLITE, started)
+    let engine = if from_pg {
+        crate::core::telemetry::POSTGRES
+    } else {
+        crate::core::telemetry::SQLITE
+    };
+    Reply::new(call, "copyStorage", engine, started)
 }
 
 #[napi]
@@ -145,12 +190,24 @@ impl NativeEngine {
     /// Copies (or verifies) this storage's database into the PostgreSQL
     /// database `to`, while the storage stays open.
     #[napi(
-        ts_args_type = "to: string, options?: { schema?: string | null, verify?: boolean | null, verifyOnly?: boolean | null, resume?: boolean | null } | null, onProgress?: ((progress: string) => void) | null",
+        ts_args_type = "to: string, options?: { schema?: string | null, verify?: boolean | null, verifyOnly?: boolean | null, resume?: boolean | null, finalPass?: boolean | null } | null, onProgress?: ((progress: string) => void) | null",
         ts_return_type = "Promise<string>"
     )]
     pub fn copy_to(
         &self, to: String, options: Option<JsCopyOptions>, on_progress: Option<OnProgress>,
     ) -> Reply<String> {
+        if let Some(source) = self.postgres_config() {
+            return self.run("copyTo", move |_| {
+                let (o, verify_only) = read_options(to, options);
+                copy::check_sqlite_target(&o.target)?;
+                if o.schema.is_some() {
+                    return Err(crate::Error::invalid(
+                        "copyTo: a PostgreSQL storage copies its own schema into SQLite; the schema option names the target schema of a copy into PostgreSQL",
+                    ));
+                }
+                Ok(from_postgres(source, o, verify_only, on_progress))
+            });
+        }
         let source = this_sqlite(self);
         self.run("copyTo", move |_| {
             let (o, verify_only) = read_options(to, options);

@@ -79,6 +79,8 @@ pub struct NativeEngine {
     engine: Option<Box<dyn Engine>>,
     /// The same engine by its type when it is SQLite, for `storage.db`.
     sqlite: Option<std::sync::Arc<crate::sqlite::SqliteEngine>>,
+    /// The configuration when it is PostgreSQL, for `copyTo`.
+    postgres: Option<crate::postgres::Config>,
 }
 
 impl Drop for NativeEngine {
@@ -104,6 +106,11 @@ impl NativeEngine {
     /// The SQLite engine behind this storage, for `storage.db`.
     pub(super) fn sqlite_engine(&self) -> Option<std::sync::Arc<crate::sqlite::SqliteEngine>> {
         self.sqlite.clone()
+    }
+
+    /// The PostgreSQL engine's configuration, for `copyTo`.
+    pub(super) fn postgres_config(&self) -> Option<crate::postgres::Config> {
+        self.postgres.clone()
     }
 
     pub(super) fn with_engine<T>(&self, f: impl FnOnce(&dyn Engine) -> T) -> T {
@@ -137,6 +144,7 @@ impl NativeEngine {
             Ok(NativeEngine {
                 engine: Some(opened.engine),
                 sqlite: opened.sqlite,
+                postgres: opened.postgres,
             })
         })
     }

@@ -73,6 +73,7 @@ mod writer;
 pub use conn::{Config, Location, Synchronous};
 pub use lease::OWN_TRANSACTION;
 pub use rows::Loaded;
+pub use schema_sync::ROW_TABLE_TYPES;
 pub use storage::SqliteEngine;
 pub use window::WindowQuery;
 pub use writer::Held;

@@ -321,12 +321,14 @@ fn migrate(conn: &Connection, schema: &Schema, old: &[(String, Vec<LayoutColumn>
     Ok(())
 }
 
-const ROW_TABLE_TYPES: crate::core::migrate::RowTableTypes = crate::core::migrate::RowTableTypes {
-    app: sqlite_type,
-    version: "INTEGER",
-    scopes: "TEXT",
-    bytes: "BLOB",
-};
+/// The row tables' column types on SQLite (also the copy's, `crate::copy`).
+pub const ROW_TABLE_TYPES: crate::core::migrate::RowTableTypes =
+    crate::core::migrate::RowTableTypes {
+        app: sqlite_type,
+        version: "INTEGER",
+        scopes: "TEXT",
+        bytes: "BLOB",
+    };
 
 fn create_table(conn: &Connection, t: &Table) -> Result<()> {
     conn.execute_batch(&crate::core::migrate::create_table_sql(t, &ROW_TABLE_TYPES))
