@@ -16,19 +16,23 @@
 //!   data, and its meta layout;
 //! - `stream`: one binary `COPY` into a target table;
 //! - `load`: the snapshot copy; `catchup`: the passes after it and the
-//!   final one under the write lease; `verify`: the comparison.
+//!   final one under the write lease (the host's, or the command's own
+//!   lock on the file); `move_out`: the command's whole move; `verify`:
+//!   the comparison.
 
 mod catalog;
 mod catchup;
 mod load;
+mod move_out;
 mod stream;
 mod tables;
 mod target;
 mod value;
 mod verify;
 
-pub use catchup::{catch_up, finish};
+pub use catchup::{catch_up, finish, TargetSnapshot};
 pub use load::copy;
+pub use move_out::move_out;
 pub use verify::verify;
 
 use crate::core::error::{Error, Result};

@@ -211,6 +211,17 @@ pub fn verify(
 ) -> Result<serde_json::Value> {
     let rt = runtime()?;
     let cfg = target::config(o)?;
+    let mut conn = rt.block_on(target::connect(&cfg))?;
+    verify_on(source, &rt, &mut conn, progress)
+}
+
+/// [`verify`] reading the target on `conn` (of `rt`), which may hold a
+/// snapshot taken earlier (the command's final pass: see
+/// `catchup::finish_locked`).
+pub fn verify_on(
+    source: &SqliteEngine, rt: &tokio::runtime::Runtime, conn: &mut PgConnection,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<serde_json::Value> {
     let mut p = Progress {
         phase: "verify",
         table: String::new(),
@@ -219,7 +230,6 @@ pub fn verify(
         bytes: 0,
         started: Instant::now(),
     };
-    let mut conn = rt.block_on(target::connect(&cfg))?;
     let (plan, src) = super::on_snapshot(source, |c| {
         let plan = catalog::read(c)?;
         let mut sums = Sums::new();
@@ -241,7 +251,7 @@ pub fn verify(
     })?;
     let mut dst = Sums::new();
     for t in &plan {
-        if !rt.block_on(target::exists(&mut conn, &t.name))? {
+        if !rt.block_on(target::exists(&mut *conn, &t.name))? {
             continue;
         }
         p.table = t.name.clone();
@@ -251,7 +261,7 @@ pub fn verify(
             sums: &mut dst,
             cur: None,
         };
-        rt.block_on(read_pg(&mut conn, t, None, |r| {
+        rt.block_on(read_pg(&mut *conn, t, None, |r| {
             p.rows += 1;
             f.row(&r)
         }))?;
@@ -288,7 +298,7 @@ pub fn verify(
         .collect();
     let difference = match first {
         None => serde_json::Value::Null,
-        Some((t, part)) => first_difference(&rt, source, &mut conn, &t, &part, &src, &dst)?,
+        Some((t, part)) => first_difference(rt, source, &mut *conn, &t, &part, &src, &dst)?,
     };
     Ok(json!({
         "equal": difference.is_null(),
