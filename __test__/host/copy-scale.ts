@@ -51,7 +51,7 @@ const INTERVAL_MS = Number(opt('interval-ms', '10'));
 const url = process.env.SYNCULAR_TEST_PG_URL as string;
 const NODE = process.env.SYNCULAR_NODE ?? 'node';
 const BIN = join(import.meta.dir, '..', '..', 'bin', 'syncular-native-storage.mjs');
-if (!file || !schema || !url) throw new Error('usage: copy-scale.ts FILE SCHEMA [options] (SYNCULAR_TEST_PG_URL set)');
+if (!file || !schema || (!url && !rest.includes('--write-only'))) throw new Error('usage: copy-scale.ts FILE SCHEMA [options] (SYNCULAR_TEST_PG_URL set)');
 
 const partitions = Array.from({ length: P }, (_, i) => partitionName(i));
 const ALLOWED = {
