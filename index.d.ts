@@ -1118,11 +1118,18 @@ export interface CopyOptions {
   /** Continue from where the target records the last copy stood (catch-up passes); a target without a record gets a fresh copy. */
   readonly resume?: boolean | undefined;
   /**
-   * `copyTo` only: after the snapshot, catch-up passes, then a last pass
-   * under the write lock; afterwards this storage refuses every write with
-   * `ERR_SYNCULAR_MOVED` (reads go on).
+   * After the snapshot (or, `copyStorage`, the resumed copy), catch-up
+   * passes, then a last pass under the write lock, which marks the SQLite
+   * file moved: every later write to its sync tables, in any process, is
+   * refused with `ERR_SYNCULAR_MOVED` naming the target (reads go on)
+   * until the mark is cleared (`movedMark(file, { clear: true })`).
+   * `copyTo`: under this storage's own write lease. `copyStorage` (the
+   * command's `--final`): the command takes the file's write lock itself,
+   * so the host's writes wait for it as for any other process's.
    */
   readonly finalPass?: boolean | undefined;
+  /** `copyStorage` with `finalPass`: how long to wait for the file's write lock (ms, default 30000). */
+  readonly lockTimeoutMs?: number | undefined;
   /** Called as the copy or the comparison goes on. */
   readonly onProgress?: ((progress: CopyProgress) => void) | undefined;
 }
@@ -1158,8 +1165,20 @@ export interface CopyReport {
   readonly notCopied?: readonly string[];
   /** `finalPass` / `resume`: each catch-up pass. */
   readonly catchUp?: readonly CopyPass[];
-  /** `finalPass`: the last pass, and how long writes waited for it. */
-  readonly finalPass?: CopyPass & { readonly writesHeldMs: number; readonly startedAtMs: number; readonly endedAtMs: number };
+  /**
+   * `finalPass`: the last pass, and how long writes waited for it
+   * (`startedAtMs`: asked for the write lock; `endedAtMs`: the mark
+   * committed). From `copyStorage` also how long it waited for the lock,
+   * when it got it and the target named in the mark.
+   */
+  readonly finalPass?: CopyPass & {
+    readonly writesHeldMs: number;
+    readonly startedAtMs: number;
+    readonly endedAtMs: number;
+    readonly lockWaitMs?: number;
+    readonly lockedAtMs?: number;
+    readonly movedTo?: string;
+  };
   readonly verify?: VerifyReport;
 }
 
@@ -1202,3 +1221,20 @@ export interface VerifyReport {
  * `syncular-native-storage copy` calls it.
  */
 export declare function copyStorage(from: string, to: string, options?: CopyOptions): Promise<CopyReport | VerifyReport>;
+
+/** The mark a move left in a SQLite file (docs/copy.md, "The mark in the file"). */
+export interface MovedMark {
+  /** Where the file says it moved (the url without its password), and when; null: not marked. */
+  readonly moved: { readonly target: string; readonly movedAtMs: number } | null;
+  /** With `clear`: whether there was a mark to remove. */
+  readonly cleared: boolean | null;
+}
+
+/**
+ * Reads the moved mark of the SQLite database `from`; with `clear`,
+ * removes it first (under the file's write lock), so the file takes
+ * writes again: an operator moving back to SQLite. A storage that ran the
+ * final pass itself keeps refusing until it is opened again. The command
+ * `syncular-native-storage moved FILE [--clear]` calls it.
+ */
+export declare function movedMark(from: string, options?: { readonly clear?: boolean | undefined }): Promise<MovedMark>;

@@ -24,3 +24,4 @@ exports.DecodeError = errors.DecodeError;
 exports.versions = ops.versions;
 exports.toPrometheus = ops.toPrometheus;
 exports.copyStorage = copy.copyStorage;
+exports.movedMark = copy.movedMark;

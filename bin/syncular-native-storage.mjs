@@ -2,28 +2,45 @@
 // The package's command (issue 51, docs/copy.md):
 //
 //   syncular-native-storage copy FROM TO [--schema S] [--verify] [--verify-only] [--resume]
+//                                        [--final [--lock-timeout-ms N]]
+//   syncular-native-storage moved FILE [--clear]
 //
-// copies the SQLite database FROM (sqlite:./sync.db, or a path) into the
-// PostgreSQL database TO (postgres://…), or with --verify-only only
+// copy: copies the SQLite database FROM (sqlite:./sync.db, or a path) into
+// the PostgreSQL database TO (postgres://…), or with --verify-only only
 // compares them; --resume continues a copy that was interrupted (or the
 // one made while the host was still writing) from where the target says
-// it stands, with catch-up passes. The other way round, FROM postgres://…
+// it stands, with catch-up passes. --final ends the move while the host
+// serves: it copies (or resumes), catches up, then takes the file's write
+// lock, copies the rest and marks the file moved, so every later write to
+// it, in any process, is refused with ERR_SYNCULAR_MOVED until the host
+// switches to TO (docs/copy.md). The other way round, FROM postgres://…
 // and TO a new SQLite file, it copies one consistent snapshot of the
-// PostgreSQL schema (a backup, a test fixture; --resume is refused).
-// --schema names the PostgreSQL side's schema either way.
-// Progress goes to stderr (a bar on a terminal, a line a
-// second otherwise); the report goes to stdout as JSON. Exit codes: 0 done
-// (and equal when verified), 1 a verify found a difference, 2 bad usage,
-// 3 the copy failed (the error's code is printed).
+// PostgreSQL schema (a backup, a test fixture; --resume and --final are
+// refused). --schema names the PostgreSQL side's schema either way.
+// moved: prints the mark a move left in FILE; --clear removes it (moving
+// back to SQLite).
+// Progress goes to stderr (a bar on a terminal, a line a second
+// otherwise); the report goes to stdout as JSON. Exit codes: 0 done (and
+// equal when verified), 1 a verify found a difference, 2 bad usage, 3 the
+// copy failed (the error's code is printed).
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
-const USAGE = 'usage: syncular-native-storage copy FROM TO [--schema S] [--verify] [--verify-only] [--resume]';
+const USAGE = [
+  'usage: syncular-native-storage copy FROM TO [--schema S] [--verify] [--verify-only] [--resume] [--final [--lock-timeout-ms N]]',
+  '       syncular-native-storage moved FILE [--clear]',
+].join('\n');
 
 function parse(argv) {
   const [command, ...rest] = argv;
+  if (command === 'moved') {
+    const files = rest.filter((a) => !a.startsWith('--'));
+    const flags = rest.filter((a) => a.startsWith('--'));
+    if (files.length !== 1 || flags.some((f) => f !== '--clear')) return null;
+    return { command, positional: files, clear: flags.includes('--clear') };
+  }
   if (command !== 'copy') return null;
-  const out = { positional: [], schema: undefined, verify: false, verifyOnly: false, resume: false };
+  const out = { command, positional: [], schema: undefined, verify: false, verifyOnly: false, resume: false, final: false, lockTimeoutMs: undefined };
   for (let i = 0; i < rest.length; i++) {
     const a = rest[i];
     if (a === '--schema') {
@@ -33,9 +50,14 @@ function parse(argv) {
     else if (a === '--verify') out.verify = true;
     else if (a === '--verify-only') out.verifyOnly = true;
     else if (a === '--resume') out.resume = true;
-    else if (a.startsWith('--')) return null;
+    else if (a === '--final') out.final = true;
+    else if (a === '--lock-timeout-ms') {
+      out.lockTimeoutMs = Number(rest[++i]);
+      if (!Number.isInteger(out.lockTimeoutMs) || out.lockTimeoutMs < 0) return null;
+    } else if (a.startsWith('--')) return null;
     else out.positional.push(a);
   }
+  if (out.final && out.verifyOnly) return null;
   return out.positional.length === 2 ? out : null;
 }
 
@@ -66,7 +88,16 @@ async function main() {
     process.stderr.write(`${USAGE}\n`);
     return 2;
   }
-  const { copyStorage } = require('../index.js');
+  const { copyStorage, movedMark } = require('../index.js');
+  if (args.command === 'moved') {
+    try {
+      process.stdout.write(`${JSON.stringify(await movedMark(args.positional[0], { clear: args.clear }), null, 2)}\n`);
+      return 0;
+    } catch (err) {
+      process.stderr.write(`moved failed: ${err.code ?? 'ERR'}: ${err.message}\n`);
+      return 3;
+    }
+  }
   const [from, to] = args.positional;
   let report;
   try {
@@ -75,6 +106,8 @@ async function main() {
       verify: args.verify,
       verifyOnly: args.verifyOnly,
       resume: args.resume,
+      finalPass: args.final,
+      lockTimeoutMs: args.lockTimeoutMs,
       onProgress: drawer(),
     });
   } catch (err) {

@@ -12,12 +12,15 @@ const native = require('./native');
 function copyOptions(member, options) {
   if (options === undefined || options === null) return { native: undefined, onProgress: undefined, finalPass: false };
   if (typeof options !== 'object') throw invalidArgument(`${member}: options must be an object`);
-  const { schema, verify, verifyOnly, finalPass, resume, onProgress } = options;
+  const { schema, verify, verifyOnly, finalPass, resume, onProgress, lockTimeoutMs } = options;
   if (schema !== undefined && schema !== null && (typeof schema !== 'string' || schema.length === 0)) {
     throw invalidArgument(`${member}: schema must be a non-empty string`);
   }
   for (const [k, v] of [['verify', verify], ['verifyOnly', verifyOnly], ['finalPass', finalPass], ['resume', resume]]) {
     if (v !== undefined && v !== null && typeof v !== 'boolean') throw invalidArgument(`${member}: ${k} must be a boolean`);
+  }
+  if (lockTimeoutMs !== undefined && lockTimeoutMs !== null && !(Number.isInteger(lockTimeoutMs) && lockTimeoutMs >= 0 && lockTimeoutMs <= 0xffffffff)) {
+    throw invalidArgument(`${member}: lockTimeoutMs must be a non-negative integer`);
   }
   if (onProgress !== undefined && onProgress !== null && typeof onProgress !== 'function') {
     throw invalidArgument(`${member}: onProgress must be a function`);
@@ -29,6 +32,7 @@ function copyOptions(member, options) {
   if (resume !== undefined && resume !== null) o.resume = resume;
   // The addon refuses it when copying from PostgreSQL (a snapshot only).
   if (finalPass === true) o.finalPass = true;
+  if (lockTimeoutMs !== undefined && lockTimeoutMs !== null) o.lockTimeoutMs = lockTimeoutMs;
   if (finalPass === true && verifyOnly === true) throw invalidArgument(`${member}: finalPass and verifyOnly exclude each other`);
   return { native: o, onProgress: onProgress ?? undefined, finalPass: finalPass === true };
 }
@@ -58,9 +62,28 @@ function checkUrl(member, name, url) {
 async function copyStorage(from, to, options) {
   checkUrl('copyStorage', 'from', from);
   checkUrl('copyStorage', 'to', to);
-  const { native: o, onProgress } = copyOptions('copyStorage', options);
+  const { native: o, onProgress, finalPass } = copyOptions('copyStorage', options);
+  // The command's final pass: the addon takes the file's write lock itself.
+  const n = finalPass ? { ...o, finalPass: true } : o;
   try {
-    return JSON.parse(await native.copyStorage(from, to, o, progressCallback(onProgress)));
+    return JSON.parse(await native.copyStorage(from, to, n, progressCallback(onProgress)));
+  } catch (err) {
+    throw translate(err, resolveErrorClasses(undefined));
+  }
+}
+
+/**
+ * The moved mark of the SQLite database `from` (docs/copy.md, "The mark in
+ * the file"); `{ clear: true }` removes it first. Resolves with
+ * `{ moved: { target, movedAtMs } | null, cleared }`.
+ */
+async function movedMark(from, options) {
+  checkUrl('movedMark', 'from', from);
+  if (options !== undefined && options !== null && typeof options !== 'object') throw invalidArgument('movedMark: options must be an object');
+  const clear = options?.clear ?? false;
+  if (typeof clear !== 'boolean') throw invalidArgument('movedMark: clear must be a boolean');
+  try {
+    return JSON.parse(await native.movedMark(from, clear));
   } catch (err) {
     throw translate(err, resolveErrorClasses(undefined));
   }
@@ -71,4 +94,4 @@ const MAX_PASSES = 8;
 /** A pass that copied at most this many commits is followed by the final one. */
 const FINAL_PASS_COMMITS = 100;
 
-module.exports = { MAX_PASSES, FINAL_PASS_COMMITS, copyOptions, progressCallback, checkUrl, copyStorage };
+module.exports = { MAX_PASSES, FINAL_PASS_COMMITS, copyOptions, progressCallback, checkUrl, copyStorage, movedMark };

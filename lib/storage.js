@@ -791,7 +791,10 @@ class NativeStorage {
    * resolves with the report (and verify's, `report.verify`, when asked).
    * With `finalPass`, catch-up passes follow the snapshot until few commits
    * are left, then a last pass runs under the write lock, after which
-   * every write of this storage is refused with ERR_SYNCULAR_MOVED.
+   * every write of this storage (and, through the mark it leaves in the
+   * file, of any process) is refused with ERR_SYNCULAR_MOVED; `verify`
+   * then reads the target as that pass left it, so the host may switch at
+   * its first refusal instead of waiting for the report.
    * On PostgreSQL, `url` is a new SQLite file: one snapshot of this
    * storage's schema (the addon refuses `schema`, `finalPass`, `resume`).
    */
@@ -815,9 +818,13 @@ class NativeStorage {
     const started = performance.now();
     const startedAtMs = Date.now();
     const last = await this.#write(undefined, (nat, id) => nat.copyFinish(id, url, o, positions));
-    report.finalPass = { ...JSON.parse(last), writesHeldMs: Math.round(performance.now() - started), startedAtMs, endedAtMs: Date.now() };
+    const { verifyToken, ...finalPassReport } = JSON.parse(last);
+    report.finalPass = { ...finalPassReport, writesHeldMs: Math.round(performance.now() - started), startedAtMs, endedAtMs: Date.now() };
     report.positions = report.finalPass.positions;
-    if (o?.verify) report.verify = JSON.parse(await this.#settle(() => n.copyTo(url, { ...o, verify: false, verifyOnly: true }, cb)));
+    // Against the target as the final pass left it (a snapshot taken before
+    // its lease ended): a host that switches at its first ERR_SYNCULAR_MOVED
+    // may already write there while this runs.
+    if (verifyToken !== undefined) report.verify = JSON.parse(await this.#settle(() => n.copyVerifySnapshot(verifyToken, cb)));
     return report;
   }
 

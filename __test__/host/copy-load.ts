@@ -15,7 +15,7 @@ import { TABLE } from '../../bench/lib/fixture.mjs';
 import { core, report, server } from './upstream.ts';
 import { createRequire } from 'node:module';
 
-const { NativeStorage } = createRequire(import.meta.url)('../../index.js');
+const { NativeStorage, movedMark } = createRequire(import.meta.url)('../../index.js');
 const [path, schema, perPartition = '1000'] = process.argv.slice(2);
 const url = process.env.SYNCULAR_TEST_PG_URL as string;
 const PARTITIONS = ['p1', 'p2', 'p3'];
@@ -98,6 +98,10 @@ finalDone = Date.now();
 moving = false;
 await Promise.all([...pushers, ...pullers]);
 await source.close();
+// The final pass marked the file moved (every process refuses writes to
+// it); the reference host below writes client records, so the mark goes.
+const mark = await movedMark(path);
+const cleared = await movedMark(path, { clear: true });
 
 // 3. The switch: a host on PostgreSQL, and one on the SQLite file as it was left.
 const target = new NativeStorage({ url, schema, errors: server, maxConnections: 4 });
@@ -129,7 +133,8 @@ const other = failures.filter((f) => f.code !== 'ERR_SYNCULAR_MOVED');
 // while the copy ran; during the pass writes wait, after it they are refused.
 const early = failures.filter((f) => f.atMs < moved.finalPass.startedAtMs);
 report({
-  ok: moved.verify.equal && missing === 0 && other.length === 0 && firstDiff === undefined,
+  ok: moved.verify.equal && missing === 0 && other.length === 0 && firstDiff === undefined && cleared.cleared === true,
+  markedMovedTo: mark.moved?.target ?? null,
   commitsBefore: N * PARTITIONS.length,
   acked: acked.length,
   missing,

@@ -17,9 +17,10 @@ use super::target::{self, pg};
 use super::value::{literal, quote};
 use super::{on_snapshot, runtime, sq, Options, Progress};
 use crate::core::error::{Error, Result};
+use crate::sqlite::moved;
 use crate::sqlite::SqliteEngine;
 use serde_json::json;
-use sqlx::{AssertSqlSafe, PgConnection};
+use sqlx::{AssertSqlSafe, Connection as _, PgConnection};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -438,24 +439,137 @@ pub fn catch_up(
     Ok(report(&p, commits, &now))
 }
 
+/// The target as a final pass left it: a `REPEATABLE READ` transaction
+/// opened before the source's writes go on (refused), so `verify` can read
+/// it later while the host already writes to the target.
+pub struct TargetSnapshot {
+    rt: tokio::runtime::Runtime,
+    conn: PgConnection,
+}
+
+impl TargetSnapshot {
+    fn begin(rt: &tokio::runtime::Runtime, conn: &mut PgConnection) -> Result<()> {
+        rt.block_on(
+            sqlx::raw_sql("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1")
+                .execute(&mut *conn),
+        )
+        .map(drop)
+        .map_err(pg)
+    }
+
+    /// `verify` of the source against the target as the pass left it.
+    pub fn verify(
+        mut self, source: &SqliteEngine, progress: &mut dyn FnMut(&Progress),
+    ) -> Result<serde_json::Value> {
+        super::verify::verify_on(source, &self.rt, &mut self.conn, progress)
+    }
+}
+
 /// The final pass, under the write lease `lease` the caller holds (no
 /// write of this storage can commit meanwhile), read on the lease's own
 /// connection (it sees the open group's commits, which commit with it);
-/// then the storage refuses every later write with `ERR_SYNCULAR_MOVED`.
+/// then the storage refuses every later write with `ERR_SYNCULAR_MOVED`,
+/// and the mark in the file (committed with the lease) refuses every other
+/// writer of it. With `o.verify`, the target's snapshot for `verify`.
 pub fn finish(
     source: &SqliteEngine, lease: u32, o: &Options, positions: &str,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<(serde_json::Value, Option<TargetSnapshot>)> {
+    let from = Positions::parse(positions)?;
+    let rt = runtime()?;
+    let cfg = target::config(o)?;
+    let mut conn = rt.block_on(target::connect(&cfg))?;
+    let mut snap = match o.verify {
+        true => Some(rt.block_on(target::connect(&cfg))?),
+        false => None,
+    };
+    let mut p = progress_at("final");
+    let to = redact(&o.target);
+    let (now, commits) = source.with_lease(lease, |held| {
+        let out = pass(&rt, held.conn, &mut conn, &from, &mut p)?;
+        if let Some(s) = snap.as_mut() {
+            TargetSnapshot::begin(&rt, s)?;
+        }
+        moved::mark(held.conn, &to, now_ms())?;
+        Ok(out)
+    })?;
+    source.refuse_writes(&to);
+    progress(&p);
+    let _ = rt.block_on(conn.close());
+    let snap = snap.map(|conn| TargetSnapshot { rt, conn });
+    Ok((report(&p, commits, &now), snap))
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The final pass from a process other than the host's (the command's
+/// `--final`): it takes the file's write lock itself (`BEGIN IMMEDIATE`,
+/// waiting up to `wait` for the host's writes; the host's writes then wait
+/// for it the same way), runs the pass on that connection, and marks the
+/// file moved in the same SQLite transaction, which commits after the
+/// target's. With `o.verify`, the target is read in a snapshot taken
+/// before the mark commits: the host writes to the target only after the
+/// mark refused it, so the comparison sees the target as the pass left it.
+pub fn finish_locked(
+    source: &SqliteEngine, o: &Options, positions: &str, wait: std::time::Duration,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<serde_json::Value> {
     let from = Positions::parse(positions)?;
     let rt = runtime()?;
     let cfg = target::config(o)?;
     let mut conn = rt.block_on(target::connect(&cfg))?;
+    let mut snap = match o.verify {
+        true => Some(rt.block_on(target::connect(&cfg))?),
+        false => None,
+    };
     let mut p = progress_at("final");
-    let (now, commits) =
-        source.with_lease(lease, |held| pass(&rt, held.conn, &mut conn, &from, &mut p))?;
-    source.refuse_writes(&redact(&o.target));
+    let to = redact(&o.target);
+    let (asked, asked_ms) = (Instant::now(), now_ms());
+    let lease = source.lock_waiting(wait)?;
+    let (locked, locked_ms) = (Instant::now(), now_ms());
+    // Where the time under the lock goes: the pass (PostgreSQL's commit
+    // included), the verify snapshot, the mark, SQLite's commit.
+    let mut steps = [0.0f64; 4];
+    let mut step = |i: usize, since: &mut Instant| {
+        steps[i] = since.elapsed().as_secs_f64() * 1000.0;
+        *since = Instant::now();
+    };
+    let mut since = Instant::now();
+    let out = source.with_lease(lease, |held| {
+        let out = pass(&rt, held.conn, &mut conn, &from, &mut p)?;
+        step(0, &mut since);
+        if let Some(s) = snap.as_mut() {
+            TargetSnapshot::begin(&rt, s)?;
+        }
+        step(1, &mut since);
+        moved::mark(held.conn, &to, now_ms())?;
+        step(2, &mut since);
+        Ok(out)
+    });
+    let ended = source.unlock(lease, out.is_ok());
+    step(3, &mut since);
+    let (now, commits) = out?;
+    ended?;
+    let held_ms = locked.elapsed().as_secs_f64() * 1000.0;
     progress(&p);
-    Ok(report(&p, commits, &now))
+    let mut out = report(&p, commits, &now);
+    out["lockWaitMs"] = json!((locked - asked).as_millis() as u64);
+    out["writesHeldMs"] = json!(held_ms.round());
+    out["startedAtMs"] = json!(asked_ms);
+    out["lockedAtMs"] = json!(locked_ms);
+    out["endedAtMs"] = json!(now_ms());
+    out["movedTo"] = json!(to);
+    let r = |x: f64| (x * 10.0).round() / 10.0;
+    out["heldMs"] = json!({ "pass": r(steps[0]), "verifySnapshot": r(steps[1]), "mark": r(steps[2]), "commit": r(steps[3]) });
+    let _ = rt.block_on(conn.close());
+    if let Some(conn) = snap {
+        out["verify"] = TargetSnapshot { rt, conn }.verify(source, progress)?;
+    }
+    Ok(out)
 }
 
 /// `url` without its password, for messages.

@@ -17,7 +17,9 @@
 //!   data, and its meta layout;
 //! - `stream`: one binary `COPY` into a target table;
 //! - `load`: the snapshot copy; `catchup`: the passes after it and the
-//!   final one under the write lease; `verify`: the comparison;
+//!   final one under the write lease (the host's, or the command's own
+//!   lock on the file); `move_out`: the command's whole move; `verify`:
+//!   the comparison;
 //! - from PostgreSQL: `pg_source` (the snapshot transaction and the
 //!   source's catalog), `binary` (`COPY`'s binary rows back into SQLite
 //!   values), `sqlite_target` (the file, its meta layout, the load's
@@ -27,6 +29,7 @@ mod binary;
 mod catalog;
 mod catchup;
 mod load;
+mod move_out;
 mod pg_source;
 mod reverse;
 mod sqlite_target;
@@ -36,8 +39,9 @@ mod target;
 mod value;
 mod verify;
 
-pub use catchup::{catch_up, finish};
+pub use catchup::{catch_up, finish, TargetSnapshot};
 pub use load::copy;
+pub use move_out::move_out;
 pub use reverse::{check_sqlite_target, from_postgres, postgres_source};
 pub use verify::verify;
 

@@ -224,14 +224,17 @@ pub fn verify(
     let rt = runtime()?;
     let cfg = target::config(o)?;
     let mut conn = rt.block_on(target::connect(&cfg))?;
-    compare(
-        &rt,
-        source,
-        &mut conn,
-        None,
-        Direction::ToPostgres,
-        progress,
-    )
+    verify_on(source, &rt, &mut conn, progress)
+}
+
+/// [`verify`] reading the target on `conn` (of `rt`), which may hold a
+/// snapshot taken earlier (the command's final pass: see
+/// `catchup::finish_locked`).
+pub fn verify_on(
+    source: &SqliteEngine, rt: &tokio::runtime::Runtime, conn: &mut PgConnection,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<serde_json::Value> {
+    compare(rt, source, conn, None, Direction::ToPostgres, progress)
 }
 
 fn sqlite_has(c: &rusqlite::Connection, table: &str) -> Result<bool> {

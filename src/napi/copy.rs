@@ -34,20 +34,66 @@ pub struct JsCopyOptions {
     pub verify_only: Option<bool>,
     /// Continue an interrupted copy from the positions the target recorded.
     pub resume: Option<bool>,
-    /// `copyTo` goes on to a final pass (lib/storage.js runs it); refused
-    /// when copying from PostgreSQL.
+    /// `copyTo` goes on to a final pass (lib/storage.js runs it), or the
+    /// command's final pass (`copyStorage`): catch up, then take the file's
+    /// write lock, copy the rest and mark the file moved. Refused when
+    /// copying from PostgreSQL.
     pub final_pass: Option<bool>,
+    /// How long the final pass waits for the file's write lock (ms).
+    pub lock_timeout_ms: Option<u32>,
 }
 
-/// The options as the copy reads them, and whether only to verify.
-fn read_options(to: String, options: Option<JsCopyOptions>) -> (Options, bool) {
+/// Target snapshots final passes left for `copyVerifySnapshot`, by token
+/// (the last token given, and the snapshots not yet taken).
+type Kept = (u32, std::collections::HashMap<u32, copy::TargetSnapshot>);
+static SNAPSHOTS: std::sync::LazyLock<std::sync::Mutex<Kept>> =
+    std::sync::LazyLock::new(Default::default);
+
+fn kept() -> std::sync::MutexGuard<'static, Kept> {
+    SNAPSHOTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn keep_snapshot(snap: copy::TargetSnapshot) -> u32 {
+    let mut k = kept();
+    k.0 = k.0.wrapping_add(1).max(1);
+    let token = k.0;
+    k.1.insert(token, snap);
+    token
+}
+
+/// What a copy call does besides copying.
+#[derive(Clone, Copy)]
+enum Mode {
+    Copy,
+    VerifyOnly,
+    /// The command's final pass, waiting this long for the write lock.
+    Final(std::time::Duration),
+}
+
+/// How long the command's final pass waits for the file's write lock.
+const LOCK_TIMEOUT_MS: u32 = 30_000;
+
+/// The options as the copy reads them, and what else to do.
+fn read_options(to: String, options: Option<JsCopyOptions>) -> (Options, Mode) {
     let o = options.unwrap_or(JsCopyOptions {
         schema: None,
         verify: None,
         verify_only: None,
         resume: None,
         final_pass: None,
+        lock_timeout_ms: None,
     });
+    let mode = if o.verify_only.unwrap_or(false) {
+        Mode::VerifyOnly
+    } else if o.final_pass.unwrap_or(false) {
+        Mode::Final(std::time::Duration::from_millis(
+            o.lock_timeout_ms.unwrap_or(LOCK_TIMEOUT_MS).into(),
+        ))
+    } else {
+        Mode::Copy
+    };
     (
         Options {
             target: to,
@@ -56,7 +102,7 @@ fn read_options(to: String, options: Option<JsCopyOptions>) -> (Options, bool) {
             resume: o.resume.unwrap_or(false),
             final_pass: o.final_pass.unwrap_or(false),
         },
-        o.verify_only.unwrap_or(false),
+        mode,
     )
 }
 
@@ -131,14 +177,12 @@ fn spawn(run: Run, on_progress: Option<OnProgress>) -> Call<String> {
     })
 }
 
-/// The copy, or only the comparison.
-fn copy_job(o: Options, verify_only: bool) -> Job {
-    Box::new(move |source, report| {
-        if verify_only {
-            copy::verify(source, &o, report)
-        } else {
-            copy::copy(source, &o, report)
-        }
+/// The copy, only the comparison, or the command's whole move.
+fn copy_job(o: Options, mode: Mode) -> Job {
+    Box::new(move |source, report| match mode {
+        Mode::VerifyOnly => copy::verify(source, &o, report),
+        Mode::Copy => copy::copy(source, &o, report),
+        Mode::Final(wait) => copy::move_out(source, &o, wait, report),
     })
 }
 
@@ -156,24 +200,25 @@ fn this_sqlite(e: &NativeEngine) -> Result<Arc<SqliteEngine>> {
 #[cfg_attr(test, allow(dead_code))]
 #[napi(
     js_name = "copyStorage",
-    ts_args_type = "from: string, to: string, options?: { schema?: string | null, verify?: boolean | null, verifyOnly?: boolean | null, resume?: boolean | null, finalPass?: boolean | null } | null, onProgress?: ((progress: string) => void) | null",
+    ts_args_type = "from: string, to: string, options?: { schema?: string | null, verify?: boolean | null, verifyOnly?: boolean | null, resume?: boolean | null, finalPass?: boolean | null, lockTimeoutMs?: number | null } | null, onProgress?: ((progress: string) => void) | null",
     ts_return_type = "Promise<string>"
 )]
 pub fn copy_storage(
     from: String, to: String, options: Option<JsCopyOptions>, on_progress: Option<OnProgress>,
 ) -> Reply<String> {
     let started = crate::core::telemetry::call_started();
-    let (mut o, verify_only) = read_options(to, options);
+    let (mut o, mode) = read_options(to, options);
     let from_pg = crate::open::is_postgres_url(&from);
     let call = if from_pg {
         // `--schema` names the source's schema in this direction.
+        let verify_only = matches!(mode, Mode::VerifyOnly);
         match copy::postgres_source(&from, o.schema.take()) {
             Ok(source) => from_postgres(source, o, verify_only, on_progress),
             Err(e) => Call::Now(Err(e)),
         }
     } else {
         match copy::open_source(&from) {
-            Ok(source) => start(source, true, copy_job(o, verify_only), on_progress),
+            Ok(source) => start(source, true, copy_job(o, mode), on_progress),
             Err(e) => Call::Now(Err(e)),
         }
     };
@@ -183,6 +228,37 @@ pub fn copy_storage(
         crate::core::telemetry::SQLITE
     };
     Reply::new(call, "copyStorage", engine, started)
+}
+
+/// The mark a move left in the SQLite file `from` (docs/copy.md, "The
+/// mark in the file"): `{ moved: { target, movedAtMs } | null }`; with
+/// `clear`, the mark is removed first under the file's write lock and the
+/// answer says whether there was one (`cleared`).
+#[cfg_attr(test, allow(dead_code))]
+#[napi(
+    js_name = "movedMark",
+    ts_args_type = "from: string, clear: boolean",
+    ts_return_type = "Promise<string>"
+)]
+pub fn moved_mark(from: String, clear: bool) -> Reply<String> {
+    let started = crate::core::telemetry::call_started();
+    let job: Job = Box::new(move |source, _| {
+        let wait = std::time::Duration::from_millis(LOCK_TIMEOUT_MS.into());
+        let cleared = if clear {
+            Some(source.clear_moved(wait)?)
+        } else {
+            None
+        };
+        let mark = source
+            .moved_mark()?
+            .map(|m| serde_json::json!({ "target": m.target, "movedAtMs": m.moved_at_ms }));
+        Ok(serde_json::json!({ "moved": mark, "cleared": cleared }))
+    });
+    let call = match copy::open_source(&from) {
+        Ok(source) => start(source, true, job, None),
+        Err(e) => Call::Now(Err(e)),
+    };
+    Reply::new(call, "movedMark", crate::core::telemetry::SQLITE, started)
 }
 
 #[napi]
@@ -198,7 +274,8 @@ impl NativeEngine {
     ) -> Reply<String> {
         if let Some(source) = self.postgres_config() {
             return self.run("copyTo", move |_| {
-                let (o, verify_only) = read_options(to, options);
+                let (o, mode) = read_options(to, options);
+                let verify_only = matches!(mode, Mode::VerifyOnly);
                 copy::check_sqlite_target(&o.target)?;
                 if o.schema.is_some() {
                     return Err(crate::Error::invalid(
@@ -210,8 +287,13 @@ impl NativeEngine {
         }
         let source = this_sqlite(self);
         self.run("copyTo", move |_| {
-            let (o, verify_only) = read_options(to, options);
-            Ok(start(source?, false, copy_job(o, verify_only), on_progress))
+            // The final pass of a live storage runs under its own write
+            // lease (lib/storage.js), never the command's.
+            let (o, mode) = match read_options(to, options) {
+                (o, Mode::Final(_)) => (o, Mode::Copy),
+                other => other,
+            };
+            Ok(start(source?, false, copy_job(o, mode), on_progress))
         })
     }
 
@@ -249,8 +331,34 @@ impl NativeEngine {
             let source = source?;
             let (o, _) = read_options(to, options);
             Ok(crate::seam::blocking(move || {
-                copy::finish(&source, lease, &o, &positions, &mut |_| {}).map(|v| v.to_string())
+                let (mut report, snap) = copy::finish(&source, lease, &o, &positions, &mut |_| {})?;
+                if let Some(snap) = snap {
+                    report["verifyToken"] = keep_snapshot(snap).into();
+                }
+                Ok(report.to_string())
             }))
+        })
+    }
+
+    /// `verify` against the target as the final pass left it (the snapshot
+    /// `copyFinish` answered the token of), once the final pass's lease has
+    /// ended: the host may already write to the target meanwhile.
+    #[napi(
+        ts_args_type = "token: number, onProgress?: ((progress: string) => void) | null",
+        ts_return_type = "Promise<string>"
+    )]
+    pub fn copy_verify_snapshot(
+        &self, token: u32, on_progress: Option<OnProgress>,
+    ) -> Reply<String> {
+        let source = this_sqlite(self);
+        self.run("copyVerifySnapshot", move |_| {
+            let snap = kept().1.remove(&token).ok_or_else(|| {
+                crate::Error::invalid(
+                    "copyVerifySnapshot: no final pass left a snapshot of that number",
+                )
+            })?;
+            let job: Job = Box::new(move |source, report| snap.verify(source, report));
+            Ok(start(source?, false, job, on_progress))
         })
     }
 }

@@ -569,10 +569,20 @@ pub fn is_constraint(e: &rusqlite::Error) -> bool {
     e.sqlite_error_code() == Some(ErrorCode::ConstraintViolation)
 }
 
+/// The text a moved file's triggers abort with starts so (`moved::mark`).
+const MOVED_PREFIX: &str = "ERR_SYNCULAR_MOVED: ";
+
 /// Raw engine errors keep SQLite's message (the fence trigger's text is the
 /// message) and gain a `SQLITE_*` code name.
 pub fn map_err(e: rusqlite::Error) -> Error {
     match &e {
+        // The mark of a move (`moved`): its triggers' abort names the code.
+        rusqlite::Error::SqliteFailure(f, Some(msg))
+            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_TRIGGER
+                && msg.starts_with(MOVED_PREFIX) =>
+        {
+            Error::plain("ERR_SYNCULAR_MOVED", &msg[MOVED_PREFIX.len()..])
+        }
         rusqlite::Error::SqliteFailure(f, msg) => Error::Engine {
             code: code_name(f),
             message: msg.clone().unwrap_or_else(|| f.to_string()),

@@ -54,10 +54,7 @@ impl SqliteEngine {
     fn check_moved(&self) -> Result<()> {
         match self.moved.get() {
             None => Ok(()),
-            Some(to) => Err(Error::plain(
-                "ERR_SYNCULAR_MOVED",
-                format!("this storage's database was moved to {to}: writes are refused here; switch the host to that url"),
-            )),
+            Some(to) => Err(Error::plain(super::moved::CODE, super::moved::message(to))),
         }
     }
 

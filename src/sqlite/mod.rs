@@ -49,6 +49,7 @@ mod linear_fns;
 mod log;
 mod meta;
 mod meter;
+pub mod moved;
 mod mutex;
 mod partitions;
 mod pattern;
