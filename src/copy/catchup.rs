@@ -475,16 +475,14 @@ pub fn finish(
     source: &SqliteEngine, lease: u32, o: &Options, positions: &str,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<(serde_json::Value, Option<TargetSnapshot>)> {
-    let from = Positions::parse(positions)?;
-    let rt = runtime()?;
-    let cfg = target::config(o)?;
-    let mut conn = rt.block_on(target::connect(&cfg))?;
-    let mut snap = match o.verify {
-        true => Some(rt.block_on(target::connect(&cfg))?),
-        false => None,
-    };
-    let mut p = progress_at("final");
-    let to = redact(&o.target);
+    let Final {
+        from,
+        rt,
+        mut conn,
+        mut snap,
+        mut p,
+        to,
+    } = Final::open(o, positions)?;
     let (now, commits) = source.with_lease(lease, |held| {
         let out = pass(&rt, held.conn, &mut conn, &from, &mut p)?;
         if let Some(s) = snap.as_mut() {
@@ -498,6 +496,40 @@ pub fn finish(
     let _ = rt.block_on(conn.close());
     let snap = snap.map(|conn| TargetSnapshot { rt, conn });
     Ok((report(&p, commits, &now), snap))
+}
+
+/// What both final passes open before they hold the writer: the positions
+/// to go on from, the target connection, with `o.verify` a second one for
+/// the target's snapshot, the progress, and the target named without its
+/// password.
+struct Final {
+    from: Positions,
+    rt: tokio::runtime::Runtime,
+    conn: PgConnection,
+    snap: Option<PgConnection>,
+    p: Progress,
+    to: String,
+}
+
+impl Final {
+    fn open(o: &Options, positions: &str) -> Result<Self> {
+        let from = Positions::parse(positions)?;
+        let rt = runtime()?;
+        let cfg = target::config(o)?;
+        let conn = rt.block_on(target::connect(&cfg))?;
+        let snap = match o.verify {
+            true => Some(rt.block_on(target::connect(&cfg))?),
+            false => None,
+        };
+        Ok(Final {
+            from,
+            rt,
+            conn,
+            snap,
+            p: progress_at("final"),
+            to: redact(&o.target),
+        })
+    }
 }
 
 fn now_ms() -> i64 {
@@ -518,16 +550,14 @@ pub fn finish_locked(
     source: &SqliteEngine, o: &Options, positions: &str, wait: std::time::Duration,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<serde_json::Value> {
-    let from = Positions::parse(positions)?;
-    let rt = runtime()?;
-    let cfg = target::config(o)?;
-    let mut conn = rt.block_on(target::connect(&cfg))?;
-    let mut snap = match o.verify {
-        true => Some(rt.block_on(target::connect(&cfg))?),
-        false => None,
-    };
-    let mut p = progress_at("final");
-    let to = redact(&o.target);
+    let Final {
+        from,
+        rt,
+        mut conn,
+        mut snap,
+        mut p,
+        to,
+    } = Final::open(o, positions)?;
     let (asked, asked_ms) = (Instant::now(), now_ms());
     let lease = source.lock_waiting(wait)?;
     let (locked, locked_ms) = (Instant::now(), now_ms());
