@@ -58,6 +58,32 @@ impl Table {
     }
 }
 
+/// Meta table `m` as the copy moves it: the columns of its layout that the
+/// source has (`present` answers a column's NOT NULL, or `None` where the
+/// source lacks it), keyed and partitioned as the layout says.
+pub(super) fn meta_table(m: &MetaTable, present: impl Fn(&str) -> Option<bool>) -> Table {
+    let columns: Vec<Column> = m
+        .columns()
+        .filter_map(|col| {
+            present(col.name).map(|not_null| Column {
+                name: col.name.to_owned(),
+                kind: Kind::of_meta(col.ty),
+                not_null,
+            })
+        })
+        .collect();
+    let pos = |n: &str| columns.iter().position(|c| c.name == n);
+    Table {
+        name: m.name.to_owned(),
+        key: m.primary_key.iter().filter_map(|n| pos(n)).collect(),
+        partition: pos("partition"),
+        // What `verify` reports the largest value of.
+        seq: pos("commit_seq").or_else(|| pos("max_commit_seq")),
+        columns,
+        row: None,
+    }
+}
+
 /// `PRAGMA table_info`: (name, declared type, not null, pk position).
 fn table_info(c: &Connection, table: &str) -> Result<Vec<(String, String, bool, i64)>> {
     let mut st = c
@@ -88,27 +114,9 @@ pub fn read(c: &Connection) -> Result<Vec<Table>> {
         if info.is_empty() {
             continue;
         }
-        let columns: Vec<Column> = m
-            .columns()
-            .filter_map(|col| {
-                info.iter().find(|i| i.0 == col.name).map(|i| Column {
-                    name: col.name.to_owned(),
-                    kind: Kind::of_meta(col.ty),
-                    not_null: i.2,
-                })
-            })
-            .collect();
-        let pos = |n: &str| columns.iter().position(|c| c.name == n);
-        let key = m.primary_key.iter().filter_map(|n| pos(n)).collect();
-        out.push(Table {
-            name: m.name.to_owned(),
-            key,
-            partition: pos("partition"),
-            // What `verify` reports the largest value of.
-            seq: pos("commit_seq").or_else(|| pos("max_commit_seq")),
-            columns,
-            row: None,
-        });
+        out.push(meta_table(m, |n| {
+            info.iter().find(|i| i.0 == n).map(|i| i.2)
+        }));
     }
     let layouts = if out.iter().any(|t| t.name == "sync_schema_meta") {
         c.query_row(

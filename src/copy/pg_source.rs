@@ -150,25 +150,9 @@ pub async fn plan(c: &mut PgConnection) -> Result<Plan> {
             continue;
         }
         let info = columns(c, m.name).await?;
-        let columns: Vec<Column> = m
-            .columns()
-            .filter_map(|col| {
-                info.iter().find(|i| i.0 == col.name).map(|i| Column {
-                    name: col.name.to_owned(),
-                    kind: Kind::of_meta(col.ty),
-                    not_null: i.2,
-                })
-            })
-            .collect();
-        let pos = |n: &str| columns.iter().position(|c| c.name == n);
-        meta.push(Table {
-            name: m.name.to_owned(),
-            key: m.primary_key.iter().filter_map(|n| pos(n)).collect(),
-            partition: pos("partition"),
-            seq: pos("commit_seq").or_else(|| pos("max_commit_seq")),
-            columns,
-            row: None,
-        });
+        meta.push(super::catalog::meta_table(m, |n| {
+            info.iter().find(|i| i.0 == n).map(|i| i.2)
+        }));
     }
     let layouts = if names.iter().any(|n| n == SCHEMA_META) {
         let text: Option<String> =
