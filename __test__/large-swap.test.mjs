@@ -144,10 +144,12 @@ test(`pulls through upstream's handler are byte-identical on that file: in-tree,
 
 test('the generator writes what upstream\'s handler and the in-tree 0.15.48 storage write for the same pushes', { ...hostTest, skip: hostTest.skip ?? noShell, timeout: 300_000 }, async (t) => {
   const where = mkdtempSync(join(dir, 'check-'));
-  const r = await runHost('large-fixture.ts', ['check', where, '1500', '4', '40'], { timeoutMs: 300_000 });
+  // With a bootstrap partition (--boot-rows) of 250 rows: 3 commits of 100 and 50.
+  const r = await runHost('large-fixture.ts', ['check', where, '1500', '4', '40', '250'], { timeoutMs: 300_000 });
   t.diagnostic(JSON.stringify({ made: r.made, pulls: r.pulls }));
   assert.deepEqual(r.differences, [], 'the generated file differs from the handler-written one');
   assert.ok(r.made.changes > 1500 && r.made.rows > 100, JSON.stringify(r.made));
+  assert.equal(r.made.bootRows, 250);
   for (const p of r.pulls) {
     assert.ok(p.answers >= 40, `${p.step}: ${p.answers} pull answers compared`);
     assert.equal(p.identical, true, `${p.step}: answer ${p.firstDiff} differs`);

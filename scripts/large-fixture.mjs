@@ -11,7 +11,7 @@
 // see __test__/fixtures/intree-0.15.48.db), the row codec is written from
 // the wire format (storage-layout.md).
 //
-//   node scripts/large-fixture.mjs OUT.db [--commits N] [--partitions P] [--seed S] [--rows R]
+//   node scripts/large-fixture.mjs OUT.db [--commits N] [--partitions P] [--seed S] [--rows R] [--boot-rows B]
 //
 // Deterministic: the same options give the same contents, byte for byte.
 import { spawn } from 'node:child_process';
@@ -73,7 +73,7 @@ export const PROJECTS = 4;
 // Row codec (null bitmap, then each non-null value: strings u32 LE length
 // + UTF-8, integers i64 LE, booleans one byte).
 
-function encodeRow(columns, values) {
+export function encodeRow(columns, values) {
   const parts = [];
   const bitmap = Buffer.alloc(Math.ceil(columns.length / 8));
   columns.forEach((c, i) => {
@@ -129,29 +129,32 @@ function uuid(rand) {
  * them (partitions interleaved): for each, the request a client sent
  * (`clientId`, `clientCommitId`, `actorId`, `ops` as PUSH_COMMIT
  * operations), the handler's clock and cacheIdentity for it, and what the
- * handler writes (`seq`, `changes` with versions and scopes). `end(state)`
- * is called once with every partition's rows as they stand at the end.
+ * handler writes (`seq`, `changes` with versions and scopes). Returns
+ * every partition's state at the end (its rows, clients, counter).
+ *
+ * `bootRows` > 0 adds one more partition, `BOOT_PARTITION`, after the
+ * others: that many new tasks of project proj1 in commits of 100 (what
+ * bench/scale.mjs bootstraps).
  */
-export function* history({ commits, partitions, seed = 1, rows = 500 }) {
+export function* history({ commits, partitions, seed = 1, rows = 500, bootRows = 0 }) {
   const rand = prng(seed);
-  const parts = Array.from({ length: partitions }, (_, i) => ({
-    name: partitionName(i),
-    seq: 0,
-    live: { tasks: new Map(), notes: new Map(), audit: new Map() },
-    notesQueue: [],
-    clients: new Map(),
-  }));
+  const newPart = (name) => ({ name, seq: 0, live: { tasks: new Map(), notes: new Map(), audit: new Map() }, notesQueue: [], clients: new Map() });
+  const parts = Array.from({ length: partitions }, (_, i) => newPart(partitionName(i)));
+  const task = (p, t, project, seq, g) => ({
+    table: 'tasks',
+    rowId: `t${t}`,
+    op: 'upsert',
+    values: [`t${t}`, project ?? `proj${t % PROJECTS}`, `u${t % 7}`, `${p.name}/t${t}`, `title ${seq}`, seq, seq % 2 === 0, seq % 3 === 0 ? null : `note ${g}`],
+  });
   for (let g = 0; g < commits; g++) {
     const p = parts[g % partitions];
-    const seq = ++p.seq;
+    const seq = p.seq + 1;
     const ops = [];
     const upsert = (table, rowId, values) => ops.push({ table, rowId, op: 'upsert', values });
     const first = Math.floor(rand() * rows);
     const picks = [first];
     if (rand() < 0.25) picks.push((first + 1 + Math.floor(rand() * (rows - 1))) % rows);
-    for (const t of picks) {
-      upsert('tasks', `t${t}`, [`t${t}`, `proj${t % PROJECTS}`, `u${t % 7}`, `${p.name}/t${t}`, `title ${seq}`, seq, seq % 2 === 0, seq % 3 === 0 ? null : `note ${g}`]);
-    }
+    for (const t of picks) ops.push(task(p, t, undefined, seq, g));
     if (rand() < 0.5) {
       upsert('notes', `n${seq}`, [`n${seq}`, `proj${seq % PROJECTS}`, seq % 4 === 0 ? null : `body ${seq} ✓`]);
     }
@@ -162,45 +165,63 @@ export function* history({ commits, partitions, seed = 1, rows = 500 }) {
       const a = Math.floor(rand() * rows);
       upsert('audit', `a${a}`, [`a${a}`, `proj${a % PROJECTS}`, `kind-${seq % 3}`]);
     }
-
-    const changes = [];
-    for (const op of ops) {
-      const live = p.live[op.table];
-      const stored = live.get(op.rowId);
-      if (op.op === 'delete') {
-        live.delete(op.rowId);
-        changes.push({ table: op.table, rowId: op.rowId, op: 'delete', rowVersion: null, scopes: stored.scopes, payload: null });
-        continue;
-      }
-      op.payload = encodeRow(columnsOf[op.table], op.values);
-      const version = stored ? stored.version + 1 : 1;
-      // The handler keeps a row's scopes from its first write.
-      const scopes = stored ? stored.scopes : Object.fromEntries(SCOPES[op.table].map(([v, i]) => [v, op.values[i]]));
-      live.set(op.rowId, { version, scopes, payload: op.payload, values: op.values });
-      if (!stored && op.table === 'notes') p.notesQueue.push(op.rowId);
-      changes.push({ table: op.table, rowId: op.rowId, op: 'upsert', rowVersion: version, scopes, payload: op.payload });
+    yield applied(p, ops, g, rand);
+  }
+  if (bootRows > 0) {
+    const p = newPart(BOOT_PARTITION);
+    parts.push(p);
+    for (let at = 0, g = commits; at < bootRows; at += 100, g++) {
+      const seq = p.seq + 1;
+      const ops = [];
+      for (let t = at; t < Math.min(bootRows, at + 100); t++) ops.push(task(p, t, 'proj1', seq, g));
+      yield applied(p, ops, g, rand);
     }
-    const createdAtMs = BASE_MS + g;
-    // A client id stays bound to one actor (the handler refuses another).
-    const clientId = `client-${seq % 3}`;
-    const actorId = `actor-${seq % 3}`;
-    // Each request leaves the client's record: no pull yet, so cursor -1
-    // and no subscriptions, stamped with the handler's clock.
-    p.clients.set(clientId, { actorId, updatedAtMs: createdAtMs });
-    yield {
-      g,
-      partition: p.name,
-      seq,
-      clientId,
-      clientCommitId: `cc-${seq}`,
-      actorId,
-      createdAtMs,
-      cacheIdentity: uuid(rand),
-      ops: ops.map(({ table, rowId, op, payload }) => (op === 'delete' ? { table, rowId, op } : { table, rowId, op, payload })),
-      changes,
-    };
   }
   return parts;
+}
+
+/** Partition of `history`'s `bootRows`. */
+export const BOOT_PARTITION = 'boot';
+
+/** What the handler makes of `ops` as partition `p`'s next commit (the `g`-th in all). */
+function applied(p, ops, g, rand) {
+  const seq = ++p.seq;
+  const changes = [];
+  for (const op of ops) {
+    const live = p.live[op.table];
+    const stored = live.get(op.rowId);
+    if (op.op === 'delete') {
+      live.delete(op.rowId);
+      changes.push({ table: op.table, rowId: op.rowId, op: 'delete', rowVersion: null, scopes: stored.scopes, payload: null });
+      continue;
+    }
+    op.payload = encodeRow(columnsOf[op.table], op.values);
+    const version = stored ? stored.version + 1 : 1;
+    // The handler keeps a row's scopes from its first write.
+    const scopes = stored ? stored.scopes : Object.fromEntries(SCOPES[op.table].map(([v, i]) => [v, op.values[i]]));
+    live.set(op.rowId, { version, scopes, payload: op.payload, values: op.values });
+    if (!stored && op.table === 'notes') p.notesQueue.push(op.rowId);
+    changes.push({ table: op.table, rowId: op.rowId, op: 'upsert', rowVersion: version, scopes, payload: op.payload });
+  }
+  const createdAtMs = BASE_MS + g;
+  // A client id stays bound to one actor (the handler refuses another).
+  const clientId = `client-${seq % 3}`;
+  const actorId = `actor-${seq % 3}`;
+  // Each request leaves the client's record: no pull yet, so cursor -1
+  // and no subscriptions, stamped with the handler's clock.
+  p.clients.set(clientId, { actorId, updatedAtMs: createdAtMs });
+  return {
+    g,
+    partition: p.name,
+    seq,
+    clientId,
+    clientCommitId: `cc-${seq}`,
+    actorId,
+    createdAtMs,
+    cacheIdentity: uuid(rand),
+    ops: ops.map(({ table, rowId, op, payload }) => (op === 'delete' ? { table, rowId, op } : { table, rowId, op, payload })),
+    changes,
+  };
 }
 
 // ---------------------------------------------------------------------------
@@ -364,7 +385,7 @@ class Batch {
  * Writes the file. Resolves with what it wrote:
  * `{ commits, changes, rows, partitions, ms, bytes }`.
  */
-export async function writeLargeFixture(path, { commits, partitions = 50, seed = 1, rows = 500, sqlite3 = 'sqlite3' } = {}) {
+export async function writeLargeFixture(path, { commits, partitions = 50, seed = 1, rows = 500, bootRows = 0, sqlite3 = 'sqlite3' } = {}) {
   if (!Number.isInteger(commits) || commits < 1) throw new Error('commits must be a positive integer');
   for (const suffix of ['', '-wal', '-shm', '-journal']) rmSync(path + suffix, { force: true });
   const started = performance.now();
@@ -403,7 +424,7 @@ export async function writeLargeFixture(path, { commits, partitions = 50, seed =
   const scopesB = new Batch('INSERT OR IGNORE INTO sync_change_scopes(partition, tbl, var, value, commit_seq)', write);
   const resultsB = new Batch('INSERT INTO sync_push_results(partition, client_id, client_commit_id, result)', write);
   let changes = 0;
-  const it = history({ commits, partitions, seed, rows });
+  const it = history({ commits, partitions, seed, rows, bootRows });
   let step;
   while (!(step = it.next()).done) {
     const c = step.value;
@@ -448,21 +469,21 @@ export async function writeLargeFixture(path, { commits, partitions = 50, seed =
   child.stdin.end();
   await exited;
   if (existsSync(`${path}-journal`) || existsSync(`${path}-wal`)) throw new Error(`left-over journal beside ${path}`);
-  return { commits, changes, rows: rowCount, partitions, ms: Math.round(performance.now() - started) };
+  return { commits, changes, rows: rowCount, partitions, bootRows, ms: Math.round(performance.now() - started) };
 }
 
 // ---------------------------------------------------------------------------
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const [out, ...rest] = process.argv.slice(2);
-  const opts = { commits: 200_000, partitions: 50, seed: 1, rows: 500 };
+  const opts = { commits: 200_000, partitions: 50, seed: 1, rows: 500, bootRows: 0 };
   for (let i = 0; i < rest.length; i += 2) {
-    const key = rest[i].replace(/^--/, '');
+    const key = rest[i].replace(/^--/, '').replace(/-(\w)/g, (_, c) => c.toUpperCase());
     if (!(key in opts)) throw new Error(`unknown option ${rest[i]}`);
     opts[key] = Number(rest[i + 1]);
   }
   if (!out) {
-    console.error('usage: node scripts/large-fixture.mjs OUT.db [--commits N] [--partitions P] [--seed S] [--rows R]');
+    console.error('usage: node scripts/large-fixture.mjs OUT.db [--commits N] [--partitions P] [--seed S] [--rows R] [--boot-rows B]');
     process.exit(2);
   }
   console.log(JSON.stringify(await writeLargeFixture(out, opts)));

@@ -1,8 +1,9 @@
 // Checks scripts/large-fixture.mjs against upstream (issue 48), and swaps
 // in and back on a large file it made, through upstream's own handler.
 //
-//   bun large-fixture.ts check <dir> <commits> <partitions> <rows>
-//     The generator writes <dir>/gen.db; upstream's handler over the
+//   bun large-fixture.ts check <dir> <commits> <partitions> <rows> [<bootRows>]
+//     The generator writes <dir>/gen.db (with its `boot` partition of
+//     <bootRows> rows when given); upstream's handler over the
 //     in-tree storage applies the same pushes (same clock, same
 //     cacheIdentity) to <dir>/handler.db. Compared: the file's settings,
 //     sqlite_master, every table's contents, and pull answers through the
@@ -17,7 +18,7 @@
 import { Database } from 'bun:sqlite';
 import { copyFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { BASE_MS, history, partitionName, PROJECTS, serverSchema, WIRE_VERSION, writeLargeFixture } from '../../scripts/large-fixture.mjs';
+import { BASE_MS, BOOT_PARTITION, history, partitionName, PROJECTS, serverSchema, WIRE_VERSION, writeLargeFixture } from '../../scripts/large-fixture.mjs';
 import { core, native, report, server } from './upstream.ts';
 
 const [mode, ...args] = process.argv.slice(2);
@@ -137,8 +138,10 @@ function diff(a: ReturnType<typeof dump>, b: ReturnType<typeof dump>) {
 }
 
 if (mode === 'check') {
-  const [dir, commitsArg, partitionsArg, rowsArg] = args;
-  const opts = { commits: Number(commitsArg), partitions: Number(partitionsArg), rows: Number(rowsArg), seed: 7 };
+  const [dir, commitsArg, partitionsArg, rowsArg, bootArg] = args;
+  const opts = { commits: Number(commitsArg), partitions: Number(partitionsArg), rows: Number(rowsArg), bootRows: Number(bootArg ?? 0), seed: 7 };
+  const partitions = Array.from({ length: opts.partitions }, (_, i) => partitionName(i));
+  if (opts.bootRows > 0) partitions.push(BOOT_PARTITION);
   const generated = join(dir, 'gen.db');
   const written = join(dir, 'handler.db');
   const made = await writeLargeFixture(generated, opts);
@@ -147,7 +150,7 @@ if (mode === 'check') {
   // The same pushes through upstream's handler over the in-tree storage.
   let storage: any = new server.SqliteServerStorage(written);
   await storage.ensureSchema(server.compileSchema(serverSchema));
-  for (let i = 0; i < opts.partitions; i++) await storage.touchPartition(partitionName(i), BASE_MS, `epoch-${partitionName(i)}`);
+  for (const p of partitions) await storage.touchPartition(p, BASE_MS, `epoch-${p}`);
   const uuid = globalThis.crypto.randomUUID;
   let identity = '';
   globalThis.crypto.randomUUID = (() => identity) as any;
@@ -167,7 +170,6 @@ if (mode === 'check') {
   await close(storage);
 
   const differences = diff(dump(generated), dump(written));
-  const partitions = Array.from({ length: opts.partitions }, (_, i) => partitionName(i));
   const forOurs = join(dir, 'ours.db');
   copyFileSync(generated, forOurs);
   storage = new server.SqliteServerStorage(written);
@@ -209,5 +211,5 @@ if (mode === 'check') {
   await close(storage);
   report({ ok: true, ensureMs, steps: [compare('in-tree → ours', before, ours), compare('ours → in-tree', ours, back)] });
 } else {
-  throw new Error('usage: bun large-fixture.ts check <dir> <commits> <partitions> <rows> | swap <file>');
+  throw new Error('usage: bun large-fixture.ts check <dir> <commits> <partitions> <rows> [<bootRows>] | swap <file>');
 }
