@@ -1,15 +1,17 @@
 // One figure for several storages in one process, in alternating rounds:
 // on a machine whose speed drifts (a VM's steal time), rounds of each
 // storage side by side compare better than runs minutes apart. Host
-// figures: a 100-commit window pull, a push of 1 or 10 ops, a bootstrap of
-// 20,000 rows in 1,000-row pages. Storage-level figures: the registered
+// figures: a 100-commit window pull, a push of 1 or 10 ops, 16 clients
+// pushing at once (`clients16`: run.mjs's host workload, 100 one-op commits
+// each on one partition, each client with a request context of its own), a
+// bootstrap of 20,000 rows in 1,000-row pages. Storage-level figures: the registered
 // point query and 10k-row aggregate of run.mjs's `queries` workload.
 // `fresh1` is a host just started: each round opens a new storage on a new
 // file, pushes 20 one-op commits to warm up, then times 400 more (a host
 // restarts on every deploy; issue 50 saw ours pay about 2x there).
 //
 //   bun bench/alternate.mjs --server <tree>/packages/server/src/index-bun.ts \
-//     [--figure window|push1|push10|fresh1|bootstrap|point|aggregate] [--rounds N] \
+//     [--figure window|push1|push10|clients16|fresh1|bootstrap|point|aggregate] [--rounds N] \
 //     [--floor] [--profile] --module A.mjs --module B.mjs ...
 //
 // Each module exports createStorage(context) and label, as for run.mjs.
@@ -24,7 +26,10 @@
 // the most any storage can gain on the figure. For push figures the
 // answers of one round's push sequence are recorded and replayed each
 // round, and the storage's share of a push (CPU µs per commit minus the
-// floor's) is printed for each storage.
+// floor's) is printed for each storage. clients16's floor gives each
+// client a replaying storage of its own (lib/floor.mjs, replayingEach):
+// one client's calls come in the same order every round however the
+// clients interleave, so each request gets the answers it got recorded.
 //
 // Push figures also print CPU µs per timed commit (process.cpuUsage: every
 // thread; and the calling thread alone where the runtime has
@@ -37,9 +42,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { loadCore, createHost, fill, windowPulls, pushSequential, bootstrap } from './lib/server.mjs';
+import { loadCore, createHost, fill, windowPulls, pushSequential, pushConcurrent, bootstrap } from './lib/server.mjs';
 import { populate, queries } from './lib/workloads.mjs';
-import { replaying } from './lib/floor.mjs';
+import { replaying, replayingEach } from './lib/floor.mjs';
 import { CallProfile, profileTable, profiled } from './lib/profile.mjs';
 
 const args = process.argv.slice(2);
@@ -62,12 +67,13 @@ for (let i = 0; i < args.length; i++) {
   else if (args[i] === '--profile') profile = true;
   else throw new Error(`unknown option ${args[i]}`);
 }
-const figures = ['window', 'push1', 'push10', 'fresh1', 'bootstrap', 'point', 'aggregate'];
+const figures = ['window', 'push1', 'push10', 'clients16', 'fresh1', 'bootstrap', 'point', 'aggregate'];
 if (!serverPath || modules.length === 0) throw new Error(`usage: alternate.mjs --server PATH [--figure ${figures.join('|')}] [--rounds N] --module PATH...`);
 if (!figures.includes(figure)) throw new Error(`--figure: one of ${figures.join(', ')}, not ${figure}`);
 const storageLevel = figure === 'point' || figure === 'aggregate';
 if (!Number.isSafeInteger(rounds) || rounds < 1) throw new Error('--rounds must be a positive integer');
-const pushFigure = figure === 'push1' || figure === 'push10';
+const pushFigure = figure === 'push1' || figure === 'push10' || figure === 'clients16';
+const CLIENTS = 16;
 if (floor && storageLevel) throw new Error('--floor: only with a host figure');
 if (profile && figure !== 'fresh1') throw new Error('--profile: only with --figure fresh1');
 
@@ -126,9 +132,17 @@ try {
   for (const run of runs) await run.storage.close?.();
   rmSync(dir, { recursive: true, force: true });
 }
-/** One round of push1 or push10: a partition of its own each round (the pushes' commit ids repeat). */
+/**
+ * One round of push1, push10 or clients16: a partition of its own each
+ * round (the pushes' commit ids repeat). clients16: 16 clients, each with
+ * a host (request context) of its own over `storage`, or over its own
+ * element of `storage` when that is an array (the floor's).
+ */
 async function pushRound(storage, r) {
-  return pushSequential(await createHost(server, core, storage, `push-${r}`), figure === 'push1' ? 1 : 10, 500);
+  if (figure !== 'clients16') return pushSequential(await createHost(server, core, storage, `push-${r}`), figure === 'push1' ? 1 : 10, 500);
+  const hosts = [];
+  for (let w = 0; w < CLIENTS; w++) hosts.push(await createHost(server, core, Array.isArray(storage) ? storage[w] : storage, `clients-${r}`));
+  return pushConcurrent(hosts, CLIENTS, 100);
 }
 
 /**
@@ -140,6 +154,13 @@ async function pushRound(storage, r) {
  */
 async function pushFloor(mod, path) {
   const real = await mod.createStorage({ path: join(dir, 'floor.sqlite'), server });
+  if (figure === 'clients16') {
+    const each = replayingEach(real, CLIENTS);
+    each.record();
+    await pushRound(each.storages, 'floor');
+    each.replay();
+    return { label: `floor (${mod.label ?? path} replayed)`, storage: real, through: each.storages, values: [], replay: each };
+  }
   const replay = replaying(real);
   replay.record();
   if (figure === 'fresh1') await freshPushes(replay.storage, 'floor');

@@ -196,25 +196,43 @@ export async function pushSequential(host, ops, commits, tag = '') {
   return { commitsPerSec: (commits / elapsed) * 1e6, p50Us: percentile(latencies, 50), p99Us: percentile(latencies, 99), series, cpuUs, threadCpuUs };
 }
 
-/** `clients` clients, each pushing `each` one-op commits in sequence, all at once on one partition. */
-export async function pushConcurrent(host, clients, each) {
+/**
+ * `clients` clients, each pushing `each` one-op commits in sequence, all at
+ * once on one partition. `hosts` is one host for every client, or one host
+ * per client (each its own request context over the same storage, as a host
+ * sets one up per request; bench/alternate.mjs's floor gives each client a
+ * storage of its own that replays that client's answers). Returns commits/s
+ * and the CPU µs per commit (every thread; the calling thread where the
+ * runtime tells).
+ */
+export async function pushConcurrent(hosts, clients, each) {
+  const hostOf = Array.isArray(hosts) ? (w) => hosts[w] : () => hosts;
+  const first = hostOf(0);
   const bytes = Array.from({ length: clients }, (_, w) =>
-    Array.from({ length: each }, (_, c) => host.request(`client-${w}`, [pushFrame(`conc-${w}-${c}`, [[`w${w}`, 'p1']], c)])),
+    Array.from({ length: each }, (_, c) => first.request(`client-${w}`, [pushFrame(`conc-${w}-${c}`, [[`w${w}`, 'p1']], c)])),
   );
-  const before = await host.storage.getMaxCommitSeq(host.partition);
+  const before = await first.storage.getMaxCommitSeq(first.partition);
   const responses = [];
+  const cpu0 = process.cpuUsage();
+  const thread0 = threadCpu();
   const start = now();
   await Promise.all(
-    bytes.map(async (mine) => {
+    bytes.map(async (mine, w) => {
+      const host = hostOf(w);
       for (const b of mine) responses.push(await host.handle(b));
     }),
   );
   const elapsed = now() - start;
+  const cpu = process.cpuUsage(cpu0);
+  const thread1 = threadCpu();
+  const commits = clients * each;
   let applied = 0;
-  for (const r of responses) applied += appliedCount(host, r);
-  if (applied !== clients * each) throw new Error(`${applied} of ${clients * each} concurrent pushes applied`);
-  await expectLogGrowth(host, before, clients * each);
-  return { commitsPerSec: ((clients * each) / elapsed) * 1e6 };
+  for (const r of responses) applied += appliedCount(first, r);
+  if (applied !== commits) throw new Error(`${applied} of ${commits} concurrent pushes applied`);
+  await expectLogGrowth(first, before, commits);
+  const cpuUs = (cpu.user + cpu.system) / commits;
+  const threadCpuUs = thread0 === undefined || thread1 === undefined ? undefined : (thread1 - thread0) / commits;
+  return { commitsPerSec: (commits / elapsed) * 1e6, cpuUs, threadCpuUs };
 }
 
 /**
