@@ -25,13 +25,16 @@
 // (lib/floor.mjs): what the handler costs when the storage costs nothing,
 // the most any storage can gain on the figure. For push figures the
 // answers of one round's push sequence are recorded and replayed each
-// round, and the storage's share of a push (CPU µs per commit minus the
-// floor's) is printed for each storage. clients16's floor gives each
+// round. Each storage's share of the figure's unit (a commit, a pull, 1,000
+// rows) over the floor's is printed three ways: time (from the median
+// rates), CPU of the calling thread and CPU of every thread; then the first
+// storage's shares over each other's (issue 50 asks ours ≤ 0.5× the
+// in-tree storage's). clients16's floor gives each
 // client a replaying storage of its own (lib/floor.mjs, replayingEach):
 // one client's calls come in the same order every round however the
 // clients interleave, so each request gets the answers it got recorded.
 //
-// Push figures also print CPU µs per timed commit (process.cpuUsage: every
+// Host figures also print CPU µs per unit (process.cpuUsage: every
 // thread; and the calling thread alone where the runtime has
 // process.threadCpuUsage), and fresh1 the mean latency of each 100 timed
 // pushes.
@@ -121,9 +124,9 @@ try {
           : figure === 'aggregate'
             ? (await queries(run.storage, 10_000, 0, 150)).queryAggregatesPerSec
             : figure === 'window'
-          ? (await windowPulls(run.host, 300)).pullsPerSec
+          ? keepCpu(run, await windowPulls(run.host, 300), 'pullsPerSec')
           : figure === 'bootstrap'
-            ? (await bootstrap(run.host, `boot-${r}`, 20_000)).rowsPerSec
+            ? keepCpu(run, await bootstrap(run.host, `boot-${r}`, 20_000), 'rowsPerSec')
             : keepCpu(run, await pushRound(run.through ?? run.storage, r));
       run.values.push(v);
     }
@@ -204,11 +207,11 @@ async function fresh(run, r) {
     await real?.close?.();
   }
 }
-/** Keeps a push figure's CPU µs per commit; returns its commits/s. */
-function keepCpu(run, out) {
+/** Keeps a host figure's CPU µs per unit (a commit, a pull, 1,000 rows); returns its rate. */
+function keepCpu(run, out, rate = 'commitsPerSec') {
   (run.cpu ??= []).push(out.cpuUs);
   if (out.threadCpuUs !== undefined) (run.threadCpu ??= []).push(out.threadCpuUs);
-  return out.commitsPerSec;
+  return out[rate];
 }
 function mergeProfile(into, from) {
   for (const [member, m] of from.members) {
@@ -221,9 +224,12 @@ const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
 const unit = { window: 'pulls/s', bootstrap: 'rows/s', point: 'queries/s', aggregate: 'queries/s' }[figure] ?? 'commits/s';
 for (const run of runs) console.log(`${run.label}: median ${median(run.values).toFixed(0)} ${unit}; rounds ${run.values.map((v) => v.toFixed(0)).join(' ')}`);
 const fmt = (x) => (x >= 100 ? x.toFixed(0) : x.toFixed(1));
+// The unit a host figure's CPU and shares are per, and how many of them a second of its rate is.
+const per = { window: 'pull', bootstrap: '1,000 rows' }[figure] ?? 'commit';
+const unitsPerRate = figure === 'bootstrap' ? 1000 : 1;
 for (const run of runs) {
-  if (run.cpu) console.log(`${run.label}: CPU µs per commit, every thread: median ${fmt(median(run.cpu))}; rounds ${run.cpu.map(fmt).join(' ')}`);
-  if (run.threadCpu) console.log(`${run.label}: CPU µs per commit, calling thread: median ${fmt(median(run.threadCpu))}; rounds ${run.threadCpu.map(fmt).join(' ')}`);
+  if (run.cpu) console.log(`${run.label}: CPU µs per ${per}, every thread: median ${fmt(median(run.cpu))}; rounds ${run.cpu.map(fmt).join(' ')}`);
+  if (run.threadCpu) console.log(`${run.label}: CPU µs per ${per}, calling thread: median ${fmt(median(run.threadCpu))}; rounds ${run.threadCpu.map(fmt).join(' ')}`);
   if (run.buckets) {
     const cols = run.buckets[0].map((_, j) => median(run.buckets.map((b) => b[j])));
     console.log(`${run.label}: mean µs per push in each 100 timed pushes (median over rounds): ${cols.map(fmt).join(' ')}`);
@@ -232,11 +238,26 @@ for (const run of runs) {
 if (profile) console.log(profileTable('profile, fresh host, timed pushes (calls per push)', runs.map((r) => r.label), runs.map((r) => r.calls.summary(400 * rounds))));
 const floorRun = runs.find((r) => r.replay !== undefined && r.cpu !== undefined);
 if (floorRun) {
+  // Each storage's share of a unit: its time (from the median rate), CPU of
+  // the calling thread and CPU of every thread, each minus the floor's.
+  const wall = (run) => (1e6 * unitsPerRate) / median(run.values);
+  const shares = new Map();
   for (const run of runs) {
     if (run === floorRun || !run.cpu) continue;
-    const share = (xs, fs) => fmt(median(xs) - median(fs));
-    const thread = run.threadCpu && floorRun.threadCpu ? `, calling thread ${share(run.threadCpu, floorRun.threadCpu)}` : '';
-    console.log(`${run.label}: the storage's share of a push, CPU µs per commit over the floor's: every thread ${share(run.cpu, floorRun.cpu)}${thread}`);
+    const share = {
+      wall: wall(run) - wall(floorRun),
+      thread: run.threadCpu && floorRun.threadCpu ? median(run.threadCpu) - median(floorRun.threadCpu) : undefined,
+      all: median(run.cpu) - median(floorRun.cpu),
+    };
+    shares.set(run, share);
+    const thread = share.thread === undefined ? '' : `, CPU calling thread ${fmt(share.thread)}`;
+    console.log(`${run.label}: the storage's share, µs per ${per} over the floor's: time ${fmt(share.wall)}${thread}, CPU every thread ${fmt(share.all)}`);
+  }
+  const first = shares.get(runs[0]);
+  for (const [run, share] of shares) {
+    if (run === runs[0] || first === undefined) continue;
+    const ratio = (k) => (first[k] === undefined || share[k] === undefined ? 'n/a' : `${(first[k] / share[k]).toFixed(2)}×`);
+    console.log(`${runs[0].label}'s share / ${run.label}'s: time ${ratio('wall')}, CPU calling thread ${ratio('thread')}, CPU every thread ${ratio('all')}`);
   }
 }
 for (const run of runs.slice(1)) {

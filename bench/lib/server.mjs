@@ -25,6 +25,21 @@ function threadCpu() {
   return u.user + u.system;
 }
 
+/** The CPU clocks now: every thread's, and the calling thread's where the runtime tells. */
+function cpuNow() {
+  return { all: process.cpuUsage(), thread: threadCpu() };
+}
+
+/** CPU µs per unit since `c0` (cpuNow): every thread, and the calling thread (undefined where the runtime does not tell). */
+function cpuPer(c0, units) {
+  const all = process.cpuUsage(c0.all);
+  const thread1 = threadCpu();
+  return {
+    cpuUs: (all.user + all.system) / units,
+    threadCpuUs: c0.thread === undefined || thread1 === undefined ? undefined : (thread1 - c0.thread) / units,
+  };
+}
+
 function percentile(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
@@ -175,8 +190,7 @@ export async function pushSequential(host, ops, commits, tag = '') {
   const before = await host.storage.getMaxCommitSeq(host.partition);
   const responses = new Array(commits);
   const latencies = new Float64Array(commits);
-  const cpu0 = process.cpuUsage();
-  const thread0 = threadCpu();
+  const cpu0 = cpuNow();
   const start = now();
   for (let c = 0; c < commits; c++) {
     const t = now();
@@ -184,11 +198,8 @@ export async function pushSequential(host, ops, commits, tag = '') {
     latencies[c] = now() - t;
   }
   const elapsed = now() - start;
-  const cpu = process.cpuUsage(cpu0);
-  const thread1 = threadCpu();
   // CPU µs per commit: every thread of the process, and the calling thread alone where the runtime tells.
-  const cpuUs = (cpu.user + cpu.system) / commits;
-  const threadCpuUs = thread0 === undefined || thread1 === undefined ? undefined : (thread1 - thread0) / commits;
+  const { cpuUs, threadCpuUs } = cpuPer(cpu0, commits);
   for (const r of responses) if (appliedCount(host, r) !== 1) throw new Error('a push request had no PUSH_RESULT');
   await expectLogGrowth(host, before, commits);
   const series = latencies.slice();
@@ -213,8 +224,7 @@ export async function pushConcurrent(hosts, clients, each) {
   );
   const before = await first.storage.getMaxCommitSeq(first.partition);
   const responses = [];
-  const cpu0 = process.cpuUsage();
-  const thread0 = threadCpu();
+  const cpu0 = cpuNow();
   const start = now();
   await Promise.all(
     bytes.map(async (mine, w) => {
@@ -223,15 +233,12 @@ export async function pushConcurrent(hosts, clients, each) {
     }),
   );
   const elapsed = now() - start;
-  const cpu = process.cpuUsage(cpu0);
-  const thread1 = threadCpu();
   const commits = clients * each;
+  const { cpuUs, threadCpuUs } = cpuPer(cpu0, commits);
   let applied = 0;
   for (const r of responses) applied += appliedCount(first, r);
   if (applied !== commits) throw new Error(`${applied} of ${commits} concurrent pushes applied`);
   await expectLogGrowth(first, before, commits);
-  const cpuUs = (cpu.user + cpu.system) / commits;
-  const threadCpuUs = thread0 === undefined || thread1 === undefined ? undefined : (thread1 - thread0) / commits;
   return { commitsPerSec: (commits / elapsed) * 1e6, cpuUs, threadCpuUs };
 }
 
@@ -263,9 +270,11 @@ export async function windowPulls(host, pulls) {
   if (max < 101) throw new Error(`window pulls need more than 100 commits, the log has ${max}`);
   const bytes = Array.from({ length: pulls }, (_, i) => host.request('puller', pullFrames((i * 97) % (max - 100))));
   const responses = new Array(pulls);
+  const cpu0 = cpuNow();
   const start = now();
   for (let i = 0; i < pulls; i++) responses[i] = await host.handle(bytes[i]);
   const elapsed = now() - start;
+  const cpu = cpuPer(cpu0, pulls);
   for (const r of responses) {
     const frames = host.decode(r);
     const sub = frames.find((f) => f.type === 'SUB_START');
@@ -274,7 +283,7 @@ export async function windowPulls(host, pulls) {
     for (const f of frames) if (f.type === 'COMMIT') changes += f.changes.length;
     if (changes !== 100) throw new Error(`a window pull delivered ${changes} changes, expected 100`);
   }
-  return { pullsPerSec: (pulls / elapsed) * 1e6 };
+  return { pullsPerSec: (pulls / elapsed) * 1e6, ...cpu };
 }
 
 /**
@@ -286,6 +295,7 @@ export async function bootstrap(host, clientId, expectedRows) {
   const segments = [];
   let requests = 0;
   let state;
+  const cpu0 = cpuNow();
   const start = now();
   for (;;) {
     const frames = host.decode(await host.handle(host.request(clientId, pullFrames(-1, state))));
@@ -302,8 +312,10 @@ export async function bootstrap(host, clientId, expectedRows) {
     if (requests > expectedRows) throw new Error('bootstrap does not finish');
   }
   const elapsed = now() - start;
+  // CPU µs per 1,000 rows.
+  const cpu = cpuPer(cpu0, expectedRows / 1000);
   let rows = 0;
   for (const s of segments) for (const block of host.core.decodeRowsSegment(s).blocks) rows += block.length;
   if (rows !== expectedRows) throw new Error(`bootstrap delivered ${rows} rows, expected ${expectedRows}`);
-  return { rowsPerSec: (rows / elapsed) * 1e6, rows, requests };
+  return { rowsPerSec: (rows / elapsed) * 1e6, rows, requests, ...cpu };
 }
