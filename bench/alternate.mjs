@@ -27,7 +27,8 @@
 // answers of one round's push sequence are recorded and replayed each
 // round. Each storage's share of the figure's unit (a commit, a pull, 1,000
 // rows) over the floor's is printed three ways: time (from the median
-// rates), CPU of the calling thread and CPU of every thread; then the first
+// rates), CPU of the calling thread (with its kernel part) and CPU of
+// every thread; then the first
 // storage's shares over each other's (issue 50 asks ours ≤ 0.5× the
 // in-tree storage's). clients16's floor gives each
 // client a replaying storage of its own (lib/floor.mjs, replayingEach):
@@ -211,6 +212,7 @@ async function fresh(run, r) {
 function keepCpu(run, out, rate = 'commitsPerSec') {
   (run.cpu ??= []).push(out.cpuUs);
   if (out.threadCpuUs !== undefined) (run.threadCpu ??= []).push(out.threadCpuUs);
+  if (out.threadSysUs !== undefined) (run.threadSys ??= []).push(out.threadSysUs);
   return out[rate];
 }
 function mergeProfile(into, from) {
@@ -230,6 +232,7 @@ const unitsPerRate = figure === 'bootstrap' ? 1000 : 1;
 for (const run of runs) {
   if (run.cpu) console.log(`${run.label}: CPU µs per ${per}, every thread: median ${fmt(median(run.cpu))}; rounds ${run.cpu.map(fmt).join(' ')}`);
   if (run.threadCpu) console.log(`${run.label}: CPU µs per ${per}, calling thread: median ${fmt(median(run.threadCpu))}; rounds ${run.threadCpu.map(fmt).join(' ')}`);
+  if (run.threadSys) console.log(`${run.label}: of which in the kernel: median ${fmt(median(run.threadSys))}; rounds ${run.threadSys.map(fmt).join(' ')}`);
   if (run.buckets) {
     const cols = run.buckets[0].map((_, j) => median(run.buckets.map((b) => b[j])));
     console.log(`${run.label}: mean µs per push in each 100 timed pushes (median over rounds): ${cols.map(fmt).join(' ')}`);
@@ -247,17 +250,19 @@ if (floorRun) {
     const share = {
       wall: wall(run) - wall(floorRun),
       thread: run.threadCpu && floorRun.threadCpu ? median(run.threadCpu) - median(floorRun.threadCpu) : undefined,
+      kernel: run.threadSys && floorRun.threadSys ? median(run.threadSys) - median(floorRun.threadSys) : undefined,
       all: median(run.cpu) - median(floorRun.cpu),
     };
     shares.set(run, share);
-    const thread = share.thread === undefined ? '' : `, CPU calling thread ${fmt(share.thread)}`;
+    const kernel = share.kernel === undefined ? '' : ` (kernel ${fmt(share.kernel)})`;
+    const thread = share.thread === undefined ? '' : `, CPU calling thread ${fmt(share.thread)}${kernel}`;
     console.log(`${run.label}: the storage's share, µs per ${per} over the floor's: time ${fmt(share.wall)}${thread}, CPU every thread ${fmt(share.all)}`);
   }
   const first = shares.get(runs[0]);
   for (const [run, share] of shares) {
     if (run === runs[0] || first === undefined) continue;
     const ratio = (k) => (first[k] === undefined || share[k] === undefined ? 'n/a' : `${(first[k] / share[k]).toFixed(2)}×`);
-    console.log(`${runs[0].label}'s share / ${run.label}'s: time ${ratio('wall')}, CPU calling thread ${ratio('thread')}, CPU every thread ${ratio('all')}`);
+    console.log(`${runs[0].label}'s share / ${run.label}'s: time ${ratio('wall')}, CPU calling thread ${ratio('thread')} (kernel ${ratio('kernel')}), CPU every thread ${ratio('all')}`);
   }
 }
 for (const run of runs.slice(1)) {

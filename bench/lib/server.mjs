@@ -18,11 +18,10 @@ const ACTOR = 'bench-actor';
 // Rows lane, inline or by reference (bits 0 and 1): what every client accepts.
 const ACCEPT_ROWS = 0b0011;
 
-/** The calling thread's CPU µs (Node ≥ 23.9), else undefined. */
+/** The calling thread's CPU µs, user and system (Node ≥ 23.9, bun), else undefined. */
 function threadCpu() {
   if (typeof process.threadCpuUsage !== 'function') return undefined;
-  const u = process.threadCpuUsage();
-  return u.user + u.system;
+  return process.threadCpuUsage();
 }
 
 /** The CPU clocks now: every thread's, and the calling thread's where the runtime tells. */
@@ -30,13 +29,19 @@ function cpuNow() {
   return { all: process.cpuUsage(), thread: threadCpu() };
 }
 
-/** CPU µs per unit since `c0` (cpuNow): every thread, and the calling thread (undefined where the runtime does not tell). */
+/**
+ * CPU µs per unit since `c0` (cpuNow): every thread, and the calling
+ * thread with the part of it spent in the kernel (undefined where the
+ * runtime does not tell).
+ */
 function cpuPer(c0, units) {
   const all = process.cpuUsage(c0.all);
-  const thread1 = threadCpu();
+  const t1 = threadCpu();
+  const known = c0.thread !== undefined && t1 !== undefined;
   return {
     cpuUs: (all.user + all.system) / units,
-    threadCpuUs: c0.thread === undefined || thread1 === undefined ? undefined : (thread1 - c0.thread) / units,
+    threadCpuUs: known ? (t1.user + t1.system - c0.thread.user - c0.thread.system) / units : undefined,
+    threadSysUs: known ? (t1.system - c0.thread.system) / units : undefined,
   };
 }
 
@@ -199,12 +204,12 @@ export async function pushSequential(host, ops, commits, tag = '') {
   }
   const elapsed = now() - start;
   // CPU µs per commit: every thread of the process, and the calling thread alone where the runtime tells.
-  const { cpuUs, threadCpuUs } = cpuPer(cpu0, commits);
+  const { cpuUs, threadCpuUs, threadSysUs } = cpuPer(cpu0, commits);
   for (const r of responses) if (appliedCount(host, r) !== 1) throw new Error('a push request had no PUSH_RESULT');
   await expectLogGrowth(host, before, commits);
   const series = latencies.slice();
   latencies.sort();
-  return { commitsPerSec: (commits / elapsed) * 1e6, p50Us: percentile(latencies, 50), p99Us: percentile(latencies, 99), series, cpuUs, threadCpuUs };
+  return { commitsPerSec: (commits / elapsed) * 1e6, p50Us: percentile(latencies, 50), p99Us: percentile(latencies, 99), series, cpuUs, threadCpuUs, threadSysUs };
 }
 
 /**
@@ -234,12 +239,12 @@ export async function pushConcurrent(hosts, clients, each) {
   );
   const elapsed = now() - start;
   const commits = clients * each;
-  const { cpuUs, threadCpuUs } = cpuPer(cpu0, commits);
+  const cpu = cpuPer(cpu0, commits);
   let applied = 0;
   for (const r of responses) applied += appliedCount(first, r);
   if (applied !== commits) throw new Error(`${applied} of ${commits} concurrent pushes applied`);
   await expectLogGrowth(first, before, commits);
-  return { commitsPerSec: (commits / elapsed) * 1e6, cpuUs, threadCpuUs };
+  return { commitsPerSec: (commits / elapsed) * 1e6, ...cpu };
 }
 
 /**
