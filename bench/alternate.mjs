@@ -1,15 +1,17 @@
 // One figure for several storages in one process, in alternating rounds:
 // on a machine whose speed drifts (a VM's steal time), rounds of each
 // storage side by side compare better than runs minutes apart. Host
-// figures: a 100-commit window pull, a push of 1 or 10 ops, a bootstrap of
-// 20,000 rows in 1,000-row pages. Storage-level figures: the registered
+// figures: a 100-commit window pull, a push of 1 or 10 ops, 16 clients
+// pushing at once (`clients16`: run.mjs's host workload, 100 one-op commits
+// each on one partition, each client with a request context of its own), a
+// bootstrap of 20,000 rows in 1,000-row pages. Storage-level figures: the registered
 // point query and 10k-row aggregate of run.mjs's `queries` workload.
 // `fresh1` is a host just started: each round opens a new storage on a new
 // file, pushes 20 one-op commits to warm up, then times 400 more (a host
 // restarts on every deploy; issue 50 saw ours pay about 2x there).
 //
 //   bun bench/alternate.mjs --server <tree>/packages/server/src/index-bun.ts \
-//     [--figure window|push1|push10|fresh1|bootstrap|point|aggregate] [--rounds N] \
+//     [--figure window|push1|push10|clients16|fresh1|bootstrap|point|aggregate] [--rounds N] \
 //     [--floor] [--profile] --module A.mjs --module B.mjs ...
 //
 // Each module exports createStorage(context) and label, as for run.mjs.
@@ -23,10 +25,17 @@
 // (lib/floor.mjs): what the handler costs when the storage costs nothing,
 // the most any storage can gain on the figure. For push figures the
 // answers of one round's push sequence are recorded and replayed each
-// round, and the storage's share of a push (CPU µs per commit minus the
-// floor's) is printed for each storage.
+// round. Each storage's share of the figure's unit (a commit, a pull, 1,000
+// rows) over the floor's is printed three ways: time (from the median
+// rates), CPU of the calling thread (with its kernel part) and CPU of
+// every thread; then the first
+// storage's shares over each other's (issue 50 asks ours ≤ 0.5× the
+// in-tree storage's). clients16's floor gives each
+// client a replaying storage of its own (lib/floor.mjs, replayingEach):
+// one client's calls come in the same order every round however the
+// clients interleave, so each request gets the answers it got recorded.
 //
-// Push figures also print CPU µs per timed commit (process.cpuUsage: every
+// Host figures also print CPU µs per unit (process.cpuUsage: every
 // thread; and the calling thread alone where the runtime has
 // process.threadCpuUsage), and fresh1 the mean latency of each 100 timed
 // pushes.
@@ -37,9 +46,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { loadCore, createHost, fill, windowPulls, pushSequential, bootstrap } from './lib/server.mjs';
+import { loadCore, createHost, fill, windowPulls, pushSequential, pushConcurrent, bootstrap } from './lib/server.mjs';
 import { populate, queries } from './lib/workloads.mjs';
-import { replaying } from './lib/floor.mjs';
+import { replaying, replayingEach } from './lib/floor.mjs';
 import { CallProfile, profileTable, profiled } from './lib/profile.mjs';
 
 const args = process.argv.slice(2);
@@ -62,12 +71,13 @@ for (let i = 0; i < args.length; i++) {
   else if (args[i] === '--profile') profile = true;
   else throw new Error(`unknown option ${args[i]}`);
 }
-const figures = ['window', 'push1', 'push10', 'fresh1', 'bootstrap', 'point', 'aggregate'];
+const figures = ['window', 'push1', 'push10', 'clients16', 'fresh1', 'bootstrap', 'point', 'aggregate'];
 if (!serverPath || modules.length === 0) throw new Error(`usage: alternate.mjs --server PATH [--figure ${figures.join('|')}] [--rounds N] --module PATH...`);
 if (!figures.includes(figure)) throw new Error(`--figure: one of ${figures.join(', ')}, not ${figure}`);
 const storageLevel = figure === 'point' || figure === 'aggregate';
 if (!Number.isSafeInteger(rounds) || rounds < 1) throw new Error('--rounds must be a positive integer');
-const pushFigure = figure === 'push1' || figure === 'push10';
+const pushFigure = figure === 'push1' || figure === 'push10' || figure === 'clients16';
+const CLIENTS = 16;
 if (floor && storageLevel) throw new Error('--floor: only with a host figure');
 if (profile && figure !== 'fresh1') throw new Error('--profile: only with --figure fresh1');
 
@@ -115,9 +125,9 @@ try {
           : figure === 'aggregate'
             ? (await queries(run.storage, 10_000, 0, 150)).queryAggregatesPerSec
             : figure === 'window'
-          ? (await windowPulls(run.host, 300)).pullsPerSec
+          ? keepCpu(run, await windowPulls(run.host, 300), 'pullsPerSec')
           : figure === 'bootstrap'
-            ? (await bootstrap(run.host, `boot-${r}`, 20_000)).rowsPerSec
+            ? keepCpu(run, await bootstrap(run.host, `boot-${r}`, 20_000), 'rowsPerSec')
             : keepCpu(run, await pushRound(run.through ?? run.storage, r));
       run.values.push(v);
     }
@@ -126,9 +136,17 @@ try {
   for (const run of runs) await run.storage.close?.();
   rmSync(dir, { recursive: true, force: true });
 }
-/** One round of push1 or push10: a partition of its own each round (the pushes' commit ids repeat). */
+/**
+ * One round of push1, push10 or clients16: a partition of its own each
+ * round (the pushes' commit ids repeat). clients16: 16 clients, each with
+ * a host (request context) of its own over `storage`, or over its own
+ * element of `storage` when that is an array (the floor's).
+ */
 async function pushRound(storage, r) {
-  return pushSequential(await createHost(server, core, storage, `push-${r}`), figure === 'push1' ? 1 : 10, 500);
+  if (figure !== 'clients16') return pushSequential(await createHost(server, core, storage, `push-${r}`), figure === 'push1' ? 1 : 10, 500);
+  const hosts = [];
+  for (let w = 0; w < CLIENTS; w++) hosts.push(await createHost(server, core, Array.isArray(storage) ? storage[w] : storage, `clients-${r}`));
+  return pushConcurrent(hosts, CLIENTS, 100);
 }
 
 /**
@@ -140,6 +158,13 @@ async function pushRound(storage, r) {
  */
 async function pushFloor(mod, path) {
   const real = await mod.createStorage({ path: join(dir, 'floor.sqlite'), server });
+  if (figure === 'clients16') {
+    const each = replayingEach(real, CLIENTS);
+    each.record();
+    await pushRound(each.storages, 'floor');
+    each.replay();
+    return { label: `floor (${mod.label ?? path} replayed)`, storage: real, through: each.storages, values: [], replay: each };
+  }
   const replay = replaying(real);
   replay.record();
   if (figure === 'fresh1') await freshPushes(replay.storage, 'floor');
@@ -183,11 +208,12 @@ async function fresh(run, r) {
     await real?.close?.();
   }
 }
-/** Keeps a push figure's CPU µs per commit; returns its commits/s. */
-function keepCpu(run, out) {
+/** Keeps a host figure's CPU µs per unit (a commit, a pull, 1,000 rows); returns its rate. */
+function keepCpu(run, out, rate = 'commitsPerSec') {
   (run.cpu ??= []).push(out.cpuUs);
   if (out.threadCpuUs !== undefined) (run.threadCpu ??= []).push(out.threadCpuUs);
-  return out.commitsPerSec;
+  if (out.threadSysUs !== undefined) (run.threadSys ??= []).push(out.threadSysUs);
+  return out[rate];
 }
 function mergeProfile(into, from) {
   for (const [member, m] of from.members) {
@@ -200,9 +226,13 @@ const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
 const unit = { window: 'pulls/s', bootstrap: 'rows/s', point: 'queries/s', aggregate: 'queries/s' }[figure] ?? 'commits/s';
 for (const run of runs) console.log(`${run.label}: median ${median(run.values).toFixed(0)} ${unit}; rounds ${run.values.map((v) => v.toFixed(0)).join(' ')}`);
 const fmt = (x) => (x >= 100 ? x.toFixed(0) : x.toFixed(1));
+// The unit a host figure's CPU and shares are per, and how many of them a second of its rate is.
+const per = { window: 'pull', bootstrap: '1,000 rows' }[figure] ?? 'commit';
+const unitsPerRate = figure === 'bootstrap' ? 1000 : 1;
 for (const run of runs) {
-  if (run.cpu) console.log(`${run.label}: CPU µs per commit, every thread: median ${fmt(median(run.cpu))}; rounds ${run.cpu.map(fmt).join(' ')}`);
-  if (run.threadCpu) console.log(`${run.label}: CPU µs per commit, calling thread: median ${fmt(median(run.threadCpu))}; rounds ${run.threadCpu.map(fmt).join(' ')}`);
+  if (run.cpu) console.log(`${run.label}: CPU µs per ${per}, every thread: median ${fmt(median(run.cpu))}; rounds ${run.cpu.map(fmt).join(' ')}`);
+  if (run.threadCpu) console.log(`${run.label}: CPU µs per ${per}, calling thread: median ${fmt(median(run.threadCpu))}; rounds ${run.threadCpu.map(fmt).join(' ')}`);
+  if (run.threadSys) console.log(`${run.label}: of which in the kernel: median ${fmt(median(run.threadSys))}; rounds ${run.threadSys.map(fmt).join(' ')}`);
   if (run.buckets) {
     const cols = run.buckets[0].map((_, j) => median(run.buckets.map((b) => b[j])));
     console.log(`${run.label}: mean µs per push in each 100 timed pushes (median over rounds): ${cols.map(fmt).join(' ')}`);
@@ -211,11 +241,28 @@ for (const run of runs) {
 if (profile) console.log(profileTable('profile, fresh host, timed pushes (calls per push)', runs.map((r) => r.label), runs.map((r) => r.calls.summary(400 * rounds))));
 const floorRun = runs.find((r) => r.replay !== undefined && r.cpu !== undefined);
 if (floorRun) {
+  // Each storage's share of a unit: its time (from the median rate), CPU of
+  // the calling thread and CPU of every thread, each minus the floor's.
+  const wall = (run) => (1e6 * unitsPerRate) / median(run.values);
+  const shares = new Map();
   for (const run of runs) {
     if (run === floorRun || !run.cpu) continue;
-    const share = (xs, fs) => fmt(median(xs) - median(fs));
-    const thread = run.threadCpu && floorRun.threadCpu ? `, calling thread ${share(run.threadCpu, floorRun.threadCpu)}` : '';
-    console.log(`${run.label}: the storage's share of a push, CPU µs per commit over the floor's: every thread ${share(run.cpu, floorRun.cpu)}${thread}`);
+    const share = {
+      wall: wall(run) - wall(floorRun),
+      thread: run.threadCpu && floorRun.threadCpu ? median(run.threadCpu) - median(floorRun.threadCpu) : undefined,
+      kernel: run.threadSys && floorRun.threadSys ? median(run.threadSys) - median(floorRun.threadSys) : undefined,
+      all: median(run.cpu) - median(floorRun.cpu),
+    };
+    shares.set(run, share);
+    const kernel = share.kernel === undefined ? '' : ` (kernel ${fmt(share.kernel)})`;
+    const thread = share.thread === undefined ? '' : `, CPU calling thread ${fmt(share.thread)}${kernel}`;
+    console.log(`${run.label}: the storage's share, µs per ${per} over the floor's: time ${fmt(share.wall)}${thread}, CPU every thread ${fmt(share.all)}`);
+  }
+  const first = shares.get(runs[0]);
+  for (const [run, share] of shares) {
+    if (run === runs[0] || first === undefined) continue;
+    const ratio = (k) => (first[k] === undefined || share[k] === undefined ? 'n/a' : `${(first[k] / share[k]).toFixed(2)}×`);
+    console.log(`${runs[0].label}'s share / ${run.label}'s: time ${ratio('wall')}, CPU calling thread ${ratio('thread')} (kernel ${ratio('kernel')}), CPU every thread ${ratio('all')}`);
   }
 }
 for (const run of runs.slice(1)) {

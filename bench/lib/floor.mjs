@@ -77,3 +77,22 @@ export function replaying(storage) {
     },
   };
 }
+
+/**
+ * `n` replaying storages over one real storage, one for each of `n`
+ * concurrent clients: while recording, the clients' calls all reach the
+ * real storage (interleaved as the storage answers them); each wrapper
+ * keeps its own client's answers in that client's call order, and replays
+ * them to that client alone. One client's requests run in sequence, so
+ * the calls of its wrapper come in the same order every pass, whatever
+ * order the clients' calls interleave in.
+ */
+export function replayingEach(storage, n) {
+  const each = Array.from({ length: n }, () => replaying(storage));
+  return {
+    storages: each.map((r) => r.storage),
+    pass: () => each.forEach((r) => r.pass()),
+    record: () => each.forEach((r) => r.record()),
+    replay: () => each.forEach((r) => r.replay()),
+  };
+}

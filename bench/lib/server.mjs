@@ -18,11 +18,31 @@ const ACTOR = 'bench-actor';
 // Rows lane, inline or by reference (bits 0 and 1): what every client accepts.
 const ACCEPT_ROWS = 0b0011;
 
-/** The calling thread's CPU µs (Node ≥ 23.9), else undefined. */
+/** The calling thread's CPU µs, user and system (Node ≥ 23.9, bun), else undefined. */
 function threadCpu() {
   if (typeof process.threadCpuUsage !== 'function') return undefined;
-  const u = process.threadCpuUsage();
-  return u.user + u.system;
+  return process.threadCpuUsage();
+}
+
+/** The CPU clocks now: every thread's, and the calling thread's where the runtime tells. */
+function cpuNow() {
+  return { all: process.cpuUsage(), thread: threadCpu() };
+}
+
+/**
+ * CPU µs per unit since `c0` (cpuNow): every thread, and the calling
+ * thread with the part of it spent in the kernel (undefined where the
+ * runtime does not tell).
+ */
+function cpuPer(c0, units) {
+  const all = process.cpuUsage(c0.all);
+  const t1 = threadCpu();
+  const known = c0.thread !== undefined && t1 !== undefined;
+  return {
+    cpuUs: (all.user + all.system) / units,
+    threadCpuUs: known ? (t1.user + t1.system - c0.thread.user - c0.thread.system) / units : undefined,
+    threadSysUs: known ? (t1.system - c0.thread.system) / units : undefined,
+  };
 }
 
 function percentile(sorted, p) {
@@ -175,8 +195,7 @@ export async function pushSequential(host, ops, commits, tag = '') {
   const before = await host.storage.getMaxCommitSeq(host.partition);
   const responses = new Array(commits);
   const latencies = new Float64Array(commits);
-  const cpu0 = process.cpuUsage();
-  const thread0 = threadCpu();
+  const cpu0 = cpuNow();
   const start = now();
   for (let c = 0; c < commits; c++) {
     const t = now();
@@ -184,37 +203,48 @@ export async function pushSequential(host, ops, commits, tag = '') {
     latencies[c] = now() - t;
   }
   const elapsed = now() - start;
-  const cpu = process.cpuUsage(cpu0);
-  const thread1 = threadCpu();
   // CPU µs per commit: every thread of the process, and the calling thread alone where the runtime tells.
-  const cpuUs = (cpu.user + cpu.system) / commits;
-  const threadCpuUs = thread0 === undefined || thread1 === undefined ? undefined : (thread1 - thread0) / commits;
+  const { cpuUs, threadCpuUs, threadSysUs } = cpuPer(cpu0, commits);
   for (const r of responses) if (appliedCount(host, r) !== 1) throw new Error('a push request had no PUSH_RESULT');
   await expectLogGrowth(host, before, commits);
   const series = latencies.slice();
   latencies.sort();
-  return { commitsPerSec: (commits / elapsed) * 1e6, p50Us: percentile(latencies, 50), p99Us: percentile(latencies, 99), series, cpuUs, threadCpuUs };
+  return { commitsPerSec: (commits / elapsed) * 1e6, p50Us: percentile(latencies, 50), p99Us: percentile(latencies, 99), series, cpuUs, threadCpuUs, threadSysUs };
 }
 
-/** `clients` clients, each pushing `each` one-op commits in sequence, all at once on one partition. */
-export async function pushConcurrent(host, clients, each) {
+/**
+ * `clients` clients, each pushing `each` one-op commits in sequence, all at
+ * once on one partition. `hosts` is one host for every client, or one host
+ * per client (each its own request context over the same storage, as a host
+ * sets one up per request; bench/alternate.mjs's floor gives each client a
+ * storage of its own that replays that client's answers). Returns commits/s
+ * and the CPU µs per commit (every thread; the calling thread where the
+ * runtime tells).
+ */
+export async function pushConcurrent(hosts, clients, each) {
+  const hostOf = Array.isArray(hosts) ? (w) => hosts[w] : () => hosts;
+  const first = hostOf(0);
   const bytes = Array.from({ length: clients }, (_, w) =>
-    Array.from({ length: each }, (_, c) => host.request(`client-${w}`, [pushFrame(`conc-${w}-${c}`, [[`w${w}`, 'p1']], c)])),
+    Array.from({ length: each }, (_, c) => first.request(`client-${w}`, [pushFrame(`conc-${w}-${c}`, [[`w${w}`, 'p1']], c)])),
   );
-  const before = await host.storage.getMaxCommitSeq(host.partition);
+  const before = await first.storage.getMaxCommitSeq(first.partition);
   const responses = [];
+  const cpu0 = cpuNow();
   const start = now();
   await Promise.all(
-    bytes.map(async (mine) => {
+    bytes.map(async (mine, w) => {
+      const host = hostOf(w);
       for (const b of mine) responses.push(await host.handle(b));
     }),
   );
   const elapsed = now() - start;
+  const commits = clients * each;
+  const cpu = cpuPer(cpu0, commits);
   let applied = 0;
-  for (const r of responses) applied += appliedCount(host, r);
-  if (applied !== clients * each) throw new Error(`${applied} of ${clients * each} concurrent pushes applied`);
-  await expectLogGrowth(host, before, clients * each);
-  return { commitsPerSec: ((clients * each) / elapsed) * 1e6 };
+  for (const r of responses) applied += appliedCount(first, r);
+  if (applied !== commits) throw new Error(`${applied} of ${commits} concurrent pushes applied`);
+  await expectLogGrowth(first, before, commits);
+  return { commitsPerSec: (commits / elapsed) * 1e6, ...cpu };
 }
 
 /**
@@ -245,9 +275,11 @@ export async function windowPulls(host, pulls) {
   if (max < 101) throw new Error(`window pulls need more than 100 commits, the log has ${max}`);
   const bytes = Array.from({ length: pulls }, (_, i) => host.request('puller', pullFrames((i * 97) % (max - 100))));
   const responses = new Array(pulls);
+  const cpu0 = cpuNow();
   const start = now();
   for (let i = 0; i < pulls; i++) responses[i] = await host.handle(bytes[i]);
   const elapsed = now() - start;
+  const cpu = cpuPer(cpu0, pulls);
   for (const r of responses) {
     const frames = host.decode(r);
     const sub = frames.find((f) => f.type === 'SUB_START');
@@ -256,7 +288,7 @@ export async function windowPulls(host, pulls) {
     for (const f of frames) if (f.type === 'COMMIT') changes += f.changes.length;
     if (changes !== 100) throw new Error(`a window pull delivered ${changes} changes, expected 100`);
   }
-  return { pullsPerSec: (pulls / elapsed) * 1e6 };
+  return { pullsPerSec: (pulls / elapsed) * 1e6, ...cpu };
 }
 
 /**
@@ -268,6 +300,7 @@ export async function bootstrap(host, clientId, expectedRows) {
   const segments = [];
   let requests = 0;
   let state;
+  const cpu0 = cpuNow();
   const start = now();
   for (;;) {
     const frames = host.decode(await host.handle(host.request(clientId, pullFrames(-1, state))));
@@ -284,8 +317,10 @@ export async function bootstrap(host, clientId, expectedRows) {
     if (requests > expectedRows) throw new Error('bootstrap does not finish');
   }
   const elapsed = now() - start;
+  // CPU µs per 1,000 rows.
+  const cpu = cpuPer(cpu0, expectedRows / 1000);
   let rows = 0;
   for (const s of segments) for (const block of host.core.decodeRowsSegment(s).blocks) rows += block.length;
   if (rows !== expectedRows) throw new Error(`bootstrap delivered ${rows} rows, expected ${expectedRows}`);
-  return { rowsPerSec: (rows / elapsed) * 1e6, rows, requests };
+  return { rowsPerSec: (rows / elapsed) * 1e6, rows, requests, ...cpu };
 }

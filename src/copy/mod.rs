@@ -132,5 +132,5 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 fn on_snapshot<T>(
     source: &crate::sqlite::SqliteEngine, f: impl FnOnce(&rusqlite::Connection) -> Result<T>,
 ) -> Result<T> {
-    crate::seam::as_blocking_work(|| source.read_snapshot(f))
+    crate::seam::as_blocking_work(|| source.read_snapshot(|c| f(c)))
 }

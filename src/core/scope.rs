@@ -33,7 +33,11 @@ pub fn scope_pairs(scopes_json: &str) -> Result<Vec<(String, String)>> {
     match serde_json::from_str::<Json>(scopes_json) {
         Ok(Json::Object(o)) => Ok(o
             .into_iter()
-            .filter_map(|(k, v)| scalar_text(&v).map(|v| (k, v)))
+            // A string is moved out, not copied.
+            .filter_map(|(k, v)| match v {
+                Json::String(s) => Some((k, s)),
+                v => scalar_text(&v).map(|v| (k, v)),
+            })
             .collect()),
         _ => Err(Error::invalid(
             "scopes must be an object of variable → string",

@@ -4,6 +4,7 @@
 //! the fence reads live in `meta.rs`.
 
 use super::conn::map_err;
+use super::kept::Conn;
 use super::log;
 use super::meta;
 use super::storage::SqliteEngine;
@@ -100,7 +101,7 @@ pub fn source_coverage_seq(conn: &Connection, partition: &str, tables: &[String]
 /// Reads the horizon first, then the changes: a window the horizon has
 /// passed is never reported clean.
 pub fn has_source_changes_above(
-    conn: &Connection, partition: &str, tables: &[String], seq: i64,
+    conn: &Conn, partition: &str, tables: &[String], seq: i64,
 ) -> Result<SourceState> {
     let horizon = log::horizon_seq(conn, partition)?;
     if tables.is_empty() {
@@ -121,8 +122,8 @@ pub fn has_source_changes_above(
 /// Activation under the write lock the caller holds (storage-layout §14.5).
 /// Nothing is written unless the result is `Activated`.
 pub fn activate(
-    conn: &Connection, partition: &str, name: &str, owner_epoch: i64, watermark: i64,
-    sources: &[String], now_ms: i64,
+    conn: &Conn, partition: &str, name: &str, owner_epoch: i64, watermark: i64, sources: &[String],
+    now_ms: i64,
 ) -> Result<Activation> {
     let (required, version): (Option<i64>, Option<i64>) = conn
         .prepare_cached(FENCE_AND_VERSION)
@@ -237,15 +238,15 @@ mod tests {
     use crate::core::model::CheckpointDeclaration;
     use crate::sqlite::meta;
 
-    fn db() -> Connection {
+    fn db() -> Conn {
         let c = Connection::open_in_memory().unwrap();
         c.execute_batch(crate::sqlite::sql::meta_ddl()).unwrap();
         c.execute_batch(crate::sqlite::sql::WRITER_FENCE_TRIGGER)
             .unwrap();
-        c
+        Conn::new(c)
     }
 
-    fn declare(c: &Connection, name: &str, v: i64) {
+    fn declare(c: &Conn, name: &str, v: i64) {
         meta::declare_checkpoint(
             c,
             &CheckpointDeclaration {

@@ -1,5 +1,6 @@
 //! Opening connections, their pragmas, and mapping engine errors.
 
+use super::kept::Conn;
 use super::sql;
 use crate::core::error::{Error, Result};
 use crate::core::meta_layout;
@@ -96,10 +97,11 @@ impl Config {
 const STATEMENT_CACHE: usize = 256;
 
 /// Runs one fixed control statement (BEGIN IMMEDIATE, COMMIT, SAVEPOINT …)
-/// from the statement cache. `execute_batch` parses its text on every call,
-/// which showed in push profiles: a push issues six of these.
-pub fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
-    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+/// kept prepared on the connection (`kept`). `execute_batch` parses its
+/// text on every call, which showed in push profiles: a push issues six
+/// of these.
+pub fn exec(conn: &Conn, sql: &'static str) -> rusqlite::Result<()> {
+    conn.kept_literal(sql)?.execute([]).map(|_| ())
 }
 
 /// `busy_timeout` with a busy handler of our own: the same waits as
@@ -186,11 +188,12 @@ fn configure(conn: &mut Connection) -> Result<()> {
     super::isolation::register(conn)
 }
 
-pub fn open_writer(cfg: &Config) -> Result<Connection> {
+pub fn open_writer(cfg: &Config) -> Result<Conn> {
     match &cfg.location {
         Location::File(path) => open_writer_at(cfg).map_err(|e| open_failed(e, path)),
         Location::Memory => open_writer_at(cfg),
     }
+    .map(Conn::new)
 }
 
 fn open_writer_at(cfg: &Config) -> Result<Connection> {
@@ -299,11 +302,13 @@ pub(super) fn retry_busy<T>(
     }
 }
 
-pub fn open_reader(cfg: &Config) -> Result<Connection> {
+pub fn open_reader(cfg: &Config) -> Result<Conn> {
     let Location::File(path) = &cfg.location else {
         unreachable!("memory databases share the writer connection")
     };
-    open_reader_at(cfg, path).map_err(|e| open_failed(e, path))
+    open_reader_at(cfg, path)
+        .map_err(|e| open_failed(e, path))
+        .map(Conn::new)
 }
 
 fn open_reader_at(cfg: &Config, path: &str) -> Result<Connection> {
@@ -382,7 +387,7 @@ fn ensure_meta(conn: &Connection) -> Result<()> {
 /// ROLLBACK after `e` failed. A ROLLBACK that fails too is attached to `e`
 /// (0.30.7), never put in its place. Nothing to roll back when SQLite has
 /// already ended the transaction (some errors do).
-pub fn rollback_after(conn: &Connection, e: Error) -> Error {
+pub fn rollback_after(conn: &Conn, e: Error) -> Error {
     if conn.is_autocommit() {
         return e;
     }

@@ -401,7 +401,7 @@ impl SqliteEngine {
     pub fn arm_faults(&self, commit: bool, rollback: bool) -> Result<()> {
         let db = self.db()?;
         let mut w = lock(&db.writer);
-        conn::arm_faults(&mut w.conn, commit, rollback)
+        conn::arm_faults(w.conn.get_mut(), commit, rollback)
     }
 
     pub fn is_held(&self, id: u32) -> bool {

@@ -2,37 +2,42 @@
 //! scope index and tombstones, the horizon and pruning.
 
 use super::conn::map_err;
+use super::kept::{kept, Conn};
 use crate::core::error::{Error, Result};
 use crate::core::model::{ChangeOp, NewCommit, PruneResult, PruneTarget};
 use crate::core::scope::scope_pairs;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, OptionalExtension};
 
-pub fn max_commit_seq(conn: &Connection, partition: &str) -> Result<i64> {
-    conn.prepare_cached("SELECT max_commit_seq FROM sync_partitions WHERE partition = ?1")
-        .and_then(|mut st| st.query_row([partition], |r| r.get(0)).optional())
-        .map(|v| v.unwrap_or(0))
-        .map_err(map_err)
+pub fn max_commit_seq(conn: &Conn, partition: &str) -> Result<i64> {
+    kept!(
+        conn,
+        "SELECT max_commit_seq FROM sync_partitions WHERE partition = ?1"
+    )
+    .and_then(|mut st| st.query_row([partition], |r| r.get(0)).optional())
+    .map(|v| v.unwrap_or(0))
+    .map_err(map_err)
 }
 
-pub fn horizon_seq(conn: &Connection, partition: &str) -> Result<i64> {
-    conn.prepare_cached("SELECT horizon_seq FROM sync_partitions WHERE partition = ?1")
-        .and_then(|mut st| st.query_row([partition], |r| r.get(0)).optional())
-        .map(|v| v.unwrap_or(0))
-        .map_err(map_err)
+pub fn horizon_seq(conn: &Conn, partition: &str) -> Result<i64> {
+    kept!(
+        conn,
+        "SELECT horizon_seq FROM sync_partitions WHERE partition = ?1"
+    )
+    .and_then(|mut st| st.query_row([partition], |r| r.get(0)).optional())
+    .map(|v| v.unwrap_or(0))
+    .map_err(map_err)
 }
 
-pub fn commit_seq_before(conn: &Connection, partition: &str, before_ms: i64) -> Result<i64> {
-    conn.prepare_cached(
-        "SELECT coalesce(max(commit_seq), 0) FROM sync_commits WHERE partition = ?1 AND created_at_ms < ?2",
+pub fn commit_seq_before(conn: &Conn, partition: &str, before_ms: i64) -> Result<i64> {
+    kept!(conn, "SELECT coalesce(max(commit_seq), 0) FROM sync_commits WHERE partition = ?1 AND created_at_ms < ?2",
     )
     .and_then(|mut st| st.query_row(params![partition, before_ms], |r| r.get(0)))
     .map_err(map_err)
 }
 
 /// Monotonic: the stored horizon never goes down.
-pub fn set_horizon_seq(conn: &Connection, partition: &str, seq: i64) -> Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO sync_partitions (partition, horizon_seq) VALUES (?1, ?2)
+pub fn set_horizon_seq(conn: &Conn, partition: &str, seq: i64) -> Result<()> {
+    kept!(conn, "INSERT INTO sync_partitions (partition, horizon_seq) VALUES (?1, ?2)
          ON CONFLICT (partition) DO UPDATE SET horizon_seq = max(horizon_seq, excluded.horizon_seq)",
     )
     .and_then(|mut st| st.execute(params![partition, seq]))
@@ -41,7 +46,7 @@ pub fn set_horizon_seq(conn: &Connection, partition: &str, seq: i64) -> Result<(
 }
 
 /// Runs `f` inside a savepoint so a failure leaves nothing staged.
-pub fn atomically<T>(conn: &Connection, f: impl FnOnce() -> Result<T>) -> Result<T> {
+pub fn atomically<T>(conn: &Conn, f: impl FnOnce() -> Result<T>) -> Result<T> {
     super::conn::exec(conn, "SAVEPOINT syncular_step").map_err(map_err)?;
     match f() {
         Ok(v) => {
@@ -57,9 +62,8 @@ pub fn atomically<T>(conn: &Connection, f: impl FnOnce() -> Result<T>) -> Result
 }
 
 /// Takes the partition's next commitSeq, if its counter row exists.
-fn next_commit_seq(conn: &Connection, partition: &str) -> Result<Option<i64>> {
-    conn.prepare_cached(
-        "UPDATE sync_partitions SET max_commit_seq = max_commit_seq + 1 WHERE partition = ?1 RETURNING max_commit_seq",
+fn next_commit_seq(conn: &Conn, partition: &str) -> Result<Option<i64>> {
+    kept!(conn, "UPDATE sync_partitions SET max_commit_seq = max_commit_seq + 1 WHERE partition = ?1 RETURNING max_commit_seq",
     )
     .and_then(|mut st| st.query_row([partition], |r| r.get(0)).optional())
     .map_err(map_err)
@@ -67,7 +71,7 @@ fn next_commit_seq(conn: &Connection, partition: &str) -> Result<Option<i64>> {
 
 /// Appends one commit (storage-layout §8). Returns its commitSeq.
 pub fn append_commit(
-    conn: &Connection, partition: &str, commit: &NewCommit, writer_version: i64,
+    conn: &Conn, partition: &str, commit: &NewCommit, writer_version: i64,
 ) -> Result<i64> {
     // Parse every scope map before writing anything.
     let pairs: Vec<Vec<(String, String)>> = commit
@@ -81,7 +85,8 @@ pub fn append_commit(
             // A partition's first commit: its counter row is created once,
             // not probed with an insert on every append.
             None => {
-                conn.prepare_cached(
+                kept!(
+                    conn,
                     "INSERT OR IGNORE INTO sync_partitions (partition) VALUES (?1)",
                 )
                 .and_then(|mut st| st.execute([partition]))
@@ -91,8 +96,7 @@ pub fn append_commit(
                 })?
             }
         };
-        conn.prepare_cached(
-            "INSERT INTO sync_commits (partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms, writer_version)
+        kept!(conn, "INSERT INTO sync_commits (partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms, writer_version)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )
         .and_then(|mut st| {
@@ -110,20 +114,14 @@ pub fn append_commit(
         if commit.changes.is_empty() {
             return Ok(seq);
         }
-        let mut ins_change = conn
-            .prepare_cached(
-                "INSERT INTO sync_changes (partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload)
+        let mut ins_change = kept!(conn, "INSERT INTO sync_changes (partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )
             .map_err(map_err)?;
-        let mut ins_scope = conn
-            .prepare_cached(
-                "INSERT OR IGNORE INTO sync_change_scopes (partition, tbl, var, value, commit_seq) VALUES (?1, ?2, ?3, ?4, ?5)",
+        let mut ins_scope = kept!(conn, "INSERT OR IGNORE INTO sync_change_scopes (partition, tbl, var, value, commit_seq) VALUES (?1, ?2, ?3, ?4, ?5)",
             )
             .map_err(map_err)?;
-        let mut ins_tomb = conn
-            .prepare_cached(
-                "INSERT INTO sync_tombstones (partition, tbl, row_id, commit_seq) VALUES (?1, ?2, ?3, ?4)
+        let mut ins_tomb = kept!(conn, "INSERT INTO sync_tombstones (partition, tbl, row_id, commit_seq) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (partition, tbl, row_id) DO UPDATE SET commit_seq = excluded.commit_seq",
             )
             .map_err(map_err)?;
@@ -162,18 +160,18 @@ pub fn append_commit(
 
 /// Raises the horizon and removes everything at or below it (§9). Runs
 /// under the caller's write lease, so it is one atomic step.
-pub fn prune(conn: &Connection, partition: &str, target: PruneTarget) -> Result<PruneResult> {
+pub fn prune(conn: &Conn, partition: &str, target: PruneTarget) -> Result<PruneResult> {
     let through = match target {
         PruneTarget::Checked {
             log_epoch,
             through_seq,
         } => {
-            let stored: Option<String> = conn
-                .prepare_cached(
-                    "SELECT log_epoch FROM sync_partition_registry WHERE partition = ?1",
-                )
-                .and_then(|mut st| st.query_row([partition], |r| r.get(0)).optional())
-                .map_err(map_err)?;
+            let stored: Option<String> = kept!(
+                conn,
+                "SELECT log_epoch FROM sync_partition_registry WHERE partition = ?1",
+            )
+            .and_then(|mut st| st.query_row([partition], |r| r.get(0)).optional())
+            .map_err(map_err)?;
             if stored.as_deref() != Some(log_epoch.as_str()) {
                 return Err(Error::query("sync.storage.prune_epoch_mismatch"));
             }
@@ -184,10 +182,12 @@ pub fn prune(conn: &Connection, partition: &str, target: PruneTarget) -> Result<
     let previous = horizon_seq(conn, partition)?;
     let horizon = previous.max(through);
     set_horizon_seq(conn, partition, horizon)?;
-    let removed = conn
-        .prepare_cached("DELETE FROM sync_commits WHERE partition = ?1 AND commit_seq <= ?2")
-        .and_then(|mut st| st.execute(params![partition, horizon]))
-        .map_err(map_err)? as i64;
+    let removed = kept!(
+        conn,
+        "DELETE FROM sync_commits WHERE partition = ?1 AND commit_seq <= ?2"
+    )
+    .and_then(|mut st| st.execute(params![partition, horizon]))
+    .map_err(map_err)? as i64;
     for stmt in [
         "DELETE FROM sync_changes WHERE partition = ?1 AND commit_seq <= ?2",
         "DELETE FROM sync_change_scopes WHERE partition = ?1 AND commit_seq <= ?2",

@@ -13,7 +13,7 @@
 //!
 //! The files, lowest first (a file uses files of its own group and the
 //! groups before it, never of one after):
-//! - helpers: `sql` (text), `conn`, `mutex`, `budget`, `bind`; the files
+//! - helpers: `sql` (text), `kept` (statements kept per connection), `conn`, `mutex`, `budget`, `bind`; the files
 //!   under the connections (`scratch`, `standin`, `foreign`,
 //!   `checkpointer`, `temp_vfs`, `temp_budget`); the storage's SQL
 //!   functions (`meter`, `linear_fns`, `pattern`, `checked_fns`);
@@ -43,6 +43,7 @@ pub(crate) mod conn;
 mod db_calls;
 mod foreign;
 mod isolation;
+pub(crate) mod kept;
 mod lease;
 mod lifecycle;
 mod linear_fns;

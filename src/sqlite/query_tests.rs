@@ -21,7 +21,7 @@ fn setup() -> (Connection, Loaded) {
                {"name":"title","type":"string","nullable":false}],"primaryKeyIndex":0,"materialize":true,"indexes":[]}]}"#,
     )
     .unwrap();
-    (conn, Loaded::new(schema, super::rows::TableSql::new))
+    (conn, Loaded::new(schema, super::rows::TableSql::numbered()))
 }
 
 fn view(loaded: &Loaded) -> String {

@@ -6,6 +6,7 @@
 
 use super::budget::Budget;
 use super::conn::{is_constraint, map_err};
+use super::kept::{kept, Conn, RowStmt};
 use super::sql::placeholders;
 use crate::core::codec::{self, Value};
 use crate::core::error::{Error, Result};
@@ -14,7 +15,7 @@ use crate::core::schema::{quote_ident, Table};
 use crate::core::scope::{scope_pairs, ScopeFilter};
 use crate::core::stored::{self, Form};
 use rusqlite::types::{ToSqlOutput, ValueRef};
-use rusqlite::{params, Connection, OptionalExtension, ToSql};
+use rusqlite::{params, OptionalExtension, ToSql};
 
 /// A schema with the statement text of each of its tables.
 pub type Loaded = crate::core::schema::Loaded<TableSql>;
@@ -23,6 +24,9 @@ pub type Loaded = crate::core::schema::Loaded<TableSql>;
 pub struct TableSql {
     /// The table's name, for the errors reads report.
     name: String,
+    /// The table's position in its schema: its statements' slots on a
+    /// connection (`kept`).
+    position: usize,
     select_row: String,
     select_scopes: String,
     upsert: String,
@@ -34,7 +38,16 @@ pub struct TableSql {
 const ROW_FIELDS: &str = r#""_sync_row_id", "_sync_server_version", "_sync_scopes", "_sync_payload", "_sync_column_versions""#;
 
 impl TableSql {
-    pub fn new(t: &Table) -> TableSql {
+    /// [`TableSql::new`] for each table of a schema in order (as
+    /// `Loaded::new` derives them), numbered by position.
+    pub fn numbered() -> impl Fn(&Table) -> TableSql {
+        let next = std::cell::Cell::new(0);
+        move |t| TableSql::new(t, next.replace(next.get() + 1))
+    }
+
+    /// `position`: the table's in its schema (any number is correct; one
+    /// per table keeps each table's statements prepared).
+    pub fn new(t: &Table, position: usize) -> TableSql {
         let q = &t.quoted;
         let app_cols: Vec<String> = if t.materialize {
             t.columns.iter().map(|c| quote_ident(&c.name)).collect()
@@ -60,6 +73,7 @@ impl TableSql {
             .collect();
         TableSql {
             name: t.name.clone(),
+            position,
             select_row: format!(
                 r#"SELECT {ROW_FIELDS} FROM {q} WHERE "_sync_partition" = ?1 AND "_sync_row_id" = ?2"#
             ),
@@ -126,9 +140,11 @@ pub fn row_from(r: &rusqlite::Row<'_>, offset: usize) -> rusqlite::Result<Stored
 }
 
 pub fn get_row(
-    conn: &Connection, sql: &TableSql, partition: &str, row_id: &str,
+    conn: &Conn, sql: &TableSql, partition: &str, row_id: &str,
 ) -> Result<Option<StoredRow>> {
-    let mut st = conn.prepare_cached(&sql.select_row).map_err(map_err)?;
+    let mut st = conn
+        .kept_row(sql.position, RowStmt::Select, &sql.select_row)
+        .map_err(map_err)?;
     st.query_row(params![partition, row_id], |r| row_from(r, 0))
         .optional()
         .map_err(map_err)?
@@ -138,9 +154,11 @@ pub fn get_row(
 
 /// The stored scope text as it is (unchecked: the upsert compares it).
 pub fn get_row_scopes(
-    conn: &Connection, sql: &TableSql, partition: &str, row_id: &str,
+    conn: &Conn, sql: &TableSql, partition: &str, row_id: &str,
 ) -> Result<Option<String>> {
-    let mut st = conn.prepare_cached(&sql.select_scopes).map_err(map_err)?;
+    let mut st = conn
+        .kept_row(sql.position, RowStmt::SelectScopes, &sql.select_scopes)
+        .map_err(map_err)?;
     st.query_row(params![partition, row_id], |r| json_text(r, 0))
         .optional()
         .map_err(map_err)
@@ -149,7 +167,7 @@ pub fn get_row_scopes(
 /// Writes the full stored row, its projection and its row-scope index
 /// entries. A failing projection insert writes nothing.
 pub fn upsert_row(
-    conn: &Connection, table: &Table, sql: &TableSql, partition: &str, row: &StoredRow,
+    conn: &Conn, table: &Table, sql: &TableSql, partition: &str, row: &StoredRow,
     op_index: Option<u32>,
 ) -> Result<()> {
     let new_pairs = scope_pairs(&row.scopes_json)?;
@@ -171,7 +189,9 @@ pub fn upsert_row(
     binds.push(&row.scopes_json);
     binds.push(&row.payload);
     binds.push(&row.column_versions);
-    let mut st = conn.prepare_cached(&sql.upsert).map_err(map_err)?;
+    let mut st = conn
+        .kept_row(sql.position, RowStmt::Upsert, &sql.upsert)
+        .map_err(map_err)?;
     if let Err(e) = st.execute(&*binds) {
         return Err(if is_constraint(&e) {
             Error::Constraint {
@@ -196,7 +216,7 @@ pub fn upsert_row(
 /// Each has its statement as a literal (a `format!` per call cost about
 /// 900 instructions).
 fn delete_row_keyed(
-    conn: &Connection, meta_table: Keyed, partition: &str, table: &str, row_id: &str,
+    conn: &Conn, meta_table: Keyed, partition: &str, table: &str, row_id: &str,
 ) -> Result<()> {
     macro_rules! delete_from {
         ($t:literal) => {
@@ -207,14 +227,13 @@ fn delete_row_keyed(
             )
         };
     }
-    let sql = match meta_table {
-        Keyed::RowScopes => delete_from!("sync_row_scopes"),
-        Keyed::Tombstones => delete_from!("sync_tombstones"),
-        Keyed::BlobRefs => delete_from!("sync_blob_refs"),
-    };
-    conn.prepare_cached(sql)
-        .and_then(|mut st| st.execute(params![partition, table, row_id]))
-        .map_err(map_err)?;
+    match meta_table {
+        Keyed::RowScopes => kept!(conn, delete_from!("sync_row_scopes")),
+        Keyed::Tombstones => kept!(conn, delete_from!("sync_tombstones")),
+        Keyed::BlobRefs => kept!(conn, delete_from!("sync_blob_refs")),
+    }
+    .and_then(|mut st| st.execute(params![partition, table, row_id]))
+    .map_err(map_err)?;
     Ok(())
 }
 
@@ -227,14 +246,12 @@ enum Keyed {
 }
 
 fn insert_row_scope_entries(
-    conn: &Connection, partition: &str, table: &str, row_id: &str, pairs: &[(String, String)],
+    conn: &Conn, partition: &str, table: &str, row_id: &str, pairs: &[(String, String)],
 ) -> Result<()> {
     if pairs.is_empty() {
         return Ok(());
     }
-    let mut st = conn
-        .prepare_cached(
-            "INSERT OR IGNORE INTO sync_row_scopes (partition, tbl, var, value, row_id) VALUES (?1, ?2, ?3, ?4, ?5)",
+    let mut st = kept!(conn, "INSERT OR IGNORE INTO sync_row_scopes (partition, tbl, var, value, row_id) VALUES (?1, ?2, ?3, ?4, ?5)",
         )
         .map_err(map_err)?;
     for (var, value) in pairs {
@@ -247,10 +264,12 @@ fn insert_row_scope_entries(
 /// Removes the row, its scope entries and its blob references; the
 /// tombstone comes from `appendCommit`.
 pub fn delete_row(
-    conn: &Connection, table: &Table, sql: &TableSql, partition: &str, row_id: &str,
+    conn: &Conn, table: &Table, sql: &TableSql, partition: &str, row_id: &str,
 ) -> Result<()> {
     delete_row_keyed(conn, Keyed::RowScopes, partition, &table.name, row_id)?;
-    let mut st = conn.prepare_cached(&sql.delete_row).map_err(map_err)?;
+    let mut st = conn
+        .kept_row(sql.position, RowStmt::Delete, &sql.delete_row)
+        .map_err(map_err)?;
     st.execute(params![partition, row_id]).map_err(|e| {
         if is_constraint(&e) {
             Error::Constraint {
@@ -265,9 +284,10 @@ pub fn delete_row(
 }
 
 pub fn get_tombstone_seq(
-    conn: &Connection, partition: &str, table: &str, row_id: &str,
+    conn: &Conn, partition: &str, table: &str, row_id: &str,
 ) -> Result<Option<i64>> {
-    conn.prepare_cached(
+    kept!(
+        conn,
         "SELECT commit_seq FROM sync_tombstones WHERE partition = ?1 AND tbl = ?2 AND row_id = ?3",
     )
     .and_then(|mut st| {
@@ -277,18 +297,15 @@ pub fn get_tombstone_seq(
     .map_err(map_err)
 }
 
-pub fn clear_tombstone(
-    conn: &Connection, partition: &str, table: &str, row_id: &str,
-) -> Result<()> {
+pub fn clear_tombstone(conn: &Conn, partition: &str, table: &str, row_id: &str) -> Result<()> {
     delete_row_keyed(conn, Keyed::Tombstones, partition, table, row_id)
 }
 
 pub fn set_blob_refs(
-    conn: &Connection, partition: &str, table: &str, row_id: &str, blob_ids: &[String],
+    conn: &Conn, partition: &str, table: &str, row_id: &str, blob_ids: &[String],
 ) -> Result<()> {
     delete_row_keyed(conn, Keyed::BlobRefs, partition, table, row_id)?;
-    let mut st = conn
-        .prepare_cached("INSERT OR IGNORE INTO sync_blob_refs (partition, tbl, row_id, blob_id) VALUES (?1, ?2, ?3, ?4)")
+    let mut st = kept!(conn, "INSERT OR IGNORE INTO sync_blob_refs (partition, tbl, row_id, blob_id) VALUES (?1, ?2, ?3, ?4)")
         .map_err(map_err)?;
     for id in blob_ids {
         st.execute(params![partition, table, row_id, id])
@@ -301,7 +318,7 @@ pub fn set_blob_refs(
 /// row-scope index on the first filter variable, verified against the
 /// whole filter, ordered by the database's TEXT order of `row_id`.
 pub fn scan_rows(
-    conn: &Connection, table: &Table, sql: &TableSql, partition: &str, filter: &ScopeFilter,
+    conn: &Conn, table: &Table, sql: &TableSql, partition: &str, filter: &ScopeFilter,
     after_row_id: &str, limit: i64,
 ) -> Result<Vec<StoredRow>> {
     scan_rows_within(
@@ -320,7 +337,7 @@ pub fn scan_rows(
 /// more rows, or copy more payload bytes, than `budget` allows.
 #[allow(clippy::too_many_arguments)]
 pub fn scan_rows_within(
-    conn: &Connection, table: &Table, sql: &TableSql, partition: &str, filter: &ScopeFilter,
+    conn: &Conn, table: &Table, sql: &TableSql, partition: &str, filter: &ScopeFilter,
     after_row_id: &str, limit: i64, mut budget: Budget,
 ) -> Result<Vec<StoredRow>> {
     let Some((var, values)) = filter.probe() else {
@@ -428,19 +445,18 @@ LEFT JOIN {} t ON t."_sync_partition" = ?1 AND t."_sync_row_id" = c.row_id"#,
 /// `after_row_id`: an index-only walk of at most `cap + 1` entries, the
 /// bound a scan is judged by before it runs on the calling thread.
 pub fn few_candidates(
-    conn: &Connection, table: &str, partition: &str, filter: &ScopeFilter, after_row_id: &str,
-    cap: i64,
+    conn: &Conn, table: &str, partition: &str, filter: &ScopeFilter, after_row_id: &str, cap: i64,
 ) -> Result<bool> {
     let Some((var, [value])) = filter.probe() else {
         return Ok(false);
     };
-    let mut st = conn
-        .prepare_cached(
-            "SELECT count(*) FROM (SELECT 1 FROM sync_row_scopes
+    let mut st = kept!(
+        conn,
+        "SELECT count(*) FROM (SELECT 1 FROM sync_row_scopes
              WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND value = ?4 AND row_id > ?5
              LIMIT ?6)",
-        )
-        .map_err(map_err)?;
+    )
+    .map_err(map_err)?;
     let n: i64 = st
         .query_row(
             params![partition, table, var, value, after_row_id, cap + 1],

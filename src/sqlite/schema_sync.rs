@@ -5,6 +5,7 @@
 //! under one write lease so it commits or rolls back as a whole.
 
 use super::conn::map_err;
+use super::kept::Conn;
 use super::meta;
 use super::rows::Projected;
 use super::sql;
@@ -58,7 +59,7 @@ fn table_exists(conn: &Connection, table: &str) -> Result<bool> {
 }
 
 pub fn check_incomplete_checkpoints(
-    conn: &Connection, version: i64, declared: &[CheckpointDeclaration],
+    conn: &Conn, version: i64, declared: &[CheckpointDeclaration],
 ) -> Result<()> {
     migrate::refuse_incomplete(meta::pending_checkpoints(conn, version)?, declared)
 }
@@ -76,7 +77,7 @@ pub enum Outcome {
 }
 
 pub fn ensure_schema(
-    conn: &Connection, schema: &Schema, declarations: &[CheckpointDeclaration], now_ms: i64,
+    conn: &Conn, schema: &Schema, declarations: &[CheckpointDeclaration], now_ms: i64,
 ) -> Result<Outcome> {
     check_incomplete_checkpoints(conn, schema.version, declarations)?;
     conn.execute_batch(sql::schema_meta_ddl())

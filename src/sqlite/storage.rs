@@ -144,7 +144,7 @@ impl SqliteEngine {
     }
 
     pub(super) fn set_loaded(&self, schema: Schema) {
-        self.loaded.set(schema, TableSql::new);
+        self.loaded.set(schema, TableSql::numbered());
     }
 
     /// The schema version this storage writes commits as (0 before

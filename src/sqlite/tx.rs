@@ -175,6 +175,9 @@ impl Transaction for Arc<SqliteEngine> {
     }
 }
 
+/// Up to this many row ids, a prefetch finds repeated ones by a scan.
+const FEW_ROWS: usize = 16;
+
 impl SqliteEngine {
     #[track_caller]
     pub(super) fn with_tx<T>(
@@ -224,9 +227,16 @@ impl SqliteEngine {
         self.table_sql(table, |_, sql| {
             self.with_tx(id, |h, p| {
                 let mut out: Vec<Prefetched> = Vec::with_capacity(row_ids.len());
-                let mut seen = std::collections::HashSet::with_capacity(row_ids.len());
+                // A push names a few rows: those are told apart by a scan
+                // of what is read so far, not a hash set allocated per call.
+                let mut seen = (row_ids.len() > FEW_ROWS)
+                    .then(|| std::collections::HashSet::with_capacity(row_ids.len()));
                 for &row_id in row_ids {
-                    if !seen.insert(row_id) {
+                    let repeated = match seen.as_mut() {
+                        Some(seen) => !seen.insert(row_id),
+                        None => out.iter().any(|p| p.row_id == row_id),
+                    };
+                    if repeated {
                         continue;
                     }
                     let row = rows::get_row(h.conn, sql, p, row_id)?;
@@ -335,6 +345,12 @@ mod tests {
             (got[2].row.clone(), got[2].tombstone_seq),
             (None, Tomb::Read(None))
         );
+        // Past FEW_ROWS ids, repeats are found by a set: the same answer.
+        let many: Vec<String> = (0..40).map(|i| format!("r{}", i % 25)).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let got = SqliteEngine::tx_prefetch_rows(&e, id, "tasks", &many).unwrap();
+        let ids: Vec<&str> = got.iter().map(|p| p.row_id.as_str()).collect();
+        assert_eq!(ids, many[..25], "each id once, in first-named order");
         assert!(SqliteEngine::tx_prefetch_rows(&e, id, "nope", &["a"]).is_err());
         e.unlock(id, false).unwrap();
         assert!(

@@ -6,9 +6,9 @@
 use super::checkpointer;
 use super::conn::Config;
 use super::foreign;
+use super::kept::Conn;
 use super::scratch;
 use crate::core::query::Value;
-use rusqlite::Connection;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -38,7 +38,7 @@ pub(super) struct Lease {
 }
 
 pub(super) struct Writer {
-    pub(super) conn: Connection,
+    pub(super) conn: Conn,
     pub(super) lease: Option<Lease>,
     pub(super) next_id: u32,
     /// Leases committed into the open physical transaction but not yet
@@ -65,7 +65,7 @@ pub(super) struct Writer {
 
 pub(super) struct Db {
     pub(super) writer: Mutex<Writer>,
-    pub(super) readers: Mutex<Vec<Connection>>,
+    pub(super) readers: Mutex<Vec<Conn>>,
     /// The configuration the connections opened with (a memory database's
     /// file is its scratch path).
     pub(super) cfg: Config,
@@ -88,7 +88,7 @@ pub(super) struct Staged {
 
 /// What a lease-holding call sees.
 pub struct Held<'a> {
-    pub conn: &'a Connection,
+    pub conn: &'a Conn,
     pub partition: Option<&'a str>,
     pub(super) savepoint: &'a mut bool,
     pub(super) savepoint_mark: &'a mut usize,
