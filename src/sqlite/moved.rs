@@ -132,7 +132,7 @@ pub fn read(c: &Connection) -> Result<Option<Mark>> {
 impl SqliteEngine {
     /// The file's mark, read in a snapshot.
     pub fn moved_mark(&self) -> Result<Option<Mark>> {
-        self.read_snapshot(read)
+        self.read_snapshot(|c| read(c))
     }
 
     /// Takes the write lock, waiting for another process's up to `wait`
