@@ -13,7 +13,8 @@
 //! SQLITE_FULL, and the query stops with `ERR_SYNCULAR_QUERY_RESULT_TOO_LARGE`
 //! (`super::isolation::Bounded::err`). The database files, their journals
 //! and WAL, and the storage's own temporary files (an index build's sort)
-//! go straight to the default VFS, unchanged and uncounted.
+//! go straight to the default VFS, uncounted; a WAL file's writes are
+//! gathered into one write a run (`super::wal_gather`).
 //!
 //! A counted file's size is the furthest byte written (less after a
 //! truncate). Size hints and chunk sizes are not passed on, so the file
@@ -69,7 +70,9 @@ pub fn register() -> crate::core::error::Result<()> {
             let mut vfs: ffi::sqlite3_vfs = *parent;
             vfs.zName = NAME_C.as_ptr().cast::<c_char>();
             vfs.pNext = std::ptr::null_mut();
-            vfs.szOsFile = std::mem::offset_of!(Counted, real) as c_int + (*parent).szOsFile;
+            let header = std::mem::offset_of!(Counted, real)
+                .max(std::mem::offset_of!(super::wal_gather::Gathered, real));
+            vfs.szOsFile = header as c_int + (*parent).szOsFile;
             vfs.xOpen = Some(open);
             let leaked = Box::into_raw(Box::new(vfs));
             if ffi::sqlite3_vfs_register(leaked, 0) != ffi::SQLITE_OK {
@@ -106,6 +109,9 @@ unsafe extern "C" fn open(
     let Some(parent_open) = parent.as_ref().and_then(|p| p.xOpen) else {
         return ffi::SQLITE_CANTOPEN;
     };
+    if flags & ffi::SQLITE_OPEN_WAL != 0 {
+        return super::wal_gather::open(parent, name, file, flags, out_flags, parent_open);
+    }
     let budget = if flags & COUNTED_KINDS != 0 {
         super::meter::temp_budget()
     } else {
