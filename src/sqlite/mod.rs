@@ -15,7 +15,7 @@
 //! groups before it, never of one after):
 //! - helpers: `sql` (text), `kept` (statements kept per connection), `conn`, `mutex`, `budget`, `bind`; the files
 //!   under the connections (`scratch`, `standin`, `foreign`,
-//!   `checkpointer`, `temp_vfs`, `wal_gather`, `temp_budget`); the storage's SQL
+//!   `checkpointer`, `vfs_file`, `temp_vfs`, `wal_gather`, `temp_budget`); the storage's SQL
 //!   functions (`meter`, `linear_fns`, `pattern`, `checked_fns`);
 //! - `writer`, the state of an open storage, then `shared` (`storage.db`
 //!   statements on the writer);
@@ -69,6 +69,7 @@ mod storage;
 mod temp_budget;
 mod temp_vfs;
 mod tx;
+mod vfs_file;
 mod wal_gather;
 mod window;
 mod writer;

@@ -22,6 +22,7 @@
 //! maps it into memory.
 
 use super::temp_budget::Budget;
+use super::vfs_file;
 use rusqlite::ffi;
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::{Arc, OnceLock};
@@ -70,8 +71,8 @@ pub fn register() -> crate::core::error::Result<()> {
             let mut vfs: ffi::sqlite3_vfs = *parent;
             vfs.zName = NAME_C.as_ptr().cast::<c_char>();
             vfs.pNext = std::ptr::null_mut();
-            let header = std::mem::offset_of!(Counted, real)
-                .max(std::mem::offset_of!(super::wal_gather::Gathered, real));
+            use vfs_file::Wrapper;
+            let header = Counted::REAL_AT.max(super::wal_gather::Gathered::REAL_AT);
             vfs.szOsFile = header as c_int + (*parent).szOsFile;
             vfs.xOpen = Some(open);
             let leaked = Box::into_raw(Box::new(vfs));
@@ -134,36 +135,17 @@ unsafe extern "C" fn open(
     rc
 }
 
-/// The real file behind a counted one, and its methods.
-unsafe fn real(
-    file: *mut ffi::sqlite3_file,
-) -> (*mut ffi::sqlite3_file, &'static ffi::sqlite3_io_methods) {
-    let real = &mut (*file.cast::<Counted>()).real as *mut ffi::sqlite3_file;
-    // SAFETY (caller): the file opened, so its methods are set and live as
-    // long as the parent VFS.
-    (real, &*(*real).pMethods)
+impl vfs_file::Wrapper for Counted {
+    const REAL_AT: usize = std::mem::offset_of!(Counted, real);
 }
 
+/// The platform's methods, but for the four that count.
 static COUNTED_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
-    iVersion: 1,
     xClose: Some(close),
-    xRead: Some(read),
     xWrite: Some(write),
     xTruncate: Some(truncate),
-    xSync: Some(sync),
-    xFileSize: Some(file_size),
-    xLock: Some(lock),
-    xUnlock: Some(unlock),
-    xCheckReservedLock: Some(check_reserved_lock),
     xFileControl: Some(file_control),
-    xSectorSize: Some(sector_size),
-    xDeviceCharacteristics: Some(device_characteristics),
-    xShmMap: None,
-    xShmLock: None,
-    xShmBarrier: None,
-    xShmUnmap: None,
-    xFetch: None,
-    xUnfetch: None,
+    ..vfs_file::passed_on::<Counted>()
 };
 
 unsafe extern "C" fn close(file: *mut ffi::sqlite3_file) -> c_int {
@@ -171,19 +153,7 @@ unsafe extern "C" fn close(file: *mut ffi::sqlite3_file) -> c_int {
     let budget = Arc::from_raw((*counted).budget);
     budget.give((*counted).size);
     (*counted).size = 0;
-    let (real, m) = real(file);
-    match m.xClose {
-        Some(f) => f(real),
-        None => ffi::SQLITE_OK,
-    }
-}
-
-unsafe extern "C" fn read(
-    file: *mut ffi::sqlite3_file, buf: *mut c_void, amt: c_int, off: i64,
-) -> c_int {
-    let (real, m) = real(file);
-    m.xRead
-        .map_or(ffi::SQLITE_IOERR_READ, |f| f(real, buf, amt, off))
+    vfs_file::close::<Counted>(file)
 }
 
 /// Grows the file's count to `end` bytes, or refuses.
@@ -206,9 +176,7 @@ unsafe extern "C" fn write(
     if !grow(file, off.saturating_add(i64::from(amt))) {
         return ffi::SQLITE_FULL;
     }
-    let (real, m) = real(file);
-    m.xWrite
-        .map_or(ffi::SQLITE_IOERR_WRITE, |f| f(real, buf, amt, off))
+    vfs_file::write::<Counted>(file, buf, amt, off)
 }
 
 unsafe extern "C" fn truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_int {
@@ -221,36 +189,7 @@ unsafe extern "C" fn truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_int 
         (*(*counted).budget).give((*counted).size - size);
         (*counted).size = size;
     }
-    let (real, m) = real(file);
-    m.xTruncate
-        .map_or(ffi::SQLITE_IOERR_TRUNCATE, |f| f(real, size))
-}
-
-unsafe extern "C" fn sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
-    let (real, m) = real(file);
-    m.xSync.map_or(ffi::SQLITE_OK, |f| f(real, flags))
-}
-
-unsafe extern "C" fn file_size(file: *mut ffi::sqlite3_file, size: *mut i64) -> c_int {
-    let (real, m) = real(file);
-    m.xFileSize
-        .map_or(ffi::SQLITE_IOERR_FSTAT, |f| f(real, size))
-}
-
-unsafe extern "C" fn lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
-    let (real, m) = real(file);
-    m.xLock.map_or(ffi::SQLITE_OK, |f| f(real, level))
-}
-
-unsafe extern "C" fn unlock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
-    let (real, m) = real(file);
-    m.xUnlock.map_or(ffi::SQLITE_OK, |f| f(real, level))
-}
-
-unsafe extern "C" fn check_reserved_lock(file: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
-    let (real, m) = real(file);
-    m.xCheckReservedLock
-        .map_or(ffi::SQLITE_OK, |f| f(real, out))
+    vfs_file::truncate::<Counted>(file, size)
 }
 
 unsafe extern "C" fn file_control(
@@ -263,19 +202,7 @@ unsafe extern "C" fn file_control(
     ) {
         return ffi::SQLITE_NOTFOUND;
     }
-    let (real, m) = real(file);
-    m.xFileControl
-        .map_or(ffi::SQLITE_NOTFOUND, |f| f(real, op, arg))
-}
-
-unsafe extern "C" fn sector_size(file: *mut ffi::sqlite3_file) -> c_int {
-    let (real, m) = real(file);
-    m.xSectorSize.map_or(4096, |f| f(real))
-}
-
-unsafe extern "C" fn device_characteristics(file: *mut ffi::sqlite3_file) -> c_int {
-    let (real, m) = real(file);
-    m.xDeviceCharacteristics.map_or(0, |f| f(real))
+    vfs_file::file_control::<Counted>(file, op, arg)
 }
 
 #[cfg(test)]

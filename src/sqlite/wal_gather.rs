@@ -32,6 +32,7 @@
 //! them, and the commit's own write sends them first. What a killed process
 //! loses is a transaction it had not committed.
 
+use super::vfs_file;
 use rusqlite::ffi;
 use std::ffi::{c_int, c_void};
 
@@ -47,7 +48,7 @@ const HEADER: c_int = 24;
 pub struct Gathered {
     base: ffi::sqlite3_file,
     run: *mut Run,
-    pub real: ffi::sqlite3_file,
+    real: ffi::sqlite3_file,
 }
 
 /// The writes not sent yet: bytes from `at`.
@@ -92,6 +93,16 @@ pub unsafe fn open(
     rc
 }
 
+impl vfs_file::Wrapper for Gathered {
+    const REAL_AT: usize = std::mem::offset_of!(Gathered, real);
+
+    /// Every method the platform's file answers sees the run sent first.
+    unsafe fn before(file: *mut ffi::sqlite3_file) -> c_int {
+        let (run, real, m) = parts(file);
+        send(run, real, m)
+    }
+}
+
 unsafe fn parts(
     file: *mut ffi::sqlite3_file,
 ) -> (
@@ -99,11 +110,10 @@ unsafe fn parts(
     *mut ffi::sqlite3_file,
     &'static ffi::sqlite3_io_methods,
 ) {
-    let g = file.cast::<Gathered>();
-    let real = &mut (*g).real as *mut ffi::sqlite3_file;
-    // SAFETY (caller): the file opened, so its run and the platform file's
-    // methods are set, and live until close.
-    (&mut *(*g).run, real, &*(*real).pMethods)
+    let (real, m) = <Gathered as vfs_file::Wrapper>::real(file);
+    // SAFETY (caller): the file opened, so its run is set and lives until
+    // close.
+    (&mut *(*file.cast::<Gathered>()).run, real, m)
 }
 
 /// Sends the run, if any; the platform write's result.
@@ -126,18 +136,6 @@ unsafe fn send(run: &mut Run, real: *mut ffi::sqlite3_file, m: &ffi::sqlite3_io_
     rc
 }
 
-/// Sends the run, then answers `then`'s result (the run's error first).
-macro_rules! sent_then {
-    ($file:expr, |$real:ident, $m:ident| $then:expr) => {{
-        let (run, $real, $m) = parts($file);
-        let rc = send(run, $real, $m);
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
-        $then
-    }};
-}
-
 unsafe extern "C" fn write(
     file: *mut ffi::sqlite3_file, buf: *const c_void, amt: c_int, off: i64,
 ) -> c_int {
@@ -147,16 +145,11 @@ unsafe extern "C" fn write(
     // Only the write right after a read can rewrite what was read.
     let rewrite = header && off == std::mem::replace(&mut run.last_read, -1);
     if rewrite {
-        // A header rewritten over a frame just read: straight through.
-        let rc = send(run, real, m);
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
+        // A header rewritten over a frame just read: straight through
+        // (after the run, which `vfs_file::write` sends first).
         #[cfg(test)]
         tests::SENT.with(|n| n.set(n.get() + 1));
-        return m
-            .xWrite
-            .map_or(ffi::SQLITE_IOERR_WRITE, |w| w(real, buf, amt, off));
+        return vfs_file::write::<Gathered>(file, buf, amt, off);
     }
     let continues = !run.bytes.is_empty() && off == run.at + run.bytes.len() as i64;
     if !continues || run.bytes.len() + bytes.len() > MAX_RUN {
@@ -186,14 +179,8 @@ unsafe extern "C" fn write(
 unsafe extern "C" fn read(
     file: *mut ffi::sqlite3_file, buf: *mut c_void, amt: c_int, off: i64,
 ) -> c_int {
-    let (run, real, m) = parts(file);
-    let rc = send(run, real, m);
-    if rc != ffi::SQLITE_OK {
-        return rc;
-    }
-    run.last_read = off;
-    m.xRead
-        .map_or(ffi::SQLITE_IOERR_READ, |f| f(real, buf, amt, off))
+    (*(*file.cast::<Gathered>()).run).last_read = off;
+    vfs_file::read::<Gathered>(file, buf, amt, off)
 }
 
 unsafe extern "C" fn close(file: *mut ffi::sqlite3_file) -> c_int {
@@ -210,82 +197,13 @@ unsafe extern "C" fn close(file: *mut ffi::sqlite3_file) -> c_int {
     }
 }
 
-unsafe extern "C" fn truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_int {
-    sent_then!(file, |real, m| m
-        .xTruncate
-        .map_or(ffi::SQLITE_IOERR_TRUNCATE, |f| f(real, size)))
-}
-
-unsafe extern "C" fn sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
-    sent_then!(file, |real, m| m
-        .xSync
-        .map_or(ffi::SQLITE_OK, |f| f(real, flags)))
-}
-
-unsafe extern "C" fn file_size(file: *mut ffi::sqlite3_file, size: *mut i64) -> c_int {
-    sent_then!(file, |real, m| m
-        .xFileSize
-        .map_or(ffi::SQLITE_IOERR_FSTAT, |f| f(real, size)))
-}
-
-unsafe extern "C" fn lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
-    sent_then!(file, |real, m| m
-        .xLock
-        .map_or(ffi::SQLITE_OK, |f| f(real, level)))
-}
-
-unsafe extern "C" fn unlock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
-    sent_then!(file, |real, m| m
-        .xUnlock
-        .map_or(ffi::SQLITE_OK, |f| f(real, level)))
-}
-
-unsafe extern "C" fn check_reserved_lock(file: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
-    sent_then!(file, |real, m| m
-        .xCheckReservedLock
-        .map_or(ffi::SQLITE_OK, |f| f(real, out)))
-}
-
-unsafe extern "C" fn file_control(
-    file: *mut ffi::sqlite3_file, op: c_int, arg: *mut c_void,
-) -> c_int {
-    sent_then!(file, |real, m| m
-        .xFileControl
-        .map_or(ffi::SQLITE_NOTFOUND, |f| f(real, op, arg)))
-}
-
-unsafe extern "C" fn sector_size(file: *mut ffi::sqlite3_file) -> c_int {
-    let (_, real, m) = parts(file);
-    m.xSectorSize.map_or(4096, |f| f(real))
-}
-
-unsafe extern "C" fn device_characteristics(file: *mut ffi::sqlite3_file) -> c_int {
-    let (_, real, m) = parts(file);
-    m.xDeviceCharacteristics.map_or(0, |f| f(real))
-}
-
-/// Version 1: SQLite neither maps a WAL file nor uses its shared memory
-/// (the index belongs to the database file).
+/// The platform's methods, after the run is sent, but for the three that
+/// keep the run.
 static METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
-    iVersion: 1,
     xClose: Some(close),
     xRead: Some(read),
     xWrite: Some(write),
-    xTruncate: Some(truncate),
-    xSync: Some(sync),
-    xFileSize: Some(file_size),
-    xLock: Some(lock),
-    xUnlock: Some(unlock),
-    xCheckReservedLock: Some(check_reserved_lock),
-    xFileControl: Some(file_control),
-    xSectorSize: Some(sector_size),
-    xDeviceCharacteristics: Some(device_characteristics),
-    xShmMap: None,
-    xShmLock: None,
-    xShmBarrier: None,
-    xShmUnmap: None,
-    xFetch: None,
-    xUnfetch: None,
+    ..vfs_file::passed_on::<Gathered>()
 };
 
 #[cfg(test)]
