@@ -463,9 +463,11 @@ export async function writeLargeFixture(path, { commits, partitions = 50, seed =
         b.add([p.name, rowId, ...(t.materialize ? r.values : []), r.version, JSON.stringify(r.scopes), r.payload]);
         for (const [v, value] of Object.entries(r.scopes)) rowScopesB.add([p.name, t.name, v, value, rowId]);
         rowCount += 1;
+        // Within the table too: one partition of 10M commits holds 3M
+        // notes, more text than one string can.
+        if (pendingBytes > 1 << 20) await drain();
       }
       b.flush();
-      if (pendingBytes > 1 << 20) await drain();
     }
   }
   rowScopesB.flush();
