@@ -96,6 +96,7 @@ const core = await loadCore(opts.server);
 const work = opts.work ?? dirname(opts.fixture);
 const copies = [];
 const schemas = [];
+let fixtureDepth;
 
 function fileCopy(k) {
   const path = join(work, `${basename(opts.fixture, '.db')}.scale-${process.pid}-${k}.db`);
@@ -140,10 +141,14 @@ async function open(run, where) {
   const s = {};
   s.push = await fixtureHost(server, core, run.storage, opts.partition);
   const depth = Number(await run.storage.getMaxCommitSeq(opts.partition));
+  // The window reads the fixture's own log: with --one-copy the storages
+  // after the first find the earlier ones' pushes (ten-change commits) on
+  // top of it.
+  fixtureDepth ??= depth;
   if (opts.figures.includes('window')) {
-    if (depth >= 1100) {
+    if (fixtureDepth >= 1100) {
       s.window = s.push;
-      s.windowTop = depth - 1000;
+      s.windowTop = fixtureDepth - 1000;
     } else {
       s.window = await fixtureHost(server, core, run.storage, 'scale-window');
       const have = Number(await run.storage.getMaxCommitSeq('scale-window'));
