@@ -7,7 +7,7 @@
 //   bun bench/scale.mjs --server <tree>/packages/server/src/index-bun.ts \
 //     --fixture FILE [--figures push1,push10,conc16,window,bootstrap] \
 //     [--rounds N] [--warmup N] [--partition NAME] [--boot-rows N] [--work DIR] [--one-copy] \
-//     [--json OUT] --module A.mjs --module B.mjs ...
+//     [--postgres] [--json OUT] --module A.mjs --module B.mjs ...
 //
 // Each module gets its own copy of the fixture (`cp --reflink=auto`, in
 // --work, default the fixture's directory), opened as a host would open
@@ -16,6 +16,14 @@
 // for all its rounds (for files too large to copy twice); a storage after
 // ours then runs on the layout ours repaired (the in-tree storage's row
 // writes find the row scope index by row there, and are cheaper).
+//
+// With --postgres the copy is a PostgreSQL schema instead, on the server
+// at SYNCULAR_TEST_PG_URL (the PostgreSQL modules' server): this
+// package's `copyTo` moves the fixture into a fresh schema in the in-tree
+// PostgreSQL layout (plus the row scope index by row a host's first use
+// of ours makes), the module is handed that schema (`context.schema`),
+// and the schema is dropped at the end. The copy reads a file copy of
+// the fixture, which it leaves alone otherwise.
 //
 // Where each figure runs: the pushes write tasks t0…t9 (rows the fixture
 // has) in --partition (default part-000, which holds every commit of a
@@ -39,7 +47,10 @@ import { appendFileSync, existsSync, rmSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { loadavg } from 'node:os';
 import { pathToFileURL } from 'node:url';
+import { createRequire } from 'node:module';
 import { loadCore } from './lib/server.mjs';
+import { url as pgUrl } from './lib/pg-target.mjs';
+import { dropSchema } from './lib/pg-schema.mjs';
 import { BOOT_PARTITION, serverSchema } from '../scripts/large-fixture.mjs';
 import { bootstrap, fill, fixtureHost, pushConcurrent, pushSequential, windowPulls } from './lib/scale-host.mjs';
 
@@ -62,6 +73,7 @@ for (let i = 0; i < args.length; i++) {
   else if (a === '--work') opts.work = resolve(value());
   else if (a === '--json') opts.json = resolve(value());
   else if (a === '--one-copy') opts.oneCopy = true;
+  else if (a === '--postgres') opts.postgres = true;
   else throw new Error(`unknown option ${a}`);
 }
 const FIGURES = {
@@ -83,8 +95,10 @@ const server = await import(pathToFileURL(opts.server).href);
 const core = await loadCore(opts.server);
 const work = opts.work ?? dirname(opts.fixture);
 const copies = [];
+const schemas = [];
+let fixtureDepth;
 
-function copyOf(k) {
+function fileCopy(k) {
   const path = join(work, `${basename(opts.fixture, '.db')}.scale-${process.pid}-${k}.db`);
   const t = performance.now();
   const r = spawnSync('cp', ['--reflink=auto', opts.fixture, path], { stdio: 'inherit' });
@@ -94,19 +108,47 @@ function copyOf(k) {
   return path;
 }
 
-/** Opens a module's storage on `path` as a host would, and sets up each figure's partition. */
-async function open(run, path) {
+function removeFile(path) {
+  for (const suffix of ['', '-wal', '-shm', '-journal']) rmSync(path + suffix, { force: true });
+}
+
+/** Where module copy `k` lives: `{ path }` (SQLite) or `{ schema }` (--postgres). */
+async function copyOf(k) {
+  const path = fileCopy(k);
+  if (!opts.postgres) return { path };
+  // Named as the modules name theirs, so a sweep drops it if this process dies.
+  const schema = `syncular_bench_${process.pid}_scale${k}`;
   const t = performance.now();
-  run.storage = await run.mod.createStorage({ path, server });
+  const { NativeStorage } = createRequire(import.meta.url)('../index.js');
+  const source = new NativeStorage({ url: `sqlite:${path}` });
+  schemas.push(schema);
+  try {
+    await source.copyTo(pgUrl, { schema });
+  } finally {
+    await source.close();
+    removeFile(path);
+  }
+  console.error(`copied the fixture into schema ${schema} in ${((performance.now() - t) / 1000).toFixed(1)} s`);
+  return { schema };
+}
+
+/** Opens a module's storage on `path` as a host would, and sets up each figure's partition. */
+async function open(run, where) {
+  const t = performance.now();
+  run.storage = await run.mod.createStorage({ ...where, server });
   await server.ensureSyncServerReady({ schema: serverSchema, storage: run.storage });
   const openMs = performance.now() - t;
   const s = {};
   s.push = await fixtureHost(server, core, run.storage, opts.partition);
   const depth = Number(await run.storage.getMaxCommitSeq(opts.partition));
+  // The window reads the fixture's own log: with --one-copy the storages
+  // after the first find the earlier ones' pushes (ten-change commits) on
+  // top of it.
+  fixtureDepth ??= depth;
   if (opts.figures.includes('window')) {
-    if (depth >= 1100) {
+    if (fixtureDepth >= 1100) {
       s.window = s.push;
-      s.windowTop = depth - 1000;
+      s.windowTop = fixtureDepth - 1000;
     } else {
       s.window = await fixtureHost(server, core, run.storage, 'scale-window');
       const have = Number(await run.storage.getMaxCommitSeq('scale-window'));
@@ -128,7 +170,8 @@ async function open(run, path) {
 
 async function close(run) {
   await run.storage.close?.();
-  run.storage.db?.close?.();
+  // The in-tree SQLite storage's handle (ours on PostgreSQL has none, and says so).
+  if (!opts.postgres) run.storage.db?.close?.();
   run.storage = undefined;
 }
 
@@ -146,16 +189,16 @@ async function figureRound(run, figure, warm) {
 }
 try {
   if (opts.oneCopy) {
-    const path = copyOf(0);
+    const where = await copyOf(0);
     for (const run of runs) {
-      await open(run, path);
+      await open(run, where);
       for (round = 0; round < opts.warmup + opts.rounds; round++) {
         for (const figure of opts.figures) await figureRound(run, figure, round < opts.warmup);
       }
       await close(run);
     }
   } else {
-    for (const run of runs) await open(run, copyOf(run.k));
+    for (const run of runs) await open(run, await copyOf(run.k));
     for (round = 0; round < opts.warmup + opts.rounds; round++) {
       for (const figure of opts.figures) {
         for (let j = 0; j < runs.length; j++) await figureRound(runs[(j + round) % runs.length], figure, round < opts.warmup);
@@ -165,13 +208,14 @@ try {
   }
 } finally {
   for (const run of runs) if (run.storage) await close(run).catch(() => {});
-  for (const path of copies) for (const suffix of ['', '-wal', '-shm', '-journal']) rmSync(path + suffix, { force: true });
+  for (const path of copies) removeFile(path);
+  for (const schema of schemas) await dropSchema(pgUrl, schema);
 }
 
 const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
 const fmt = (x) => (x === undefined ? '-' : x >= 100 ? x.toFixed(0) : x.toFixed(1));
 const load1 = loadavg();
-console.log(`fixture ${opts.fixture}, partition ${opts.partition}; ${opts.rounds} rounds after ${opts.warmup} warm-up; load ${load0[0].toFixed(1)} → ${load1[0].toFixed(1)}; ${((performance.now() - started) / 1000).toFixed(0)} s`);
+console.log(`fixture ${opts.fixture}${opts.postgres ? ' (copied to PostgreSQL)' : ''}, partition ${opts.partition}; ${opts.rounds} rounds after ${opts.warmup} warm-up; load ${load0[0].toFixed(1)} → ${load1[0].toFixed(1)}; ${((performance.now() - started) / 1000).toFixed(0)} s`);
 for (const run of runs) console.log(`${run.label}: open ${fmt(run.openMs)} ms, set-up ${fmt(run.setupMs)} ms, partition depth ${run.depth}`);
 const records = [];
 for (const figure of opts.figures) {
@@ -192,5 +236,5 @@ for (const figure of opts.figures) {
 }
 if (opts.json) {
   const runtime = typeof Bun !== 'undefined' ? `bun ${Bun.version}` : `node ${process.versions.node}`;
-  appendFileSync(opts.json, `${JSON.stringify({ fixture: basename(opts.fixture), partition: opts.partition, runtime, load: [load0[0], load1[0]], opened: runs.map((r) => ({ storage: r.label, openMs: r.openMs, depth: r.depth })), records })}\n`);
+  appendFileSync(opts.json, `${JSON.stringify({ fixture: basename(opts.fixture), engine: opts.postgres ? 'postgres' : 'sqlite', partition: opts.partition, runtime, load: [load0[0], load1[0]], opened: runs.map((r) => ({ storage: r.label, openMs: r.openMs, depth: r.depth })), records })}\n`);
 }

@@ -138,7 +138,7 @@ function uuid(rand) {
  */
 export function* history({ commits, partitions, seed = 1, rows = 500, bootRows = 0 }) {
   const rand = prng(seed);
-  const newPart = (name) => ({ name, seq: 0, live: { tasks: new Map(), notes: new Map(), audit: new Map() }, notesQueue: [], clients: new Map() });
+  const newPart = (name) => ({ name, seq: 0, live: { tasks: new Map(), notes: new Map(), audit: new Map() }, notesQueue: [], notesHead: 0, clients: new Map() });
   const parts = Array.from({ length: partitions }, (_, i) => newPart(partitionName(i)));
   const task = (p, t, project, seq, g) => ({
     table: 'tasks',
@@ -158,7 +158,9 @@ export function* history({ commits, partitions, seed = 1, rows = 500, bootRows =
     if (rand() < 0.5) {
       upsert('notes', `n${seq}`, [`n${seq}`, `proj${seq % PROJECTS}`, seq % 4 === 0 ? null : `body ${seq} ✓`]);
     }
-    if (seq % 5 === 0 && p.notesQueue.length > 0) ops.push({ table: 'notes', rowId: p.notesQueue.shift(), op: 'delete' });
+    // A queue by index: Array#shift on a queue this long copies it whole
+    // each time (quadratic over ten million commits).
+    if (seq % 5 === 0 && p.notesHead < p.notesQueue.length) ops.push({ table: 'notes', rowId: p.notesQueue[p.notesHead++], op: 'delete' });
     if (rand() < 0.2) {
       // Scope values never change on update (the handler would put the
       // stored ones back into the payload).
@@ -396,7 +398,9 @@ export async function writeLargeFixture(path, { commits, partitions = 50, seed =
     child.on('error', reject);
     child.on('close', (code) => (code === 0 && stderr === '' ? resolve() : reject(new Error(`sqlite3 exited ${code}: ${stderr}`))));
   });
-  // Backpressure: wait for the pipe to drain now and then.
+  // Backpressure, loose enough that this process and sqlite3 work at the
+  // same time: wait for the pipe only when 64 MiB are queued (waiting on
+  // every write left one of the two idle while the other worked).
   let pending = [];
   let pendingBytes = 0;
   const write = (text) => {
@@ -408,7 +412,8 @@ export async function writeLargeFixture(path, { commits, partitions = 50, seed =
     const chunk = pending.join('');
     pending = [];
     pendingBytes = 0;
-    if (!child.stdin.write(chunk)) await new Promise((resolve) => child.stdin.once('drain', resolve));
+    child.stdin.write(chunk);
+    if (child.stdin.writableLength > 64 << 20) await new Promise((resolve) => child.stdin.once('drain', resolve));
   };
 
   // Only for the writing itself, none persists in the file (journal_mode
@@ -458,9 +463,11 @@ export async function writeLargeFixture(path, { commits, partitions = 50, seed =
         b.add([p.name, rowId, ...(t.materialize ? r.values : []), r.version, JSON.stringify(r.scopes), r.payload]);
         for (const [v, value] of Object.entries(r.scopes)) rowScopesB.add([p.name, t.name, v, value, rowId]);
         rowCount += 1;
+        // Within the table too: one partition of 10M commits holds 3M
+        // notes, more text than one string can.
+        if (pendingBytes > 1 << 20) await drain();
       }
       b.flush();
-      if (pendingBytes > 1 << 20) await drain();
     }
   }
   rowScopesB.flush();
