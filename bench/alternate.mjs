@@ -50,32 +50,12 @@ import { loadCore, createHost, fill, windowPulls, pushSequential, pushConcurrent
 import { populate, queries } from './lib/workloads.mjs';
 import { replaying, replayingEach } from './lib/floor.mjs';
 import { CallProfile, profileTable, profiled } from './lib/profile.mjs';
+import { benchArgs } from './lib/args.mjs';
 
-const args = process.argv.slice(2);
-const modules = [];
-let serverPath;
-let figure = 'window';
-let rounds = 12;
-let floor = false;
-let profile = false;
-for (let i = 0; i < args.length; i++) {
-  const value = () => {
-    if (i + 1 >= args.length) throw new Error(`${args[i]} needs a value`);
-    return args[++i];
-  };
-  if (args[i] === '--module') modules.push(resolve(value()));
-  else if (args[i] === '--server') serverPath = resolve(value());
-  else if (args[i] === '--figure') figure = value();
-  else if (args[i] === '--rounds') rounds = Number(value());
-  else if (args[i] === '--floor') floor = true;
-  else if (args[i] === '--profile') profile = true;
-  else throw new Error(`unknown option ${args[i]}`);
-}
 const figures = ['window', 'push1', 'push10', 'clients16', 'fresh1', 'bootstrap', 'point', 'aggregate'];
-if (!serverPath || modules.length === 0) throw new Error(`usage: alternate.mjs --server PATH [--figure ${figures.join('|')}] [--rounds N] --module PATH...`);
-if (!figures.includes(figure)) throw new Error(`--figure: one of ${figures.join(', ')}, not ${figure}`);
+const { serverPath, modules, figure, rounds, flags } = benchArgs('alternate.mjs', { figures, rounds: 12, flags: ['--floor', '--profile'] });
+const { floor, profile } = flags;
 const storageLevel = figure === 'point' || figure === 'aggregate';
-if (!Number.isSafeInteger(rounds) || rounds < 1) throw new Error('--rounds must be a positive integer');
 const pushFigure = figure === 'push1' || figure === 'push10' || figure === 'clients16';
 const CLIENTS = 16;
 if (floor && storageLevel) throw new Error('--floor: only with a host figure');

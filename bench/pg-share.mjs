@@ -25,27 +25,10 @@ import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { loadCore, createHost, fill, windowPulls, bootstrap, pushConcurrent } from './lib/server.mjs';
 import { populate, queries } from './lib/workloads.mjs';
+import { benchArgs } from './lib/args.mjs';
 
-const args = process.argv.slice(2);
-const modules = [];
-let serverPath;
-let figure = 'point';
-let rounds = 8;
-for (let i = 0; i < args.length; i++) {
-  const value = () => {
-    if (i + 1 >= args.length) throw new Error(`${args[i]} needs a value`);
-    return args[++i];
-  };
-  if (args[i] === '--module') modules.push(resolve(value()));
-  else if (args[i] === '--server') serverPath = resolve(value());
-  else if (args[i] === '--figure') figure = value();
-  else if (args[i] === '--rounds') rounds = Number(value());
-  else throw new Error(`unknown option ${args[i]}`);
-}
 const figures = ['point', 'aggregate', 'window', 'bootstrap', 'push16'];
-if (!serverPath || modules.length === 0) throw new Error(`usage: pg-share.mjs --server PATH [--figure ${figures.join('|')}] [--rounds N] --module PATH...`);
-if (!figures.includes(figure)) throw new Error(`--figure: one of ${figures.join(', ')}, not ${figure}`);
-if (!Number.isSafeInteger(rounds) || rounds < 1) throw new Error('--rounds must be a positive integer');
+const { serverPath, modules, figure, rounds } = benchArgs('pg-share.mjs', { figures, rounds: 8 });
 const url = process.env.SYNCULAR_TEST_PG_URL;
 if (!url) throw new Error('SYNCULAR_TEST_PG_URL must name a PostgreSQL server that loads pg_stat_statements');
 

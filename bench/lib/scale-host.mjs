@@ -4,6 +4,7 @@
 // built with the @syncular/core codec the server entry resolves. Each
 // figure checks its answers as lib/server.mjs's do.
 import { encodeRow, PROJECTS, serverSchema } from '../../scripts/large-fixture.mjs';
+import { bootstrapPages, bootstrapRows } from './server.mjs';
 
 const now = () => Number(process.hrtime.bigint()) / 1e3; // µs
 const ACTOR = 'scale-actor';
@@ -196,27 +197,10 @@ export async function windowPulls(host, pulls, top) {
 
 /** A new client bootstrapping tasks of proj1 in 1,000-row pages; every row must arrive. */
 export async function bootstrap(host, clientId, expectedRows) {
-  const segments = [];
-  let state;
-  let requests = 0;
+  let pages;
   const out = await measured(expectedRows, async () => {
-    for (;;) {
-      const frames = host.decode(await host.handle(host.request(clientId, pullFrames(-1, state))));
-      requests += 1;
-      let end;
-      for (const f of frames) {
-        if (f.type === 'SEGMENT_INLINE') segments.push(f.payload);
-        else if (f.type === 'SEGMENT_REF') throw new Error('bootstrap: a page went to the segment store');
-        else if (f.type === 'SUB_END') end = f;
-      }
-      if (!end) throw new Error('bootstrap: a response had no SUB_END');
-      state = end.bootstrapState;
-      if (state === undefined || state === null) break;
-      if (requests > expectedRows) throw new Error('bootstrap does not finish');
-    }
+    pages = await bootstrapPages(host, clientId, expectedRows, (state) => pullFrames(-1, state));
   });
-  let rows = 0;
-  for (const s of segments) for (const block of host.core.decodeRowsSegment(s).blocks) rows += block.length;
-  if (rows !== expectedRows) throw new Error(`bootstrap delivered ${rows} rows, expected ${expectedRows}`);
+  bootstrapRows(host, pages.segments, expectedRows);
   return out;
 }

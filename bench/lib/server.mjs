@@ -292,18 +292,17 @@ export async function windowPulls(host, pulls) {
 }
 
 /**
- * A fresh client bootstrapping the table: pull requests with no cursor,
- * then each carrying the previous answer's bootstrap state, until the
- * section ends without one. Every row of project p1 must arrive.
+ * The pages of a fresh client's bootstrap: the pull request `pull(state)`
+ * makes with no state, then each carrying the previous answer's bootstrap
+ * state, until the section ends without one. Every page must come inline.
+ * Answers the pages' segments and the number of requests.
  */
-export async function bootstrap(host, clientId, expectedRows) {
+export async function bootstrapPages(host, clientId, expectedRows, pull) {
   const segments = [];
   let requests = 0;
   let state;
-  const cpu0 = cpuNow();
-  const start = now();
   for (;;) {
-    const frames = host.decode(await host.handle(host.request(clientId, pullFrames(-1, state))));
+    const frames = host.decode(await host.handle(host.request(clientId, pull(state))));
     requests += 1;
     let end;
     for (const f of frames) {
@@ -313,14 +312,31 @@ export async function bootstrap(host, clientId, expectedRows) {
     }
     if (!end) throw new Error('bootstrap: a response had no SUB_END');
     state = end.bootstrapState;
-    if (state === undefined) break;
+    if (state === undefined || state === null) break;
     if (requests > expectedRows) throw new Error('bootstrap does not finish');
   }
-  const elapsed = now() - start;
-  // CPU µs per 1,000 rows.
-  const cpu = cpuPer(cpu0, expectedRows / 1000);
+  return { segments, requests };
+}
+
+/** The rows in bootstrap pages' segments, which must be `expectedRows`. */
+export function bootstrapRows(host, segments, expectedRows) {
   let rows = 0;
   for (const s of segments) for (const block of host.core.decodeRowsSegment(s).blocks) rows += block.length;
   if (rows !== expectedRows) throw new Error(`bootstrap delivered ${rows} rows, expected ${expectedRows}`);
+  return rows;
+}
+
+/**
+ * A fresh client bootstrapping the table (bootstrapPages). Every row of
+ * project p1 must arrive.
+ */
+export async function bootstrap(host, clientId, expectedRows) {
+  const cpu0 = cpuNow();
+  const start = now();
+  const { segments, requests } = await bootstrapPages(host, clientId, expectedRows, (state) => pullFrames(-1, state));
+  const elapsed = now() - start;
+  // CPU µs per 1,000 rows.
+  const cpu = cpuPer(cpu0, expectedRows / 1000);
+  const rows = bootstrapRows(host, segments, expectedRows);
   return { rowsPerSec: (rows / elapsed) * 1e6, rows, requests, ...cpu };
 }
