@@ -129,6 +129,46 @@ describe('sqlite reads on the calling thread', () => {
     }
   });
 
+  test('one-value scans walk the table beside the scope index: the same rows however the scope interleaves', async () => {
+    // r0000…r0899: every 100th in p3 (sparse: the walk hands over to the
+    // join at once), else every 3rd in p1 (one candidate per three table
+    // rows: the walk hands over after a few dozen), the rest in p2 (two in
+    // three: walked to the end). A deleted row leaves neither row nor
+    // scope entry.
+    const path = tempDbPath();
+    const storage = new NativeStorage({ url: sqliteFileUrl(path) });
+    await storage.ensureSchema(fixtureSchema());
+    const project = (i) => (i % 100 === 0 ? 'p3' : i % 3 === 0 ? 'p1' : 'p2');
+    const id = (i) => `r${String(i).padStart(4, '0')}`;
+    try {
+      for (let c = 0; c < 90; c++) {
+        const ops = [];
+        for (let i = c * 10; i < c * 10 + 10; i++) ops.push({ table: 'tasks', row: taskRow(id(i), { project: project(i), owner: 'u1' }) });
+        await writeCommit(storage, 'p', ops);
+      }
+      await writeCommit(storage, 'p', [{ table: 'tasks', delete: id(451), scopes: { project_id: 'p2', owner_id: 'u1' } }]);
+      const kept = [...Array(900).keys()].filter((i) => i !== 451);
+      const expect = (p, after = '', limit = 5000) =>
+        kept.filter((i) => (p === undefined || project(i) === p) && id(i) > after).slice(0, limit).map(id);
+      const scan = async (filter, afterRowId, limit) =>
+        (await storage.scanRows('p', { table: 'tasks', scopeFilter: filter, afterRowId, limit })).map((r) => r.rowId);
+      for (const p of ['p1', 'p2', 'p3']) {
+        assert.deepEqual(await scan({ project_id: [p] }, null, 1000), expect(p), p);
+        assert.deepEqual(await scan({ project_id: [p] }, 'r0440', 50), expect(p, 'r0440', 50), `${p} after r0440`);
+      }
+      assert.deepEqual(await scan({ owner_id: ['u1'] }, null, 1000), expect(undefined));
+      assert.deepEqual(await scan({ owner_id: ['u1'], project_id: ['p2'] }, 'r0100', 300), expect('p2', 'r0100', 300));
+      // Each row's own fields, not a neighbour's.
+      const rows = await storage.scanRows('p', { table: 'tasks', scopeFilter: { project_id: ['p2'] }, afterRowId: 'r0600', limit: 20 });
+      for (const r of rows) {
+        const one = await storage.getRow('p', 'tasks', r.rowId);
+        assert.deepEqual([r.rowId, r.scopes, Buffer.from(r.payload)], [one.rowId, one.scopes, Buffer.from(one.payload)]);
+      }
+    } finally {
+      await storage.close();
+    }
+  });
+
   test('windows and scans: past 4 MiB of payload, the same answer comes off-thread', async () => {
     const path = tempDbPath();
     const storage = new NativeStorage({ url: sqliteFileUrl(path) });
