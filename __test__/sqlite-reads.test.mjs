@@ -9,7 +9,7 @@ import { describe, test } from 'node:test';
 import { tempDbPath, sqliteFileUrl } from './support/engines.mjs';
 import { NativeStorage } from './support/package.mjs';
 import { fixtureSchema } from './support/schema.mjs';
-import { taskRow, upsertChange, writeCommit } from './support/harness.mjs';
+import { noteRow, taskRow, upsertChange, writeCommit } from './support/harness.mjs';
 
 const require = createRequire(import.meta.url);
 const native = require('../lib/native.js');
@@ -125,6 +125,60 @@ describe('sqlite reads on the calling thread', () => {
       assert.ok(few[0].payload instanceof Uint8Array && few[0].payload.length > 0);
     } finally {
       await engine.close();
+      await storage.close();
+    }
+  });
+
+  test('one-value windows walk the log beside the scope index: the same commits however the scope interleaves', async () => {
+    // Commits 1…600: every 100th a task of p3 (sparse: the walks hand over
+    // to the join at once), else every 3rd of p1 (one candidate per three
+    // commits: handed over after a few dozen), the rest of p2 (walked to
+    // the end); every 7th also writes a note, and every 11th only a note
+    // (commits without a task change, and changes of another table).
+    const path = tempDbPath();
+    const storage = new NativeStorage({ url: sqliteFileUrl(path) });
+    await storage.ensureSchema(fixtureSchema());
+    const project = (c) => (c % 100 === 0 ? 'p3' : c % 3 === 0 ? 'p1' : 'p2');
+    const tasksOf = new Map();
+    try {
+      for (let c = 1; c <= 600; c++) {
+        const ops = [];
+        if (c % 11 !== 0) {
+          const ids = c % 5 === 0 ? [`t${c}a`, `t${c}b`] : [`t${c}`];
+          for (const id of ids) ops.push({ table: 'tasks', row: taskRow(id, { project: project(c), owner: 'u1' }) });
+          tasksOf.set(c, ids);
+        }
+        if (c % 7 === 0 || c % 11 === 0) ops.push({ table: 'notes', row: noteRow(`n${c}`, project(c), `body ${c}`) });
+        await writeCommit(storage, 'p', ops);
+      }
+      const expect = (p, after, limit) => {
+        const out = [];
+        let total = 0;
+        for (const [c, ids] of tasksOf) {
+          if (c <= after || (p !== undefined && project(c) !== p)) continue;
+          if (total >= limit) break;
+          out.push([c, ids]);
+          total += ids.length;
+        }
+        return out;
+      };
+      const read = async (filter, afterSeq, limitChanges) =>
+        (await storage.readCommitWindow('p', { table: 'tasks', scopeFilter: filter, afterSeq, throughSeq: 600, limitChanges })).map(
+          (c) => [c.commitSeq, c.changes.map((ch) => ch.rowId)],
+        );
+      for (const p of ['p1', 'p2', 'p3']) {
+        assert.deepEqual(await read({ project_id: [p] }, 0, 1000), expect(p, 0, 1000), p);
+        assert.deepEqual(await read({ project_id: [p] }, 250, 40), expect(p, 250, 40), `${p} after 250`);
+      }
+      assert.deepEqual(await read({ owner_id: ['u1'] }, 0, 1000), expect(undefined, 0, 1000));
+      assert.deepEqual(await read({ owner_id: ['u1'], project_id: ['p2'] }, 100, 300), expect('p2', 100, 300));
+      // Each change's own fields, not a neighbour's.
+      const [commit] = await storage.readCommitWindow('p', { table: 'tasks', scopeFilter: { project_id: ['p2'] }, afterSeq: 9, throughSeq: 600, limitChanges: 1 });
+      assert.equal(commit.commitSeq, 10);
+      assert.deepEqual(commit.changes.map((ch) => [ch.rowId, ch.scopes.project_id]), [['t10a', 'p2'], ['t10b', 'p2']]);
+      const row = await storage.getRow('p', 'tasks', 't10b');
+      assert.deepEqual(Buffer.from(commit.changes[1].payload), Buffer.from(row.payload));
+    } finally {
       await storage.close();
     }
   });
