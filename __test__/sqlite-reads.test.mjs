@@ -9,7 +9,7 @@ import { describe, test } from 'node:test';
 import { tempDbPath, sqliteFileUrl } from './support/engines.mjs';
 import { NativeStorage } from './support/package.mjs';
 import { fixtureSchema } from './support/schema.mjs';
-import { taskRow, upsertChange, writeCommit } from './support/harness.mjs';
+import { noteRow, taskRow, upsertChange, writeCommit } from './support/harness.mjs';
 
 const require = createRequire(import.meta.url);
 const native = require('../lib/native.js');
@@ -125,6 +125,100 @@ describe('sqlite reads on the calling thread', () => {
       assert.ok(few[0].payload instanceof Uint8Array && few[0].payload.length > 0);
     } finally {
       await engine.close();
+      await storage.close();
+    }
+  });
+
+  test('one-value windows walk the log beside the scope index: the same commits however the scope interleaves', async () => {
+    // Commits 1…600: every 100th a task of p3 (sparse: the walks hand over
+    // to the join at once), else every 3rd of p1 (one candidate per three
+    // commits: handed over after a few dozen), the rest of p2 (walked to
+    // the end); every 7th also writes a note, and every 11th only a note
+    // (commits without a task change, and changes of another table).
+    const path = tempDbPath();
+    const storage = new NativeStorage({ url: sqliteFileUrl(path) });
+    await storage.ensureSchema(fixtureSchema());
+    const project = (c) => (c % 100 === 0 ? 'p3' : c % 3 === 0 ? 'p1' : 'p2');
+    const tasksOf = new Map();
+    try {
+      for (let c = 1; c <= 600; c++) {
+        const ops = [];
+        if (c % 11 !== 0) {
+          const ids = c % 5 === 0 ? [`t${c}a`, `t${c}b`] : [`t${c}`];
+          for (const id of ids) ops.push({ table: 'tasks', row: taskRow(id, { project: project(c), owner: 'u1' }) });
+          tasksOf.set(c, ids);
+        }
+        if (c % 7 === 0 || c % 11 === 0) ops.push({ table: 'notes', row: noteRow(`n${c}`, project(c), `body ${c}`) });
+        await writeCommit(storage, 'p', ops);
+      }
+      const expect = (p, after, limit) => {
+        const out = [];
+        let total = 0;
+        for (const [c, ids] of tasksOf) {
+          if (c <= after || (p !== undefined && project(c) !== p)) continue;
+          if (total >= limit) break;
+          out.push([c, ids]);
+          total += ids.length;
+        }
+        return out;
+      };
+      const read = async (filter, afterSeq, limitChanges) =>
+        (await storage.readCommitWindow('p', { table: 'tasks', scopeFilter: filter, afterSeq, throughSeq: 600, limitChanges })).map(
+          (c) => [c.commitSeq, c.changes.map((ch) => ch.rowId)],
+        );
+      for (const p of ['p1', 'p2', 'p3']) {
+        assert.deepEqual(await read({ project_id: [p] }, 0, 1000), expect(p, 0, 1000), p);
+        assert.deepEqual(await read({ project_id: [p] }, 250, 40), expect(p, 250, 40), `${p} after 250`);
+      }
+      assert.deepEqual(await read({ owner_id: ['u1'] }, 0, 1000), expect(undefined, 0, 1000));
+      assert.deepEqual(await read({ owner_id: ['u1'], project_id: ['p2'] }, 100, 300), expect('p2', 100, 300));
+      // Each change's own fields, not a neighbour's.
+      const [commit] = await storage.readCommitWindow('p', { table: 'tasks', scopeFilter: { project_id: ['p2'] }, afterSeq: 9, throughSeq: 600, limitChanges: 1 });
+      assert.equal(commit.commitSeq, 10);
+      assert.deepEqual(commit.changes.map((ch) => [ch.rowId, ch.scopes.project_id]), [['t10a', 'p2'], ['t10b', 'p2']]);
+      const row = await storage.getRow('p', 'tasks', 't10b');
+      assert.deepEqual(Buffer.from(commit.changes[1].payload), Buffer.from(row.payload));
+    } finally {
+      await storage.close();
+    }
+  });
+
+  test('one-value scans walk the table beside the scope index: the same rows however the scope interleaves', async () => {
+    // r0000…r0899: every 100th in p3 (sparse: the walk hands over to the
+    // join at once), else every 3rd in p1 (one candidate per three table
+    // rows: the walk hands over after a few dozen), the rest in p2 (two in
+    // three: walked to the end). A deleted row leaves neither row nor
+    // scope entry.
+    const path = tempDbPath();
+    const storage = new NativeStorage({ url: sqliteFileUrl(path) });
+    await storage.ensureSchema(fixtureSchema());
+    const project = (i) => (i % 100 === 0 ? 'p3' : i % 3 === 0 ? 'p1' : 'p2');
+    const id = (i) => `r${String(i).padStart(4, '0')}`;
+    try {
+      for (let c = 0; c < 90; c++) {
+        const ops = [];
+        for (let i = c * 10; i < c * 10 + 10; i++) ops.push({ table: 'tasks', row: taskRow(id(i), { project: project(i), owner: 'u1' }) });
+        await writeCommit(storage, 'p', ops);
+      }
+      await writeCommit(storage, 'p', [{ table: 'tasks', delete: id(451), scopes: { project_id: 'p2', owner_id: 'u1' } }]);
+      const kept = [...Array(900).keys()].filter((i) => i !== 451);
+      const expect = (p, after = '', limit = 5000) =>
+        kept.filter((i) => (p === undefined || project(i) === p) && id(i) > after).slice(0, limit).map(id);
+      const scan = async (filter, afterRowId, limit) =>
+        (await storage.scanRows('p', { table: 'tasks', scopeFilter: filter, afterRowId, limit })).map((r) => r.rowId);
+      for (const p of ['p1', 'p2', 'p3']) {
+        assert.deepEqual(await scan({ project_id: [p] }, null, 1000), expect(p), p);
+        assert.deepEqual(await scan({ project_id: [p] }, 'r0440', 50), expect(p, 'r0440', 50), `${p} after r0440`);
+      }
+      assert.deepEqual(await scan({ owner_id: ['u1'] }, null, 1000), expect(undefined));
+      assert.deepEqual(await scan({ owner_id: ['u1'], project_id: ['p2'] }, 'r0100', 300), expect('p2', 'r0100', 300));
+      // Each row's own fields, not a neighbour's.
+      const rows = await storage.scanRows('p', { table: 'tasks', scopeFilter: { project_id: ['p2'] }, afterRowId: 'r0600', limit: 20 });
+      for (const r of rows) {
+        const one = await storage.getRow('p', 'tasks', r.rowId);
+        assert.deepEqual([r.rowId, r.scopes, Buffer.from(r.payload)], [one.rowId, one.scopes, Buffer.from(one.payload)]);
+      }
+    } finally {
       await storage.close();
     }
   });

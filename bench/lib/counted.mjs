@@ -10,14 +10,16 @@
 // reads: getClientRecord twice, getMaxCommitSeq, getHorizonSeq,
 // putClientRecord, touchPartition) or pull (N rounds of what a window
 // pull makes: getClientRecord, a 100-change window read, putClientRecord
-// and touchPartition, so each read follows two commits),
+// and touchPartition, so each read follows two commits) or scan (N
+// 1,000-row scope scans, a bootstrap page, over 2,000 rows of one scope),
 // on a SQLite file at synchronous=NORMAL.
 import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import * as W from './workloads.mjs';
-import { schema } from './fixture.mjs';
+import { schema, TABLE } from './fixture.mjs';
+import { push } from './host.mjs';
 
 const [dir, workload, count] = process.argv.slice(2);
 const N = Number(count);
@@ -32,6 +34,13 @@ try {
   else if (workload === 'window') {
     await W.populate(storage, 0, 300);
     await W.windowReads(storage, N);
+  } else if (workload === 'scan') {
+    await storage.ensureSchema(schema);
+    for (let c = 0; c < 20; c++) await push(storage, 'bootstrap', `boot-${c}`, W.batch(`b${c}`, 'p1', 100, c), c);
+    for (let i = 0; i < N; i++) {
+      const rows = await storage.scanRows('bootstrap', { table: TABLE, scopeFilter: { project_id: ['p1'] }, afterRowId: i % 2 ? 'b1' : null, limit: 1000 });
+      if (rows.length !== 1000) throw new Error(`scan: ${rows.length} rows`);
+    }
   } else if (workload === 'touch') {
     await storage.ensureSchema(schema);
     for (let i = 0; i < N; i++) {

@@ -5,7 +5,7 @@
 //! whose stored scopes are not an object is a corrupt value, never skipped.
 
 use crate::core::model::StoredRow;
-use crate::core::scope::ScopeFilter;
+use crate::core::scope::{ScopeFilter, ScopeMemo};
 use crate::Result;
 
 pub struct ScanFold<'f> {
@@ -16,6 +16,7 @@ pub struct ScanFold<'f> {
     limit: i64,
     out: Vec<StoredRow>,
     seen: i64,
+    memo: ScopeMemo,
     /// The page cursor: the last candidate row id.
     pub after: String,
 }
@@ -31,6 +32,7 @@ impl<'f> ScanFold<'f> {
             limit,
             out: Vec::new(),
             seen: 0,
+            memo: ScopeMemo::default(),
             after: after_row_id.to_owned(),
         }
     }
@@ -40,9 +42,9 @@ impl<'f> ScanFold<'f> {
         self.limit.max(64)
     }
 
-    fn wants(&self, row_id: &str, scopes: &str) -> Result<bool> {
+    fn wants(&mut self, row_id: &str, scopes: &str) -> Result<bool> {
         self.filter
-            .matches_json(scopes)
+            .matches_json_memo(&mut self.memo, scopes)
             .ok_or_else(|| crate::core::stored::row_corrupt(self.table, self.partition, row_id))
     }
 

@@ -7,6 +7,15 @@ use crate::core::error::{Error, Result};
 use serde_json::Value as Json;
 use std::cmp::Ordering;
 
+/// The last scope text a filter judged, and its verdict
+/// ([`ScopeFilter::matches_json_memo`]).
+#[derive(Default)]
+pub struct ScopeMemo {
+    text: String,
+    verdict: Option<bool>,
+    known: bool,
+}
+
 /// A parsed scope filter, keys sorted in JS default order (UTF-16 code
 /// units), so `keys[0]` is the variable the index probe uses.
 #[derive(Debug, Clone, Default)]
@@ -98,6 +107,22 @@ impl ScopeFilter {
             Some(m) => Some(m),
             None => self.matches_parsed(scopes_json),
         }
+    }
+
+    /// [`matches_json`](Self::matches_json), remembering the last text
+    /// and its verdict in `memo`: the rows of a page mostly repeat one
+    /// scope map, and comparing the bytes costs less than reading them
+    /// as JSON again.
+    pub fn matches_json_memo(&self, memo: &mut ScopeMemo, scopes_json: &str) -> Option<bool> {
+        if memo.known && memo.text == scopes_json {
+            return memo.verdict;
+        }
+        let verdict = self.matches_json(scopes_json);
+        memo.text.clear();
+        memo.text.push_str(scopes_json);
+        memo.verdict = verdict;
+        memo.known = true;
+        verdict
     }
 
     fn matches_parsed(&self, scopes_json: &str) -> Option<bool> {

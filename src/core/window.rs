@@ -6,7 +6,7 @@
 //! value, never skipped.
 
 use crate::core::model::{Change, ChangeOp, StoredCommit};
-use crate::core::scope::ScopeFilter;
+use crate::core::scope::{ScopeFilter, ScopeMemo};
 
 pub struct WindowQuery<'a> {
     pub table: &'a str,
@@ -94,6 +94,7 @@ pub struct WindowFold<'q> {
     total: i64,
     current: Option<Folding>,
     candidates: i64,
+    memo: ScopeMemo,
     /// The page cursor: the last candidate seq seen.
     pub after: i64,
 }
@@ -106,6 +107,7 @@ impl<'q> WindowFold<'q> {
             total: 0,
             current: None,
             candidates: 0,
+            memo: ScopeMemo::default(),
             after: q.after_seq,
         }
     }
@@ -144,8 +146,8 @@ impl<'q> WindowFold<'q> {
 
     /// Whether a change with these scopes belongs in the window; `None`
     /// when they are not an object (the caller reports [`change_corrupt`]).
-    pub fn wants(&self, scopes_json: &str) -> Option<bool> {
-        self.q.filter.matches_json(scopes_json)
+    pub fn wants(&mut self, scopes_json: &str) -> Option<bool> {
+        self.q.filter.matches_json_memo(&mut self.memo, scopes_json)
     }
 
     pub fn add(&mut self, c: ChangeRow) {

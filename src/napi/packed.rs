@@ -187,6 +187,8 @@ fn f64_bytes(v: &[f64]) -> &[u8] {
 struct Columns<'a> {
     dictionary: Vec<&'a str>,
     index: HashMap<&'a str, usize>,
+    /// Per field, the last interned string and its index.
+    last: [Option<(&'a str, usize)>; 3],
     inline: String,
     nums: Vec<f64>,
     bytes: Vec<u8>,
@@ -206,6 +208,7 @@ impl<'a> Columns<'a> {
         Columns {
             dictionary: Vec::new(),
             index: HashMap::new(),
+            last: [None; 3],
             inline: String::with_capacity(inline),
             nums: Vec::with_capacity(nums),
             bytes: Vec::with_capacity(bytes),
@@ -221,12 +224,22 @@ impl<'a> Columns<'a> {
         self.inline.push_str(s);
     }
 
-    fn interned(&mut self, s: &'a str) {
+    /// Interns `s` as field `field` of a record (0..3): a field mostly
+    /// repeats its value of the record before (a page's scopes, a window's
+    /// actor and table), which is compared rather than hashed.
+    fn interned(&mut self, field: usize, s: &'a str) {
+        if let Some((last, at)) = self.last[field] {
+            if last == s {
+                self.nums.push(at as f64);
+                return;
+            }
+        }
         let next = self.dictionary.len();
         let at = *self.index.entry(s).or_insert(next);
         if at == next {
             self.dictionary.push(s);
         }
+        self.last[field] = Some((s, at));
         self.nums.push(at as f64);
     }
 
@@ -269,7 +282,7 @@ pub fn rows(list: Vec<StoredRow>) -> Records {
     for r in &list {
         c.inline(&r.row_id);
         c.int(r.server_version);
-        c.interned(&r.scopes_json);
+        c.interned(0, &r.scopes_json);
         c.blob(Some(&r.payload));
         c.blob(r.column_versions.as_deref());
     }
@@ -294,17 +307,17 @@ pub fn commits(list: Vec<StoredCommit>) -> Records {
     for commit in &list {
         c.int(commit.commit_seq);
         c.int(commit.created_at_ms);
-        c.interned(&commit.actor_id);
+        c.interned(0, &commit.actor_id);
         c.int(commit.changes.len() as i64);
         for ch in &commit.changes {
-            c.interned(&ch.table);
+            c.interned(1, &ch.table);
             c.inline(&ch.row_id);
             c.int(match ch.op {
                 ChangeOp::Upsert => 1,
                 ChangeOp::Delete => 2,
             });
             c.nums.push(ch.row_version.map_or(f64::NAN, |v| v as f64));
-            c.interned(&ch.scopes_json);
+            c.interned(2, &ch.scopes_json);
             c.blob(ch.payload.as_deref());
         }
     }

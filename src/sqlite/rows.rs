@@ -373,9 +373,21 @@ LEFT JOIN {} t ON t."_sync_partition" = ?1 AND t."_sync_row_id" = c.row_id"#,
             sql.table_quoted
         )
     };
-    let mut st = conn.prepare_cached(&text).map_err(map_err)?;
     let mut fold =
         crate::core::scan::ScanFold::new(filter, &table.name, partition, after_row_id, limit);
+    if single
+        && merged(
+            conn,
+            sql,
+            partition,
+            (&table.name, var, &values[0]),
+            &mut fold,
+            &mut budget,
+        )?
+    {
+        return Ok(fold.finish());
+    }
+    let mut st = conn.prepare_cached(&text).map_err(map_err)?;
     let mut after = String::new();
     loop {
         after.clone_from(&fold.after);
@@ -439,6 +451,96 @@ LEFT JOIN {} t ON t."_sync_partition" = ?1 AND t."_sync_row_id" = c.row_id"#,
             return Ok(fold.finish());
         }
     }
+}
+
+/// Table rows a merged scan may step past beyond one per candidate before
+/// it judges the table sparse in the scope and hands over to the join.
+const MERGE_SLACK: i64 = 32;
+
+/// A one-value scan as two walks in `row_id` order merged here: the scope
+/// index's candidates and the row table's rows after the cursor. Stepping
+/// to the table's next row costs a fraction of the join's seek of each
+/// candidate in the table's key index (memcmp-heavy descents of
+/// `(partition, row_id)`, the most of a bootstrap page's SQLite time). A
+/// table whose rows mostly lie outside the scope would be walked in vain,
+/// so once the walk has stepped past more than one row per candidate (plus
+/// [`MERGE_SLACK`]), or meets a row id that is not text, it stops with
+/// `false` and the join goes on from the fold's cursor (the candidate at
+/// hand not yet offered). `true`: the scan is complete in `fold`.
+fn merged(
+    conn: &Conn, sql: &TableSql, partition: &str, (table, var, value): (&str, &str, &str),
+    fold: &mut crate::core::scan::ScanFold<'_>, budget: &mut Budget,
+) -> Result<bool> {
+    let mut cands = kept!(
+        conn,
+        "SELECT row_id FROM sync_row_scopes
+         WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND value = ?4 AND row_id > ?5
+         ORDER BY row_id",
+    )
+    .map_err(map_err)?;
+    let text = format!(
+        r#"SELECT {ROW_FIELDS} FROM {} WHERE "_sync_partition" = ?1 AND "_sync_row_id" > ?2 ORDER BY "_sync_row_id""#,
+        sql.table_quoted
+    );
+    let mut walk = conn.prepare_cached(&text).map_err(map_err)?;
+    let after = fold.after.clone();
+    let mut c = cands
+        .query(params![partition, table, var, value, &after])
+        .map_err(map_err)?;
+    let mut t = walk.query(params![partition, &after]).map_err(map_err)?;
+    let mut row = t.next().map_err(map_err)?;
+    let (mut candidates, mut passed) = (0i64, 0i64);
+    while let Some(cr) = c.next().map_err(map_err)? {
+        budget.step()?;
+        candidates += 1;
+        let id = text_ref(cr, 0)?;
+        // The table's walk up to the candidate.
+        let hit = loop {
+            let Some(r) = row else { break None };
+            let Ok(at) = r.get_ref(0).map_err(map_err)?.as_str() else {
+                return Ok(false);
+            };
+            match at.cmp(id) {
+                std::cmp::Ordering::Less => {
+                    passed += 1;
+                    if passed > candidates + MERGE_SLACK {
+                        return Ok(false);
+                    }
+                    budget.step()?;
+                    row = t.next().map_err(map_err)?;
+                }
+                std::cmp::Ordering::Equal => break Some(r),
+                std::cmp::Ordering::Greater => break None,
+            }
+        };
+        // As the join reads it: no row (or no payload), no scopes.
+        let scopes = match hit {
+            Some(r) => match r.get_ref(3).map_err(map_err)? {
+                ValueRef::Null => None,
+                _ => Some(text_ref(r, 2).unwrap_or("")),
+            },
+            None => None,
+        };
+        let more = fold.offer(id, scopes, || {
+            let r = hit.expect("scopes come from a hit");
+            let payload: Vec<u8> = r.get(3).map_err(map_err)?;
+            budget.copy(payload.len())?;
+            Ok(StoredRow {
+                row_id: id.to_owned(),
+                server_version: r.get(1).map_err(map_err)?,
+                scopes_json: scopes.unwrap_or_default().to_owned(),
+                payload,
+                column_versions: r.get(4).map_err(map_err)?,
+            })
+        })?;
+        if !more {
+            return Ok(true);
+        }
+        if hit.is_some() {
+            row = t.next().map_err(map_err)?;
+        }
+    }
+    Ok(true)
 }
 
 /// Whether at most `cap` candidate rows of a one-value scan follow

@@ -30,6 +30,7 @@ pub fn read_commit_window_within(
         return Ok(Vec::new());
     };
     let batch = q.batch();
+    let probe = values;
     let values = ValueSet::new(values);
     // No ORDER BY on the joined rows: SQLite would sort every payload
     // through a temporary b-tree (measured: about 3× the cost of the page
@@ -43,8 +44,13 @@ LEFT JOIN sync_commits m ON m.partition = ?1 AND m.commit_seq = c.commit_seq
 LEFT JOIN sync_changes ch ON ch.partition = ?1 AND ch.commit_seq = c.commit_seq AND ch.tbl = ?2",
         values.sql(7)
     );
-    let mut st = conn.prepare_cached(&text).map_err(map_err)?;
     let mut fold = WindowFold::new(q);
+    if let [value] = probe {
+        if merged(conn, partition, q, (var, value), &mut fold, &mut budget)? {
+            return Ok(fold.finish());
+        }
+    }
+    let mut st = conn.prepare_cached(&text).map_err(map_err)?;
     let mut page: Vec<PageRow> = Vec::new();
     // (seq, (actor, createdAtMs) when the commit row exists), once per
     // candidate rather than once per change row.
@@ -139,6 +145,134 @@ LEFT JOIN sync_changes ch ON ch.partition = ?1 AND ch.commit_seq = c.commit_seq 
             return Ok(fold.finish());
         }
     }
+}
+
+/// Rows of `sync_commits` and of the table's `sync_changes` a merged window
+/// may step past beyond one per candidate before it judges the log sparse
+/// in the scope and hands over to the join.
+const MERGE_SLACK: i64 = 32;
+
+/// A one-value window as three walks in `commit_seq` order merged here:
+/// the candidates from the change-scope index, the commits' metadata and
+/// the table's changes from the cursor on. Stepping each walk to its next
+/// row costs a fraction of the join's two key-index seeks per candidate.
+/// A log whose commits mostly lie outside the scope would be walked in
+/// vain, so once the walks have stepped past more than one row per
+/// candidate (plus [`MERGE_SLACK`]) the merge stops with `false` at a
+/// candidate boundary, and the join goes on from the fold's cursor.
+/// `true`: the window is complete in `fold`.
+fn merged(
+    conn: &Connection, partition: &str, q: &WindowQuery<'_>, (var, value): (&str, &str),
+    fold: &mut WindowFold<'_>, budget: &mut Budget,
+) -> Result<bool> {
+    let mut cands = conn
+        .prepare_cached(
+            "SELECT commit_seq FROM sync_change_scopes
+             WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND value = ?4
+               AND commit_seq > ?5 AND commit_seq <= ?6
+             ORDER BY commit_seq",
+        )
+        .map_err(map_err)?;
+    let mut metas = conn
+        .prepare_cached(
+            "SELECT commit_seq, actor_id, created_at_ms FROM sync_commits
+             WHERE partition = ?1 AND commit_seq > ?2 AND commit_seq <= ?3
+             ORDER BY commit_seq",
+        )
+        .map_err(map_err)?;
+    let mut changes = conn
+        .prepare_cached(
+            "SELECT commit_seq, idx, row_id, op, row_version, scopes, payload FROM sync_changes
+             WHERE partition = ?1 AND commit_seq > ?2 AND commit_seq <= ?3 AND tbl = ?4
+             ORDER BY commit_seq, idx",
+        )
+        .map_err(map_err)?;
+    let (after, through) = (fold.after, q.through_seq);
+    let mut c = cands
+        .query(rusqlite::params![
+            partition, q.table, var, value, after, through
+        ])
+        .map_err(map_err)?;
+    let mut m = metas
+        .query(rusqlite::params![partition, after, through])
+        .map_err(map_err)?;
+    let mut ch = changes
+        .query(rusqlite::params![partition, after, through, q.table])
+        .map_err(map_err)?;
+    let mut meta_row = m.next().map_err(map_err)?;
+    let mut change_row = ch.next().map_err(map_err)?;
+    let (mut candidates, mut passed) = (0i64, 0i64);
+    while let Some(cr) = c.next().map_err(map_err)? {
+        let seq = int(cr, 0)?;
+        candidates += 1;
+        // Both walks up to the candidate.
+        while let Some(r) = meta_row {
+            if int(r, 0)? >= seq {
+                break;
+            }
+            passed += 1;
+            meta_row = m.next().map_err(map_err)?;
+        }
+        while let Some(r) = change_row {
+            if int(r, 0)? >= seq {
+                break;
+            }
+            passed += 1;
+            change_row = ch.next().map_err(map_err)?;
+        }
+        if passed > candidates + MERGE_SLACK {
+            return Ok(false);
+        }
+        let meta = match meta_row {
+            Some(r) if int(r, 0)? == seq => match (r.get_ref(1), r.get_ref(2)) {
+                (Ok(ValueRef::Null), _) | (_, Ok(ValueRef::Null)) => None,
+                _ => Some((text_at(r, 1)?.to_owned(), int(r, 2)?)),
+            },
+            _ => None,
+        };
+        if !fold.start(seq, meta) {
+            return Ok(true);
+        }
+        let mut any = false;
+        while let Some(r) = change_row {
+            if int(r, 0)? != seq {
+                break;
+            }
+            any = true;
+            budget.step()?;
+            let idx = int(r, 1)?;
+            let wanted = match r.get_ref(5).map_err(map_err)? {
+                ValueRef::Text(t) => std::str::from_utf8(t)
+                    .ok()
+                    .and_then(|s| fold.wants(s).map(|w| (s, w))),
+                _ => None,
+            };
+            let Some((scopes, wanted)) = wanted else {
+                return Err(change_corrupt(partition, seq, idx));
+            };
+            if wanted {
+                let payload = match r.get_ref(6).map_err(map_err)? {
+                    ValueRef::Null => None,
+                    ValueRef::Blob(b) => Some(b.to_vec()),
+                    _ => Some(r.get(6).map_err(map_err)?),
+                };
+                budget.copy(payload.as_ref().map_or(0, Vec::len))?;
+                fold.add(ChangeRow {
+                    row_id: text_at(r, 2)?.to_owned(),
+                    op: int(r, 3)?,
+                    row_version: r.get(4).map_err(map_err)?,
+                    scopes_json: scopes.to_owned(),
+                    payload,
+                });
+            }
+            change_row = ch.next().map_err(map_err)?;
+        }
+        if !any {
+            // The join's one row of a candidate without changes.
+            budget.step()?;
+        }
+    }
+    Ok(true)
 }
 
 struct PageRow {
