@@ -88,15 +88,7 @@ LEFT JOIN sync_changes ch ON ch.partition = ?1 AND ch.commit_seq = c.commit_seq 
                 ValueRef::Null => None,
                 _ => {
                     // TEXT holding an object; anything else is corrupt.
-                    let wanted = match r.get_ref(7).map_err(map_err)? {
-                        ValueRef::Text(t) => std::str::from_utf8(t)
-                            .ok()
-                            .and_then(|s| fold.wants(s).map(|w| (s, w))),
-                        _ => None,
-                    };
-                    let Some((scopes, wanted)) = wanted else {
-                        return Err(change_corrupt(partition, seq, idx));
-                    };
+                    let (scopes, wanted) = wanted_scopes(r, 7, &mut fold, partition, seq, idx)?;
                     if wanted {
                         Some(ChangeRow {
                             row_id: text_at(r, 4)?.to_owned(),
@@ -241,15 +233,7 @@ fn merged(
             any = true;
             budget.step()?;
             let idx = int(r, 1)?;
-            let wanted = match r.get_ref(5).map_err(map_err)? {
-                ValueRef::Text(t) => std::str::from_utf8(t)
-                    .ok()
-                    .and_then(|s| fold.wants(s).map(|w| (s, w))),
-                _ => None,
-            };
-            let Some((scopes, wanted)) = wanted else {
-                return Err(change_corrupt(partition, seq, idx));
-            };
+            let (scopes, wanted) = wanted_scopes(r, 5, fold, partition, seq, idx)?;
             if wanted {
                 let payload = match r.get_ref(6).map_err(map_err)? {
                     ValueRef::Null => None,
@@ -280,6 +264,21 @@ struct PageRow {
     idx: i64,
     /// The change, when there is one and it passed the filter.
     change: Option<ChangeRow>,
+}
+
+/// The change's scopes at column `i` and whether the window wants them:
+/// TEXT holding an object the filter reads, or the change is corrupt.
+fn wanted_scopes<'r>(
+    r: &'r rusqlite::Row<'_>, i: usize, fold: &mut WindowFold<'_>, partition: &str, seq: i64,
+    idx: i64,
+) -> Result<(&'r str, bool)> {
+    let wanted = match r.get_ref(i).map_err(map_err)? {
+        ValueRef::Text(t) => std::str::from_utf8(t)
+            .ok()
+            .and_then(|s| fold.wants(s).map(|w| (s, w))),
+        _ => None,
+    };
+    wanted.ok_or_else(|| change_corrupt(partition, seq, idx))
 }
 
 fn int(r: &rusqlite::Row<'_>, i: usize) -> Result<i64> {
