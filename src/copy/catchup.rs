@@ -15,7 +15,7 @@
 use super::catalog::{self, Table};
 use super::target::{self, pg};
 use super::value::{literal, quote};
-use super::{on_snapshot, runtime, sq, Options, Progress};
+use super::{on_snapshot, runtime, sq, sqlite_has, Options, Progress};
 use crate::core::error::{Error, Result};
 use crate::sqlite::moved;
 use crate::sqlite::SqliteEngine;
@@ -48,20 +48,10 @@ const LOG: &[&str] = &["sync_commits", "sync_changes", "sync_change_scopes"];
 /// Per-row meta tables, read again for every row a new commit touched.
 const PER_ROW: &[&str] = &["sync_row_scopes", "sync_blob_refs", "sync_tombstones"];
 
-fn exists(c: &rusqlite::Connection, table: &str) -> Result<bool> {
-    c.query_row(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
-        [table],
-        |r| r.get::<_, i64>(0),
-    )
-    .map(|n| n > 0)
-    .map_err(sq)
-}
-
 impl Positions {
     pub fn read(c: &rusqlite::Connection) -> Result<Positions> {
         let mut out = Positions::default();
-        if exists(c, "sync_partitions")? {
+        if sqlite_has(c, "sync_partitions")? {
             let mut st = c
                 .prepare("SELECT partition, max_commit_seq, horizon_seq FROM sync_partitions")
                 .map_err(sq)?;
@@ -70,7 +60,7 @@ impl Positions {
                 .map_err(sq)?;
             out.seqs = rows.collect::<rusqlite::Result<_>>().map_err(sq)?;
         }
-        if exists(c, "sync_push_results")? {
+        if sqlite_has(c, "sync_push_results")? {
             out.push_rowid = c
                 .query_row(
                     "SELECT coalesce(max(rowid), 0) FROM sync_push_results",
@@ -79,7 +69,7 @@ impl Positions {
                 )
                 .map_err(sq)?;
         }
-        if exists(c, "sync_schema_meta")? {
+        if sqlite_has(c, "sync_schema_meta")? {
             out.schema_version = c
                 .query_row(
                     "SELECT schema_version FROM sync_schema_meta WHERE id = 1",

@@ -71,22 +71,14 @@ pub fn copy(
                 .map_err(pg)?;
         }
         progress(&p);
-        let secs = started.elapsed().as_secs_f64().max(1e-6);
         let skipped: Vec<String> = plan
             .iter()
             .filter_map(|t| t.row.as_ref())
             .flat_map(|r| r.skipped_indexes.iter().cloned())
             .collect();
-        Ok(json!({
-                "tables": tables,
-                "rows": p.rows,
-                "bytes": p.bytes,
-                "elapsedMs": (secs * 1000.0).round(),
-                "rowsPerSec": (p.rows as f64 / secs).round(),
-                "mbPerSec": (p.bytes as f64 / 1e6 / secs * 100.0).round() / 100.0,
-                "skippedIndexes": skipped,
-                "positions": positions.to_json(),
-        }))
+        let mut report = p.report(json!(tables), skipped);
+        report["positions"] = positions.to_json();
+        Ok(report)
     })?;
     if !o.verify {
         return Ok(report);

@@ -96,6 +96,32 @@ impl Progress {
             "etaMs": if rate > 0.0 { (left / rate * 1000.0).round() } else { 0.0 },
         })
     }
+
+    /// A finished copy's report: its tables, the totals and rates since
+    /// `started`, the indexes it skipped; each direction adds its own keys.
+    pub fn report(&self, tables: serde_json::Value, skipped: Vec<String>) -> serde_json::Value {
+        let secs = self.started.elapsed().as_secs_f64().max(1e-6);
+        serde_json::json!({
+            "tables": tables,
+            "rows": self.rows,
+            "bytes": self.bytes,
+            "elapsedMs": (secs * 1000.0).round(),
+            "rowsPerSec": (self.rows as f64 / secs).round(),
+            "mbPerSec": (self.bytes as f64 / 1e6 / secs * 100.0).round() / 100.0,
+            "skippedIndexes": skipped,
+        })
+    }
+}
+
+/// Whether the SQLite file on `c` has the table `name`.
+fn sqlite_has(c: &rusqlite::Connection, name: &str) -> Result<bool> {
+    c.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        [name],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+    .map_err(sq)
 }
 
 /// The SQLite source a url names, opened through `crate::open` as a

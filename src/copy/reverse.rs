@@ -92,23 +92,14 @@ pub fn copy(
     };
     load.commit()?;
     progress(&p);
-    let secs = started.elapsed().as_secs_f64().max(1e-6);
     let skipped: Vec<String> = plan
         .rows
         .iter()
         .flat_map(|r| r.skipped_indexes.iter().cloned())
         .collect();
-    let mut report = json!({
-        "tables": tables,
-        "rows": p.rows,
-        "bytes": p.bytes,
-        "elapsedMs": (secs * 1000.0).round(),
-        "rowsPerSec": (p.rows as f64 / secs).round(),
-        "mbPerSec": (p.bytes as f64 / 1e6 / secs * 100.0).round() / 100.0,
-        "skippedIndexes": skipped,
-        "notCopied": plan.not_copied,
-        "snapshot": snapshot,
-    });
+    let mut report = p.report(json!(tables), skipped);
+    report["notCopied"] = json!(plan.not_copied);
+    report["snapshot"] = json!(snapshot);
     if o.verify {
         report["verify"] = verify_in(&rt, &mut c, &plan, &target, progress)?;
     }

@@ -7,7 +7,7 @@ use super::catalog::{self, Table};
 use super::tables::Kind;
 use super::target::{self, pg};
 use super::value::{canon_json, canon_sqlite, Canon};
-use super::{runtime, sq, Options, Progress};
+use super::{runtime, sq, sqlite_has, Options, Progress};
 use crate::core::error::Result;
 use crate::core::schema::quote_ident;
 use crate::sqlite::SqliteEngine;
@@ -235,16 +235,6 @@ pub fn verify_on(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<serde_json::Value> {
     compare(rt, source, conn, None, Direction::ToPostgres, progress)
-}
-
-fn sqlite_has(c: &rusqlite::Connection, table: &str) -> Result<bool> {
-    c.query_row(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
-        [table],
-        |r| r.get::<_, i64>(0),
-    )
-    .map(|n| n > 0)
-    .map_err(sq)
 }
 
 /// The comparison of `sqlite` with the PostgreSQL schema `conn` is on
