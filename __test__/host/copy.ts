@@ -8,9 +8,9 @@
 //   bun __test__/host/copy.ts <sqlite file> <postgres schema>
 //
 // Prints one JSON line: { ok, requests, identical, firstDiff?, verify, commits }.
-import { createHost, fill, pushSequential } from '../../bench/lib/server.mjs';
-import { serverSchema, TABLE } from '../../bench/lib/fixture.mjs';
-import { core, report, server } from './upstream.ts';
+import { fill, pushSequential } from '../../bench/lib/server.mjs';
+import { firstDifference, pullAnswers, startHost } from './pulls.ts';
+import { report, server } from './upstream.ts';
 import { createRequire } from 'node:module';
 
 const { NativeStorage } = createRequire(import.meta.url)('../../index.js');
@@ -18,43 +18,8 @@ const [path, schema] = process.argv.slice(2);
 const url = process.env.SYNCULAR_TEST_PG_URL as string;
 const PARTITION = 'p1';
 
-async function start(storage: any) {
-  if (typeof server.ensureSyncServerReady === 'function') {
-    await server.ensureSyncServerReady({ schema: serverSchema, storage });
-  }
-  return createHost(server, core, storage, PARTITION);
-}
-
-/** The same pull requests swap.ts compares: windows from several cursors, then a bootstrap to its end. */
-async function answers(host: any) {
-  const max = Number(await host.storage.getMaxCommitSeq(PARTITION));
-  const frames = (cursor: number, limitCommits: number, state?: unknown) => [
-    { type: 'PULL_HEADER', limitCommits, limitSnapshotRows: 7, maxSnapshotPages: 2, accept: 0b0011 },
-    {
-      type: 'SUBSCRIPTION',
-      id: 'tasks',
-      table: TABLE,
-      scopes: { project_id: ['p1'] },
-      cursor,
-      ...(state !== undefined ? { bootstrapState: state } : {}),
-    },
-  ];
-  const bytes: Uint8Array[] = [];
-  for (const cursor of [0, 1, Math.floor(max / 2), max - 1, max]) {
-    for (const limit of [1, 10, 100]) bytes.push(await host.handle(host.request('copy-puller', frames(cursor, limit))));
-  }
-  let state: unknown;
-  for (let page = 0; page < 100; page++) {
-    const answer = await host.handle(host.request('copy-bootstrapper', frames(-1, 100, state)));
-    bytes.push(answer);
-    const message = core.decodeMessage(answer);
-    const sub = message.frames.find((f: any) => f.type === 'SUB_END' || f.type === 'SUB_START');
-    state = message.frames.find((f: any) => f.bootstrapState !== undefined && f.bootstrapState !== null)?.bootstrapState;
-    if (state === undefined || sub === undefined) break;
-  }
-  for (const b of bytes) host.decode(b); // throws on an ERROR frame
-  return { bytes, max };
-}
+const start = (storage: any) => startHost(storage, PARTITION);
+const answers = (host: any) => pullAnswers(host, PARTITION, 'copy');
 
 // 1. The SQLite host writes the history: new rows, then updates of old ones.
 const source = new NativeStorage({ url: `sqlite:${path}`, errors: server });
@@ -77,15 +42,7 @@ await source.close();
 const target = new NativeStorage({ url, schema, errors: server, maxConnections: 4 });
 host = await start(target);
 const after = await answers(host);
-let firstDiff: number | undefined;
-for (let i = 0; i < Math.max(before.bytes.length, after.bytes.length); i++) {
-  const x = before.bytes[i];
-  const y = after.bytes[i];
-  if (!x || !y || x.length !== y.length || !x.every((v, j) => v === y[j])) {
-    firstDiff = i;
-    break;
-  }
-}
+const firstDiff = firstDifference(before.bytes, after.bytes);
 // And it writes on, continuing the same log.
 await fill(host, 'b', 5, 1);
 const finalMax = Number(await target.getMaxCommitSeq(PARTITION));

@@ -8,8 +8,8 @@
 //   bun __test__/host/swap.ts sqlite <file> | postgres-bunsql <schema> | postgres-pg <schema>
 //
 // Prints one JSON line: { ok, steps: [{ step, requests, identical, firstDiff? }], ... }.
-import { createHost, fill, pushSequential } from '../../bench/lib/server.mjs';
-import { serverSchema, TABLE } from '../../bench/lib/fixture.mjs';
+import { fill, pushSequential } from '../../bench/lib/server.mjs';
+import { firstDifference, pullAnswers, startHost } from './pulls.ts';
 import { core, report, server } from './upstream.ts';
 
 const [kind, where] = process.argv.slice(2);
@@ -38,63 +38,11 @@ async function close(storage: any) {
   else storage.db?.close?.();
 }
 
-async function start(storage: any) {
-  // What a host runs at boot: upstream's readiness check, then requests.
-  if (typeof server.ensureSyncServerReady === 'function') {
-    await server.ensureSyncServerReady({ schema: serverSchema, storage });
-  }
-  return createHost(server, core, storage, PARTITION);
-}
-
-/** The pull requests a swap must answer identically: incremental windows and a paged bootstrap. */
-function pullRequests(host: any, max: number) {
-  const frames = (cursor: number, limitCommits: number, state?: unknown) => [
-    { type: 'PULL_HEADER', limitCommits, limitSnapshotRows: 7, maxSnapshotPages: 2, accept: 0b0011 },
-    {
-      type: 'SUBSCRIPTION',
-      id: 'tasks',
-      table: TABLE,
-      scopes: { project_id: ['p1'] },
-      cursor,
-      ...(state !== undefined ? { bootstrapState: state } : {}),
-    },
-  ];
-  const out: Uint8Array[] = [];
-  for (const cursor of [0, 1, Math.floor(max / 2), max - 1, max]) {
-    for (const limit of [1, 10, 100]) out.push(host.request('swap-puller', frames(cursor, limit)));
-  }
-  return { out, frames };
-}
-
-/** Every answer to the window pulls, then a bootstrap followed to its end. */
-async function answers(host: any) {
-  const max = Number(await host.storage.getMaxCommitSeq(PARTITION));
-  const { out, frames } = pullRequests(host, max);
-  const bytes: Uint8Array[] = [];
-  for (const request of out) bytes.push(await host.handle(request));
-  let state: unknown;
-  for (let page = 0; page < 100; page++) {
-    const answer = await host.handle(host.request('swap-bootstrapper', frames(-1, 100, state)));
-    bytes.push(answer);
-    const message = core.decodeMessage(answer);
-    const sub = message.frames.find((f: any) => f.type === 'SUB_END' || f.type === 'SUB_START');
-    state = message.frames.find((f: any) => f.bootstrapState !== undefined && f.bootstrapState !== null)?.bootstrapState;
-    if (state === undefined || sub === undefined) break;
-  }
-  for (const b of bytes) host.decode(b); // throws on an ERROR frame
-  return { bytes, max };
-}
+const start = (storage: any) => startHost(storage, PARTITION);
+const answers = (host: any) => pullAnswers(host, PARTITION, 'swap');
 
 function compare(step: string, a: Uint8Array[], b: Uint8Array[]) {
-  let firstDiff: number | undefined;
-  for (let i = 0; i < Math.max(a.length, b.length); i++) {
-    const x = a[i];
-    const y = b[i];
-    if (!x || !y || x.length !== y.length || !x.every((v, j) => v === y[j])) {
-      firstDiff = i;
-      break;
-    }
-  }
+  const firstDiff = firstDifference(a, b);
   return { step, requests: a.length, identical: firstDiff === undefined, ...(firstDiff !== undefined ? { firstDiff } : {}) };
 }
 
