@@ -465,26 +465,13 @@ pub fn finish(
     source: &SqliteEngine, lease: u32, o: &Options, positions: &str,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<(serde_json::Value, Option<TargetSnapshot>)> {
-    let Final {
-        from,
-        rt,
-        mut conn,
-        mut snap,
-        mut p,
-        to,
-    } = Final::open(o, positions)?;
-    let (now, commits) = source.with_lease(lease, |held| {
-        let out = pass(&rt, held.conn, &mut conn, &from, &mut p)?;
-        if let Some(s) = snap.as_mut() {
-            TargetSnapshot::begin(&rt, s)?;
-        }
-        moved::mark(held.conn, &to, now_ms())?;
-        Ok(out)
-    })?;
-    source.refuse_writes(&to);
-    progress(&p);
-    let _ = rt.block_on(conn.close());
-    let snap = snap.map(|conn| TargetSnapshot { rt, conn });
+    let mut f = Final::open(o, positions)?;
+    let (now, commits) = source.with_lease(lease, |held| f.held(held.conn, &mut |_| {}))?;
+    source.refuse_writes(&f.to);
+    progress(&f.p);
+    let _ = f.rt.block_on(f.conn.close());
+    let (p, rt) = (f.p, f.rt);
+    let snap = f.snap.map(|conn| TargetSnapshot { rt, conn });
     Ok((report(&p, commits, &now), snap))
 }
 
@@ -520,6 +507,23 @@ impl Final {
             to: redact(&o.target),
         })
     }
+
+    /// Under the writer, on its connection `c`: the pass, the target's
+    /// snapshot for `verify` (with `o.verify`), then the mark that refuses
+    /// every other writer of the file; `step(i)` after each of the three.
+    fn held(
+        &mut self, c: &rusqlite::Connection, step: &mut dyn FnMut(usize),
+    ) -> Result<(Positions, u64)> {
+        let out = pass(&self.rt, c, &mut self.conn, &self.from, &mut self.p)?;
+        step(0);
+        if let Some(s) = self.snap.as_mut() {
+            TargetSnapshot::begin(&self.rt, s)?;
+        }
+        step(1);
+        moved::mark(c, &self.to, now_ms())?;
+        step(2);
+        Ok(out)
+    }
 }
 
 fn now_ms() -> i64 {
@@ -540,14 +544,7 @@ pub fn finish_locked(
     source: &SqliteEngine, o: &Options, positions: &str, wait: std::time::Duration,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<serde_json::Value> {
-    let Final {
-        from,
-        rt,
-        mut conn,
-        mut snap,
-        mut p,
-        to,
-    } = Final::open(o, positions)?;
+    let mut f = Final::open(o, positions)?;
     let (asked, asked_ms) = (Instant::now(), now_ms());
     let lease = source.lock_waiting(wait)?;
     let (locked, locked_ms) = (Instant::now(), now_ms());
@@ -560,34 +557,26 @@ pub fn finish_locked(
     };
     let mut since = Instant::now();
     let out = source.with_lease(lease, |held| {
-        let out = pass(&rt, held.conn, &mut conn, &from, &mut p)?;
-        step(0, &mut since);
-        if let Some(s) = snap.as_mut() {
-            TargetSnapshot::begin(&rt, s)?;
-        }
-        step(1, &mut since);
-        moved::mark(held.conn, &to, now_ms())?;
-        step(2, &mut since);
-        Ok(out)
+        f.held(held.conn, &mut |i| step(i, &mut since))
     });
     let ended = source.unlock(lease, out.is_ok());
     step(3, &mut since);
     let (now, commits) = out?;
     ended?;
     let held_ms = locked.elapsed().as_secs_f64() * 1000.0;
-    progress(&p);
-    let mut out = report(&p, commits, &now);
+    progress(&f.p);
+    let mut out = report(&f.p, commits, &now);
     out["lockWaitMs"] = json!((locked - asked).as_millis() as u64);
     out["writesHeldMs"] = json!(held_ms.round());
     out["startedAtMs"] = json!(asked_ms);
     out["lockedAtMs"] = json!(locked_ms);
     out["endedAtMs"] = json!(now_ms());
-    out["movedTo"] = json!(to);
+    out["movedTo"] = json!(f.to);
     let r = |x: f64| (x * 10.0).round() / 10.0;
     out["heldMs"] = json!({ "pass": r(steps[0]), "verifySnapshot": r(steps[1]), "mark": r(steps[2]), "commit": r(steps[3]) });
-    let _ = rt.block_on(conn.close());
-    if let Some(conn) = snap {
-        out["verify"] = TargetSnapshot { rt, conn }.verify(source, progress)?;
+    let _ = f.rt.block_on(f.conn.close());
+    if let Some(conn) = f.snap {
+        out["verify"] = TargetSnapshot { rt: f.rt, conn }.verify(source, progress)?;
     }
     Ok(out)
 }
