@@ -633,6 +633,25 @@ mod tests {
         }
     }
 
+    /// The build sets `SQLITE_DEFAULT_PCACHE_INITSZ=0` (`.cargo/config.toml`):
+    /// without it every statement with RETURNING allocates and frees an
+    /// 87 KB page-cache block.
+    #[test]
+    fn page_cache_starts_empty() {
+        let c = rusqlite::Connection::open_in_memory().unwrap();
+        let used: bool = c
+            .query_row(
+                "SELECT sqlite_compileoption_used('DEFAULT_PCACHE_INITSZ=0')",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(
+            used,
+            "SQLite was built without SQLITE_DEFAULT_PCACHE_INITSZ=0"
+        );
+    }
+
     fn temp_db(name: &str) -> (std::path::PathBuf, String) {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -61,11 +61,28 @@ pub fn atomically<T>(conn: &Conn, f: impl FnOnce() -> Result<T>) -> Result<T> {
     }
 }
 
-/// Takes the partition's next commitSeq, if its counter row exists.
+/// Takes the partition's next commitSeq, if its counter row exists: the
+/// counter is raised, then read, inside the append's transaction. Not one
+/// statement with RETURNING: SQLite gathers a RETURNING statement's rows in
+/// an ephemeral table, with a pager and page cache of its own opened and
+/// closed on every run (docs/performance.md, "Statements without
+/// RETURNING").
 fn next_commit_seq(conn: &Conn, partition: &str) -> Result<Option<i64>> {
-    kept!(conn, "UPDATE sync_partitions SET max_commit_seq = max_commit_seq + 1 WHERE partition = ?1 RETURNING max_commit_seq",
+    let raised = kept!(
+        conn,
+        "UPDATE sync_partitions SET max_commit_seq = max_commit_seq + 1 WHERE partition = ?1",
     )
-    .and_then(|mut st| st.query_row([partition], |r| r.get(0)).optional())
+    .and_then(|mut st| st.execute([partition]))
+    .map_err(map_err)?;
+    if raised == 0 {
+        return Ok(None);
+    }
+    kept!(
+        conn,
+        "SELECT max_commit_seq FROM sync_partitions WHERE partition = ?1",
+    )
+    .and_then(|mut st| st.query_row([partition], |r| r.get(0)))
+    .map(Some)
     .map_err(map_err)
 }
 
