@@ -75,15 +75,7 @@ impl Target {
         .map_err(sq)?;
         c.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(sq)?;
-        let exists = |name: &str| -> Result<bool> {
-            c.query_row(
-                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
-                [name],
-                |r| r.get::<_, i64>(0),
-            )
-            .map(|n| n > 0)
-            .map_err(sq)
-        };
+        let exists = |name: &str| super::sqlite_has(&c, name);
         let refuse = |what: String| {
             Err(Error::plain(
                 "ERR_SYNCULAR_COPY_TARGET_NOT_EMPTY",
