@@ -7,7 +7,7 @@
 //   bun bench/scale.mjs --server <tree>/packages/server/src/index-bun.ts \
 //     --fixture FILE [--figures push1,push10,conc16,window,bootstrap] \
 //     [--rounds N] [--warmup N] [--partition NAME] [--boot-rows N] [--work DIR] [--one-copy] \
-//     [--postgres] [--json OUT] --module A.mjs --module B.mjs ...
+//     [--in-place] [--postgres] [--json OUT] --module A.mjs --module B.mjs ...
 //
 // Each module gets its own copy of the fixture (`cp --reflink=auto`, in
 // --work, default the fixture's directory), opened as a host would open
@@ -16,6 +16,9 @@
 // for all its rounds (for files too large to copy twice); a storage after
 // ours then runs on the layout ours repaired (the in-tree storage's row
 // writes find the row scope index by row there, and are cheaper).
+// --in-place is --one-copy on the fixture itself, for files too large to
+// copy at all: the run changes it (ours repairs it on the first run's
+// open, every run adds commits), so only the first run times a repair.
 //
 // With --postgres the copy is a PostgreSQL schema instead, on the server
 // at SYNCULAR_TEST_PG_URL (the PostgreSQL modules' server): this
@@ -41,7 +44,9 @@
 // Printed per figure and storage: the median over rounds of operations
 // per second (commits, pulls, rows), CPU µs per operation (every thread:
 // process.cpuUsage) and of the calling thread alone (where the runtime
-// has process.threadCpuUsage). The machine is shared: read the CPU.
+// has process.threadCpuUsage). The machine is shared: read the CPU. Each
+// storage's first open is timed, with the event loop's longest gap while it
+// ran (a 5 ms timer's; ours repairs an in-tree layout off the JS thread).
 import { spawnSync } from 'node:child_process';
 import { appendFileSync, existsSync, rmSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
@@ -73,6 +78,7 @@ for (let i = 0; i < args.length; i++) {
   else if (a === '--work') opts.work = resolve(value());
   else if (a === '--json') opts.json = resolve(value());
   else if (a === '--one-copy') opts.oneCopy = true;
+  else if (a === '--in-place') opts.inPlace = opts.oneCopy = true;
   else if (a === '--postgres') opts.postgres = true;
   else throw new Error(`unknown option ${a}`);
 }
@@ -88,6 +94,7 @@ if (!opts.server || !opts.fixture || opts.modules.length === 0) {
 }
 for (const f of opts.figures) if (!(f in FIGURES)) throw new Error(`--figures: one of ${Object.keys(FIGURES).join(', ')}, not ${f}`);
 if (!existsSync(opts.fixture)) throw new Error(`no fixture at ${opts.fixture}`);
+if (opts.inPlace && opts.postgres) throw new Error('--in-place is for SQLite runs: --postgres reads a copy of the fixture');
 for (const n of [opts.rounds, opts.warmup]) if (!Number.isSafeInteger(n) || n < 0) throw new Error('--rounds and --warmup: integers ≥ 0');
 if (!Number.isSafeInteger(opts.bootRows) || opts.bootRows < 100 || opts.bootRows % 100 !== 0) throw new Error('--boot-rows: a multiple of 100');
 
@@ -99,6 +106,7 @@ const schemas = [];
 let fixtureDepth;
 
 function fileCopy(k) {
+  if (opts.inPlace) return opts.fixture;
   const path = join(work, `${basename(opts.fixture, '.db')}.scale-${process.pid}-${k}.db`);
   const t = performance.now();
   const r = spawnSync('cp', ['--reflink=auto', opts.fixture, path], { stdio: 'inherit' });
@@ -134,10 +142,26 @@ async function copyOf(k) {
 
 /** Opens a module's storage on `path` as a host would, and sets up each figure's partition. */
 async function open(run, where) {
+  // How long the event loop was held while the storage opened (ours
+  // repairs an in-tree file's layout then, off the JS thread): the longest
+  // gap between turns of a 5 ms timer.
+  let gap = 0;
+  let last = performance.now();
+  const timer = setInterval(() => {
+    const now = performance.now();
+    gap = Math.max(gap, now - last);
+    last = now;
+  }, 5);
   const t = performance.now();
-  run.storage = await run.mod.createStorage({ ...where, server });
-  await server.ensureSyncServerReady({ schema: serverSchema, storage: run.storage });
-  const openMs = performance.now() - t;
+  let openMs;
+  try {
+    run.storage = await run.mod.createStorage({ ...where, server });
+    await server.ensureSyncServerReady({ schema: serverSchema, storage: run.storage });
+    openMs = performance.now() - t;
+    await new Promise((r) => setTimeout(r, 20));
+  } finally {
+    clearInterval(timer);
+  }
   const s = {};
   s.push = await fixtureHost(server, core, run.storage, opts.partition);
   const depth = Number(await run.storage.getMaxCommitSeq(opts.partition));
@@ -163,7 +187,8 @@ async function open(run, where) {
   run.s = s;
   if (run.openMs === undefined) {
     run.openMs = openMs;
-    run.setupMs = performance.now() - t - openMs;
+    run.openGapMs = gap;
+    run.setupMs = performance.now() - t - openMs - 20;
     run.depth = depth;
   }
 }
@@ -216,7 +241,7 @@ const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
 const fmt = (x) => (x === undefined ? '-' : x >= 100 ? x.toFixed(0) : x.toFixed(1));
 const load1 = loadavg();
 console.log(`fixture ${opts.fixture}${opts.postgres ? ' (copied to PostgreSQL)' : ''}, partition ${opts.partition}; ${opts.rounds} rounds after ${opts.warmup} warm-up; load ${load0[0].toFixed(1)} → ${load1[0].toFixed(1)}; ${((performance.now() - started) / 1000).toFixed(0)} s`);
-for (const run of runs) console.log(`${run.label}: open ${fmt(run.openMs)} ms, set-up ${fmt(run.setupMs)} ms, partition depth ${run.depth}`);
+for (const run of runs) console.log(`${run.label}: open ${fmt(run.openMs)} ms (longest event-loop gap ${fmt(run.openGapMs)} ms), set-up ${fmt(run.setupMs)} ms, partition depth ${run.depth}`);
 const records = [];
 for (const figure of opts.figures) {
   for (const run of runs) {
@@ -236,5 +261,5 @@ for (const figure of opts.figures) {
 }
 if (opts.json) {
   const runtime = typeof Bun !== 'undefined' ? `bun ${Bun.version}` : `node ${process.versions.node}`;
-  appendFileSync(opts.json, `${JSON.stringify({ fixture: basename(opts.fixture), engine: opts.postgres ? 'postgres' : 'sqlite', partition: opts.partition, runtime, load: [load0[0], load1[0]], opened: runs.map((r) => ({ storage: r.label, openMs: r.openMs, depth: r.depth })), records })}\n`);
+  appendFileSync(opts.json, `${JSON.stringify({ fixture: basename(opts.fixture), engine: opts.postgres ? 'postgres' : 'sqlite', partition: opts.partition, runtime, load: [load0[0], load1[0]], opened: runs.map((r) => ({ storage: r.label, openMs: r.openMs, openGapMs: r.openGapMs, depth: r.depth })), records })}\n`);
 }

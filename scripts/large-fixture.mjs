@@ -140,12 +140,7 @@ export function* history({ commits, partitions, seed = 1, rows = 500, bootRows =
   const rand = prng(seed);
   const newPart = (name) => ({ name, seq: 0, live: { tasks: new Map(), notes: new Map(), audit: new Map() }, notesQueue: [], notesHead: 0, clients: new Map() });
   const parts = Array.from({ length: partitions }, (_, i) => newPart(partitionName(i)));
-  const task = (p, t, project, seq, g) => ({
-    table: 'tasks',
-    rowId: `t${t}`,
-    op: 'upsert',
-    values: [`t${t}`, project ?? `proj${t % PROJECTS}`, `u${t % 7}`, `${p.name}/t${t}`, `title ${seq}`, seq, seq % 2 === 0, seq % 3 === 0 ? null : `note ${g}`],
-  });
+  const task = (p, t, project, seq, g) => ({ table: 'tasks', rowId: `t${t}`, op: 'upsert', values: taskValues(p.name, t, project, seq, g) });
   for (let g = 0; g < commits; g++) {
     const p = parts[g % partitions];
     const seq = p.seq + 1;
@@ -156,16 +151,16 @@ export function* history({ commits, partitions, seed = 1, rows = 500, bootRows =
     if (rand() < 0.25) picks.push((first + 1 + Math.floor(rand() * (rows - 1))) % rows);
     for (const t of picks) ops.push(task(p, t, undefined, seq, g));
     if (rand() < 0.5) {
-      upsert('notes', `n${seq}`, [`n${seq}`, `proj${seq % PROJECTS}`, seq % 4 === 0 ? null : `body ${seq} ✓`]);
+      upsert('notes', `n${seq}`, noteValues(seq));
     }
     // A queue by index: Array#shift on a queue this long copies it whole
     // each time (quadratic over ten million commits).
-    if (seq % 5 === 0 && p.notesHead < p.notesQueue.length) ops.push({ table: 'notes', rowId: p.notesQueue[p.notesHead++], op: 'delete' });
+    if (seq % 5 === 0 && p.notesHead < p.notesQueue.length) ops.push({ table: 'notes', rowId: `n${p.notesQueue[p.notesHead++]}`, op: 'delete' });
     if (rand() < 0.2) {
       // Scope values never change on update (the handler would put the
       // stored ones back into the payload).
       const a = Math.floor(rand() * rows);
-      upsert('audit', `a${a}`, [`a${a}`, `proj${a % PROJECTS}`, `kind-${seq % 3}`]);
+      upsert('audit', `a${a}`, auditValues(a, seq));
     }
     yield applied(p, ops, g, rand);
   }
@@ -185,6 +180,29 @@ export function* history({ commits, partitions, seed = 1, rows = 500, bootRows =
 /** Partition of `history`'s `bootRows`. */
 export const BOOT_PARTITION = 'boot';
 
+// A row's values, from what its last write was made of. The end state keeps
+// only that (version, commit seq, commit index) per live row and rebuilds
+// values, payload and scopes when it writes the row: ten million commits
+// over 100,000 partitions leave some 16M live rows, too many to hold whole.
+function taskValues(partition, t, project, seq, g) {
+  return [`t${t}`, project ?? `proj${t % PROJECTS}`, `u${t % 7}`, `${partition}/t${t}`, `title ${seq}`, seq, seq % 2 === 0, seq % 3 === 0 ? null : `note ${g}`];
+}
+function noteValues(seq) {
+  return [`n${seq}`, `proj${seq % PROJECTS}`, seq % 4 === 0 ? null : `body ${seq} ✓`];
+}
+function auditValues(a, seq) {
+  return [`a${a}`, `proj${a % PROJECTS}`, `kind-${seq % 3}`];
+}
+/** The values of live row `rowId` of `table` in partition `p`, last written by commit `seq` (the `g`-th). */
+function liveValues(p, table, rowId, seq, g) {
+  const n = Number(rowId.slice(1));
+  if (table === 'tasks') return taskValues(p.name, n, p.name === BOOT_PARTITION ? 'proj1' : undefined, seq, g);
+  if (table === 'notes') return noteValues(n);
+  return auditValues(n, seq);
+}
+/** A row's scopes: fixed by its first write, and no write changes the columns they come from. */
+const scopesOf = (table, values) => Object.fromEntries(SCOPES[table].map(([v, i]) => [v, values[i]]));
+
 /** What the handler makes of `ops` as partition `p`'s next commit (the `g`-th in all). */
 function applied(p, ops, g, rand) {
   const seq = ++p.seq;
@@ -194,15 +212,15 @@ function applied(p, ops, g, rand) {
     const stored = live.get(op.rowId);
     if (op.op === 'delete') {
       live.delete(op.rowId);
-      changes.push({ table: op.table, rowId: op.rowId, op: 'delete', rowVersion: null, scopes: stored.scopes, payload: null });
+      const scopes = scopesOf(op.table, liveValues(p, op.table, op.rowId, stored.seq, stored.g));
+      changes.push({ table: op.table, rowId: op.rowId, op: 'delete', rowVersion: null, scopes, payload: null });
       continue;
     }
     op.payload = encodeRow(columnsOf[op.table], op.values);
     const version = stored ? stored.version + 1 : 1;
-    // The handler keeps a row's scopes from its first write.
-    const scopes = stored ? stored.scopes : Object.fromEntries(SCOPES[op.table].map(([v, i]) => [v, op.values[i]]));
-    live.set(op.rowId, { version, scopes, payload: op.payload, values: op.values });
-    if (!stored && op.table === 'notes') p.notesQueue.push(op.rowId);
+    const scopes = scopesOf(op.table, op.values);
+    live.set(op.rowId, { version, seq, g });
+    if (!stored && op.table === 'notes') p.notesQueue.push(seq);
     changes.push({ table: op.table, rowId: op.rowId, op: 'upsert', rowVersion: version, scopes, payload: op.payload });
   }
   const createdAtMs = BASE_MS + g;
@@ -460,8 +478,10 @@ export async function writeLargeFixture(path, { commits, partitions = 50, seed =
       const cols = ['_sync_partition', '_sync_row_id', ...(t.materialize ? t.columns.map((c) => c.name) : []), '_sync_server_version', '_sync_scopes', '_sync_payload'];
       const b = new Batch(`INSERT INTO ${q(t.name)} (${cols.map(q).join(', ')})`, write);
       for (const [rowId, r] of p.live[t.name]) {
-        b.add([p.name, rowId, ...(t.materialize ? r.values : []), r.version, JSON.stringify(r.scopes), r.payload]);
-        for (const [v, value] of Object.entries(r.scopes)) rowScopesB.add([p.name, t.name, v, value, rowId]);
+        const values = liveValues(p, t.name, rowId, r.seq, r.g);
+        const scopes = scopesOf(t.name, values);
+        b.add([p.name, rowId, ...(t.materialize ? values : []), r.version, JSON.stringify(scopes), encodeRow(t.columns, values)]);
+        for (const [v, value] of Object.entries(scopes)) rowScopesB.add([p.name, t.name, v, value, rowId]);
         rowCount += 1;
         // Within the table too: one partition of 10M commits holds 3M
         // notes, more text than one string can.
