@@ -134,7 +134,7 @@ const unit = { point: 'query', aggregate: 'query', window: 'pull', bootstrap: 'r
 // Concurrent pushes wait on each other's partition lock inside the server,
 // and pg_stat_statements counts that wait as execution: for push16 the
 // whole-minus-execution difference means nothing, so it is not printed.
-const cols = figure === 'push16' ? ['wholeUs', 'statements', 'perSec', 'clientCpuUs', 'serverCpuUs'] : ['wholeUs', 'execUs', 'clientUs', 'statements'];
+const cols = figure === 'push16' ? ['wholeUs', 'statements', 'perSec', 'clientCpuUs', 'serverCpuUs'] : ['wholeUs', 'execUs', 'clientUs', 'statements', 'clientCpuUs'];
 console.log(`${figure}, medians of ${rounds} rounds, per ${unit}: ${cols.join(' | ')}`);
 for (const run of runs) {
   console.log(`${run.label}: ${cols.map((c) => fmt(median(run.rows.map((x) => x[c])))).join(' | ')}`);

@@ -182,8 +182,9 @@ pub trait Lifecycle: Send + Sync + 'static {
         Call::Now(Ok(true))
     }
     fn is_held(&self, lease: u32) -> bool;
-    /// Test hook: the next COMMIT and/or ROLLBACK fail (SQLite only; see
-    /// `SqliteEngine::arm_faults`).
+    /// Test hook: the next COMMIT and/or ROLLBACK fail (SQLite: see
+    /// `SqliteEngine::arm_faults`; PostgreSQL arms the rollback after a
+    /// registered query's answer instead, `PgEngine::arm_trailing_fault`).
     fn arm_faults(&self, _commit: bool, _rollback: bool) -> crate::Result<()> {
         Err(crate::Error::invalid(
             "fault injection is a test hook of the SQLite engine",

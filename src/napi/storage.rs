@@ -201,7 +201,8 @@ impl NativeEngine {
     }
 
     /// Test hook (not part of the package's API): the next COMMIT and/or
-    /// ROLLBACK of the SQLite writer connection fail.
+    /// ROLLBACK of the SQLite writer connection fail (PostgreSQL: see
+    /// `PgEngine::arm_trailing_fault`).
     #[napi]
     pub fn test_arm_faults(&self, commit: bool, rollback: bool) -> Result<()> {
         super::guard(|| self.engine().arm_faults(commit, rollback))

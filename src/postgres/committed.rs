@@ -94,8 +94,11 @@ impl Reads for Arc<PgEngine> {
         &self, p: String, request: Request, params: Vec<Value>, declared: Vec<String>,
         gate_running: Option<i64>,
     ) -> Call<QueryOutput> {
-        pg!(self, |e| {
-            e.query_authoritative(&p, &request, &params, &declared, gate_running)
+        // The engine itself, not a borrow: the query's rollback may run
+        // after its answer, on a task that holds the engine.
+        let engine = Arc::clone(self);
+        crate::seam::later(async move {
+            PgEngine::query_authoritative(&engine, &p, &request, &params, &declared, gate_running)
                 .await
         })
     }

@@ -17,7 +17,7 @@ use crate::core::telemetry;
 use sqlx::pool::PoolConnection;
 use sqlx::{PgPool, Postgres};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub(in crate::postgres) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -46,7 +46,51 @@ pub struct PgEngine {
     pub(in crate::postgres) lock_waits: telemetry::Waits,
     /// Client commits a push may follow (see `tx::lock_reads`).
     pub(in crate::postgres) push_keys: lock_reads::PushKeys,
+    /// Rollbacks still running after their answer went out.
+    trailing: Trailing,
 }
+
+/// Read-only transactions answered before their `ROLLBACK` (registered
+/// queries, see [`PgEngine::roll_back_after`]): how many still run, a
+/// wake-up for `close` when the last one ends, and `close`'s order to give
+/// the rest up.
+struct Trailing {
+    running: AtomicUsize,
+    /// `arm_trailing_fault`: 0, or what the next rollback turns into.
+    fault: std::sync::atomic::AtomicU8,
+    ended: tokio::sync::Notify,
+    give_up: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for Trailing {
+    fn default() -> Self {
+        Trailing {
+            running: AtomicUsize::new(0),
+            fault: Default::default(),
+            ended: tokio::sync::Notify::new(),
+            give_up: tokio::sync::watch::channel(false).0,
+        }
+    }
+}
+
+/// Counts one trailing rollback until it ends (or its task is dropped).
+struct TrailingRun(Arc<PgEngine>);
+
+impl Drop for TrailingRun {
+    fn drop(&mut self) {
+        let t = &self.0.trailing;
+        if t.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+            t.ended.notify_waiters();
+        }
+    }
+}
+
+const FAULT_FAIL: u8 = 1;
+const FAULT_HOLD: u8 = 2;
+
+/// How long `close` waits for given-up trailing rollbacks to drop their
+/// connections once told to (they do at their next poll).
+const GIVE_UP_GRACE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// How long `close()` waits, after cancelling running statements, for the
 /// calls still running to give back their connections.
@@ -96,6 +140,7 @@ impl PgEngine {
             pool_waits: Default::default(),
             lock_waits: Default::default(),
             push_keys: Default::default(),
+            trailing: Trailing::default(),
         }
     }
 
@@ -213,14 +258,93 @@ impl PgEngine {
         drop(conn);
     }
 
+    /// Ends a READ ONLY transaction whose answer already went out: its
+    /// `ROLLBACK` runs on a task of its own, off the caller's path, and the
+    /// connection is recycled only once that succeeded. It is closed
+    /// instead when the rollback fails, takes longer than `limit`, or
+    /// `close` gives it up; the server then rolls the transaction back.
+    /// Nothing else can take the connection meanwhile: the task owns it.
+    pub(in crate::postgres) fn roll_back_after(
+        self: &Arc<Self>, mut conn: PoolConnection<Postgres>, limit: std::time::Duration,
+    ) {
+        // Counted before the check (both sequentially consistent, as is
+        // `close`'s store then read): `close` either sees this one running
+        // or it sees the storage closed and gives its connection up now.
+        self.trailing.running.fetch_add(1, Ordering::SeqCst);
+        let run = TrailingRun(Arc::clone(self));
+        if self.closed.load(Ordering::SeqCst) {
+            conn.close_on_drop();
+            drop(conn);
+            return;
+        }
+        let mut give_up = self.trailing.give_up.subscribe();
+        let sql = match self.trailing.fault.swap(0, Ordering::SeqCst) {
+            FAULT_FAIL => "SELECT 1/0",
+            FAULT_HOLD => "SELECT pg_sleep(2); SELECT 1/0",
+            _ => "ROLLBACK",
+        };
+        tokio::spawn(async move {
+            let rolled = {
+                let mut rollback =
+                    std::pin::pin!(tokio::time::timeout(limit, exec(&mut conn, sql)));
+                let mut stop = std::pin::pin!(give_up.wait_for(|g| *g));
+                std::future::poll_fn(|cx| {
+                    use std::future::Future;
+                    use std::task::Poll;
+                    if let Poll::Ready(r) = rollback.as_mut().poll(cx) {
+                        return Poll::Ready(matches!(r, Ok(Ok(()))));
+                    }
+                    match stop.as_mut().poll(cx) {
+                        Poll::Ready(_) => Poll::Ready(false),
+                        Poll::Pending => Poll::Pending,
+                    }
+                })
+                .await
+            };
+            if !rolled {
+                conn.close_on_drop();
+            }
+            run.0.recycle(conn, rolled);
+            drop(run);
+        });
+    }
+
+    /// Test hook (`arm_faults`): the next trailing rollback is replaced by
+    /// a statement that fails (`fail`, leaving the transaction open and
+    /// aborted) or one that sleeps 2 s (`hold`) and then fails.
+    pub(crate) fn arm_trailing_fault(&self, fail: bool, hold: bool) {
+        let f = if hold {
+            FAULT_HOLD
+        } else {
+            u8::from(fail) * FAULT_FAIL
+        };
+        self.trailing.fault.store(f, Ordering::SeqCst);
+    }
+
+    /// Waits until no trailing rollback runs, or `deadline`; true if none does.
+    async fn trailing_ended(&self, deadline: tokio::time::Instant) -> bool {
+        loop {
+            // Made before the count is read: a wake-up in between is kept.
+            let ended = self.trailing.ended.notified();
+            if self.trailing.running.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, ended).await.is_err() {
+                return self.trailing.running.load(Ordering::SeqCst) == 0;
+            }
+        }
+    }
+
     /// Rolls back open transactions and closes the pool; later calls fail
     /// with `storage is closed`. Returns within [`CLOSE_GRACE`] of the
     /// cancel request even when a statement ignores it (PostgreSQL checks
     /// for cancellation between rows, not inside one function call): its
     /// connection is closed, and its transaction rolled back by the server,
-    /// when that call ends.
+    /// when that call ends. Rollbacks still running after their answer
+    /// (`roll_back_after`) are waited for until then, and past it given
+    /// up: their connections are closed.
     pub async fn close(&self) {
-        self.closed.store(true, Ordering::Release);
+        self.closed.store(true, Ordering::SeqCst);
         // A running statement (a runaway registered query) would hold its
         // transaction's slot and its pool connection until its own time
         // limit; cancel it so closing takes as long as a round trip.
@@ -241,6 +365,11 @@ impl PgEngine {
                     c.close_on_drop();
                 }
             }
+        }
+        if !self.trailing_ended(deadline).await {
+            self.trailing.give_up.send_replace(true);
+            let grace = tokio::time::Instant::now() + GIVE_UP_GRACE;
+            self.trailing_ended(grace).await;
         }
         let idle: Vec<_> = std::mem::take(&mut lock(&self.idle).conns);
         drop(idle);

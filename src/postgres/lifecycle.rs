@@ -63,6 +63,14 @@ impl Lifecycle for Arc<PgEngine> {
         PgEngine::is_held(self, lease)
     }
 
+    /// Test hook: on PostgreSQL it arms the next rollback that runs after
+    /// a registered query's answer (`PgEngine::arm_trailing_fault`):
+    /// `rollback` makes it fail, `commit` holds it 2 s first.
+    fn arm_faults(&self, commit: bool, rollback: bool) -> crate::Result<()> {
+        self.arm_trailing_fault(rollback, commit);
+        Ok(())
+    }
+
     fn ensure_schema(
         &self, _lease: u32, schema: Schema, declarations: Vec<CheckpointDeclaration>, now_ms: i64,
     ) -> Call<bool> {

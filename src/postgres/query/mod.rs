@@ -33,20 +33,33 @@ pub(in crate::postgres) mod run;
 
 use crate::core::error::{Error, Result};
 use crate::core::model::QueryOutput;
+use crate::core::model::ServeGate;
 use crate::core::query::{self, Prepared, Request, Value};
 use crate::core::schema::quote_ident;
 use crate::core::telemetry::{self, Site, Slow};
 use crate::postgres::error::map_err;
 use crate::postgres::handle::PgEngine;
 use crate::postgres::meta;
+use crate::postgres::quote::lit;
 use crate::postgres::rows::Loaded;
-use crate::postgres::run::{body, with_tx};
+use crate::postgres::run::with_tx;
 use crate::postgres::stmt::exec;
 use run::{confine, max_commit_seq_then, missing_view, run, Where, ABANDON_AFTER};
 use sqlx::{AssertSqlSafe, Executor, PgConnection, Postgres};
 use std::sync::Arc;
 
 const SAVEPOINT: &str = "syncular_query";
+
+/// What a storage-level attempt left its connection in.
+#[derive(Clone, Copy)]
+enum Left {
+    /// Outside any transaction.
+    Clean,
+    /// Inside its transaction, which still needs its `ROLLBACK`.
+    Open,
+    /// Not to be used again (lost, given up, or a result abandoned).
+    Broken,
+}
 
 impl PgEngine {
     /// The loaded schema; registered queries refuse to run before
@@ -117,10 +130,13 @@ impl PgEngine {
     }
 
     /// Storage-level `queryAuthoritative`: one REPEATABLE READ READ ONLY
-    /// snapshot holding the serve gate (when `gate_running` is given), the
-    /// rows and `max_commit_seq`; always rolled back.
+    /// snapshot holding the serve gate (when `gate_running` is given),
+    /// `max_commit_seq` and the rows; always rolled back. Two round trips
+    /// are waited for (the opening, which reads `max_commit_seq`, and the
+    /// query); the `ROLLBACK` of an answered call runs after the answer
+    /// ([`PgEngine::roll_back_after`]).
     pub async fn query_authoritative(
-        &self, partition: &str, req: &Request, params: &[Value], declared: &[String],
+        self: &Arc<Self>, partition: &str, req: &Request, params: &[Value], declared: &[String],
         gate_running: Option<i64>,
     ) -> Result<QueryOutput> {
         let loaded = self.registered_schema()?;
@@ -147,9 +163,19 @@ impl PgEngine {
                 gate_running,
                 &confined,
             );
-            let (out, healthy) = match tokio::time::timeout_at(give_up, attempt).await {
+            let (out, left) = match tokio::time::timeout_at(give_up, attempt).await {
                 Ok(done) => done,
-                Err(_) => (Err(query::timed_out(timeout)), false),
+                Err(_) => (Err(query::timed_out(timeout)), Left::Broken),
+            };
+            if let (Ok(QueryOutput { error: None, .. }), Left::Open) = (&out, left) {
+                // Answered: the rollback does not hold the answer back.
+                self.roll_back_after(conn, timeout);
+                return out;
+            }
+            let healthy = match left {
+                Left::Clean => true,
+                Left::Broken => false,
+                Left::Open => exec(&mut conn, "ROLLBACK").await.is_ok(),
             };
             let missing = match &out {
                 Err(e) | Ok(QueryOutput { error: Some(e), .. }) => missing_view(e),
@@ -179,15 +205,16 @@ impl PgEngine {
         }
     }
 
-    /// One run of a storage-level query; the connection is left outside
-    /// any transaction when the second value (healthy) is true.
+    /// The opening of a storage-level query: its transaction, the gate
+    /// (when asked for), the confined settings and `max_commit_seq`. With
+    /// no gate to read, all of it is one message; with one, the gate is
+    /// read between `BEGIN` and the rest, under the session's own
+    /// `search_path` (its statements name the storage's tables unqualified).
     #[allow(clippy::too_many_arguments)]
-    async fn query_attempt(
+    async fn open_query(
         &self, conn: &mut sqlx::pool::PoolConnection<Postgres>, w: &Where, g: &guard::Guarded,
-        prepared: &Prepared, params: &[Value], partition: &str, gate_running: Option<i64>,
-        confined: &str,
-    ) -> (Result<QueryOutput>, bool) {
-        let timeout = self.cfg.query_timeout;
+        partition: &str, gate_running: Option<i64>, confined: &str,
+    ) -> (Result<(Option<ServeGate>, i64)>, Left) {
         // Behind a transaction pooler nothing of the session is kept: the
         // views and the bound functions are made inside the transaction
         // (rolled back with it, so no other client's session keeps them),
@@ -196,7 +223,7 @@ impl PgEngine {
         let begin = if self.pooled() {
             let loaded = match self.registered_schema() {
                 Ok(l) => l,
-                Err(e) => return (Err(e), true),
+                Err(e) => return (Err(e), Left::Clean),
             };
             let ddl = guard::view_ddl_for(&w.schema, &loaded.schema.tables, &g.sql);
             pooled_begin = format!(
@@ -207,91 +234,126 @@ impl PgEngine {
         } else {
             "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
         };
-        // Without a gate to read first, the settings travel with BEGIN.
+        // The partition counter, read in the snapshot the query reads: the
+        // transaction's first statement that needs a snapshot takes it (SET
+        // takes none), and every later one reuses it (REPEATABLE READ).
+        let Some(p) = lit(partition) else {
+            // `confine` refused such a partition already.
+            return (
+                Err(Error::invalid(
+                    "a partition cannot contain U+0000 on PostgreSQL",
+                )),
+                Left::Clean,
+            );
+        };
+        let counter = format!(
+            "{confined}; SELECT max_commit_seq FROM {}.sync_partitions WHERE partition = {p}",
+            w.quoted
+        );
         let opening = match gate_running {
-            None => format!("{begin}; {confined}"),
+            None => format!("{begin}; {counter}"),
             Some(_) => begin.to_owned(),
         };
-        if let Err(e) = conn.execute(AssertSqlSafe(opening.clone())).await {
-            // A connection that died while idle: once more on a tested one.
-            let e = map_err(e);
-            // Either way this connection is not used again (a failed
-            // opening may have left its transaction open).
-            conn.close_on_drop();
-            if !crate::postgres::error::is_connection_lost(&e) {
-                return (Err(e), false);
+        let opened = match conn.fetch_all(AssertSqlSafe(opening.clone())).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                // A connection that died while idle: once more on a tested one.
+                let e = map_err(e);
+                // Either way this connection is not used again (a failed
+                // opening may have left its transaction open).
+                conn.close_on_drop();
+                if !crate::postgres::error::is_connection_lost(&e) {
+                    return (Err(e), Left::Broken);
+                }
+                *conn = match self.acquire_tested().await {
+                    Ok(c) => c,
+                    Err(e) => return (Err(e), Left::Broken),
+                };
+                match conn.fetch_all(AssertSqlSafe(opening)).await {
+                    Ok(rows) => rows,
+                    Err(e) => return (Err(map_err(e)), Left::Broken),
+                }
             }
-            *conn = match self.acquire_tested().await {
-                Ok(c) => c,
-                Err(e) => return (Err(e), false),
-            };
-            if let Err(e) = conn.execute(AssertSqlSafe(opening)).await {
-                return (Err(map_err(e)), false);
-            }
-        }
-        // Nothing is ever committed: ROLLBACK also undoes any setting the
-        // query might have changed. On success it travels with the
-        // max_commit_seq read.
-        let mut ended = false;
-        let mut abandoned = false;
-        let out = body(async {
+        };
+        let read = async {
             let c: &mut PgConnection = &mut *conn;
-            let gate = match gate_running {
+            let (gate, rows) = match gate_running {
                 Some(running) => {
                     let gate = meta::read_serve_gate(c, partition, running).await?;
-                    c.execute(AssertSqlSafe(confined.to_owned()))
-                        .await
-                        .map_err(map_err)?;
-                    Some(gate)
+                    let rows = c.fetch_all(AssertSqlSafe(counter)).await.map_err(map_err)?;
+                    (Some(gate), rows)
                 }
-                None => None,
+                None => (None, opened),
             };
-            let slow = Slow::start(
-                telemetry::POSTGRES,
-                "query",
-                Site::Text("queryAuthoritative"),
-            )
-            .sql(&g.sql);
-            let ran = run(
-                c,
-                g,
-                &prepared.binds,
-                params,
-                partition,
-                timeout,
-                self.cfg.result_limits,
-                &mut abandoned,
-            )
-            .await;
-            drop(slow);
-            match ran {
-                Ok((columns, rows)) => {
-                    let max_commit_seq = max_commit_seq_then(c, w, partition, "ROLLBACK").await?;
-                    ended = true;
-                    Ok(QueryOutput {
-                        gate,
-                        error: None,
-                        columns,
-                        rows,
-                        max_commit_seq,
-                    })
-                }
-                // The transaction is aborted now; the gate decides first.
-                Err(e) if gate.is_some() => Ok(QueryOutput {
-                    gate,
-                    error: Some(e),
-                    columns: Vec::new(),
-                    rows: Vec::new(),
-                    max_commit_seq: 0,
-                }),
-                Err(e) => Err(e),
-            }
-        })
+            let seq = match rows.first() {
+                Some(r) => sqlx::Row::try_get::<i64, _>(r, 0).map_err(map_err)?,
+                None => 0,
+            };
+            Ok((gate, seq))
+        };
+        (read.await, Left::Open)
+    }
+
+    /// One run of a storage-level query, and what it left its connection
+    /// in ([`Left`]).
+    #[allow(clippy::too_many_arguments)]
+    async fn query_attempt(
+        &self, conn: &mut sqlx::pool::PoolConnection<Postgres>, w: &Where, g: &guard::Guarded,
+        prepared: &Prepared, params: &[Value], partition: &str, gate_running: Option<i64>,
+        confined: &str,
+    ) -> (Result<QueryOutput>, Left) {
+        let timeout = self.cfg.query_timeout;
+        let (gate, max_commit_seq) = match self
+            .open_query(conn, w, g, partition, gate_running, confined)
+            .await
+        {
+            (Ok(opened), _) => opened,
+            (Err(e), left) => return (Err(e), left),
+        };
+        // Nothing is ever committed: ROLLBACK also undoes any setting the
+        // query might have changed.
+        let mut abandoned = false;
+        let c: &mut PgConnection = &mut *conn;
+        let slow = Slow::start(
+            telemetry::POSTGRES,
+            "query",
+            Site::Text("queryAuthoritative"),
+        )
+        .sql(&g.sql);
+        let ran = run(
+            c,
+            g,
+            &prepared.binds,
+            params,
+            partition,
+            timeout,
+            self.cfg.result_limits,
+            &mut abandoned,
+        )
         .await;
+        drop(slow);
         // A result abandoned past its bounds is not waited for: closing the
         // connection stops the server at its next row.
-        let healthy = ended || (!abandoned && exec(conn, "ROLLBACK").await.is_ok());
-        (out, healthy)
+        let left = if abandoned { Left::Broken } else { Left::Open };
+        let out = match ran {
+            Ok((columns, rows)) => Ok(QueryOutput {
+                gate,
+                error: None,
+                columns,
+                rows,
+                max_commit_seq,
+            }),
+            // The transaction is aborted now; the gate decides first.
+            Err(e) if gate.is_some() => Ok(QueryOutput {
+                gate,
+                error: Some(e),
+                columns: Vec::new(),
+                rows: Vec::new(),
+                max_commit_seq: 0,
+            }),
+            Err(e) => Err(e),
+        };
+        (out, left)
     }
 
     /// A query cancelled because the storage closed reports the close, not
