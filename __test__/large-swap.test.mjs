@@ -23,7 +23,7 @@ import { TIME_SCALE } from './support/emulation.mjs';
 import { sqliteFileUrl, tempDbPath } from './support/engines.mjs';
 import { NativeStorage } from './support/package.mjs';
 import { largeSchema } from './support/large-schema.mjs';
-import { withLoopGap } from './support/loop-gap.mjs';
+import { withLoopGap } from '../bench/lib/loop-gap.mjs';
 import { query, noShell } from './support/sqlite-cli.mjs';
 import { startReader } from './support/sqlite-reader.mjs';
 import { hostTest, runHost } from './support/upstream.mjs';

@@ -8,7 +8,7 @@ import { tempDbPath, sqliteFileUrl } from './support/engines.mjs';
 import { NativeStorage, StorageQueryError, SyncError } from './support/package.mjs';
 import { exec, noShell, query, sqliteCliAvailable } from './support/sqlite-cli.mjs';
 import { TIME_SCALE } from './support/emulation.mjs';
-import { withLoopGap } from './support/loop-gap.mjs';
+import { withLoopGap } from '../bench/lib/loop-gap.mjs';
 import { accountsTable, col, fixtureSchema, schema, table, tasksTable, notesTable } from './support/schema.mjs';
 import { accountRow, hostPush, noteRow, rejectsQueryError, taskRow, writeCommit } from './support/harness.mjs';
 import { hostErrors, HostSyncError } from './contract/errors.mjs';

@@ -48,6 +48,7 @@
 // storage's first open is timed, with the event loop's longest gap while it
 // ran (a 5 ms timer's; ours repairs an in-tree layout off the JS thread).
 import { spawnSync } from 'node:child_process';
+import { withLoopGap } from './lib/loop-gap.mjs';
 import { appendFileSync, existsSync, rmSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { loadavg } from 'node:os';
@@ -143,25 +144,12 @@ async function copyOf(k) {
 /** Opens a module's storage on `path` as a host would, and sets up each figure's partition. */
 async function open(run, where) {
   // How long the event loop was held while the storage opened (ours
-  // repairs an in-tree file's layout then, off the JS thread): the longest
-  // gap between turns of a 5 ms timer.
-  let gap = 0;
-  let last = performance.now();
-  const timer = setInterval(() => {
-    const now = performance.now();
-    gap = Math.max(gap, now - last);
-    last = now;
-  }, 5);
-  const t = performance.now();
-  let openMs;
-  try {
+  // repairs an in-tree file's layout then, off the JS thread).
+  const { took: openMs, worst: gap } = await withLoopGap(async () => {
     run.storage = await run.mod.createStorage({ ...where, server });
     await server.ensureSyncServerReady({ schema: serverSchema, storage: run.storage });
-    openMs = performance.now() - t;
-    await new Promise((r) => setTimeout(r, 20));
-  } finally {
-    clearInterval(timer);
-  }
+  });
+  const setupFrom = performance.now();
   const s = {};
   s.push = await fixtureHost(server, core, run.storage, opts.partition);
   const depth = Number(await run.storage.getMaxCommitSeq(opts.partition));
@@ -188,7 +176,7 @@ async function open(run, where) {
   if (run.openMs === undefined) {
     run.openMs = openMs;
     run.openGapMs = gap;
-    run.setupMs = performance.now() - t - openMs - 20;
+    run.setupMs = performance.now() - setupFrom;
     run.depth = depth;
   }
 }
