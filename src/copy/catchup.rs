@@ -15,7 +15,7 @@
 use super::catalog::{self, Table};
 use super::target::{self, pg};
 use super::value::{literal, quote};
-use super::{on_snapshot, runtime, sq, sqlite_has, Options, Progress};
+use super::{on_snapshot, runtime, sq, table_exists, Options, Progress};
 use crate::core::error::{Error, Result};
 use crate::sqlite::moved;
 use crate::sqlite::SqliteEngine;
@@ -51,7 +51,7 @@ const PER_ROW: &[&str] = &["sync_row_scopes", "sync_blob_refs", "sync_tombstones
 impl Positions {
     pub fn read(c: &rusqlite::Connection) -> Result<Positions> {
         let mut out = Positions::default();
-        if sqlite_has(c, "sync_partitions")? {
+        if table_exists(c, "sync_partitions")? {
             let mut st = c
                 .prepare("SELECT partition, max_commit_seq, horizon_seq FROM sync_partitions")
                 .map_err(sq)?;
@@ -60,7 +60,7 @@ impl Positions {
                 .map_err(sq)?;
             out.seqs = rows.collect::<rusqlite::Result<_>>().map_err(sq)?;
         }
-        if sqlite_has(c, "sync_push_results")? {
+        if table_exists(c, "sync_push_results")? {
             out.push_rowid = c
                 .query_row(
                     "SELECT coalesce(max(rowid), 0) FROM sync_push_results",
@@ -69,7 +69,7 @@ impl Positions {
                 )
                 .map_err(sq)?;
         }
-        if sqlite_has(c, "sync_schema_meta")? {
+        if table_exists(c, "sync_schema_meta")? {
             out.schema_version = c
                 .query_row(
                     "SELECT schema_version FROM sync_schema_meta WHERE id = 1",

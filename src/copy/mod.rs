@@ -49,6 +49,7 @@ use crate::core::error::{Error, Result};
 use std::sync::Arc;
 
 pub(crate) use crate::sqlite::conn::map_err as sq;
+use crate::sqlite::conn::table_exists;
 
 /// What the caller asks.
 #[derive(Debug, Clone, Default)]
@@ -111,17 +112,6 @@ impl Progress {
             "skippedIndexes": skipped,
         })
     }
-}
-
-/// Whether the SQLite file on `c` has the table `name`.
-fn sqlite_has(c: &rusqlite::Connection, name: &str) -> Result<bool> {
-    c.query_row(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
-        [name],
-        |r| r.get::<_, i64>(0),
-    )
-    .map(|n| n > 0)
-    .map_err(sq)
 }
 
 /// The SQLite source a url names, opened through `crate::open` as a

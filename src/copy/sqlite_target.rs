@@ -75,7 +75,7 @@ impl Target {
         .map_err(sq)?;
         c.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(sq)?;
-        let exists = |name: &str| super::sqlite_has(&c, name);
+        let exists = |name: &str| super::table_exists(&c, name);
         let refuse = |what: String| {
             Err(Error::plain(
                 "ERR_SYNCULAR_COPY_TARGET_NOT_EMPTY",

@@ -7,7 +7,7 @@ use super::catalog::{self, Table};
 use super::tables::Kind;
 use super::target::{self, pg};
 use super::value::{canon_json, canon_sqlite, Canon};
-use super::{runtime, sq, sqlite_has, Options, Progress};
+use super::{runtime, sq, table_exists, Options, Progress};
 use crate::core::error::Result;
 use crate::core::schema::quote_ident;
 use crate::sqlite::SqliteEngine;
@@ -260,7 +260,7 @@ pub(super) fn compare(
         };
         let mut sums = Sums::new();
         for t in &plan {
-            if !sqlite_has(c, &t.name)? {
+            if !table_exists(c, &t.name)? {
                 continue;
             }
             p.table = t.name.clone();
@@ -361,7 +361,7 @@ fn first_difference(
     };
     let mut left = Vec::new();
     super::on_snapshot(sqlite, |c| {
-        if sqlite_has(c, &t.name)? {
+        if table_exists(c, &t.name)? {
             read_sqlite(c, t, Some(part), |r| left.push(r))?;
         }
         Ok(())

@@ -577,6 +577,13 @@ pub fn is_constraint(e: &rusqlite::Error) -> bool {
 /// The text a moved file's triggers abort with starts so (`moved::mark`).
 const MOVED_PREFIX: &str = "ERR_SYNCULAR_MOVED: ";
 
+/// Whether the database on `c` has the table `name`.
+pub fn table_exists(c: &Connection, name: &str) -> Result<bool> {
+    c.prepare_cached("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1")
+        .and_then(|mut st| st.exists([name]))
+        .map_err(map_err)
+}
+
 /// Raw engine errors keep SQLite's message (the fence trigger's text is the
 /// message) and gain a `SQLITE_*` code name.
 pub fn map_err(e: rusqlite::Error) -> Error {

@@ -14,7 +14,7 @@
 //! abort into the coded error. Reads, and upstream's stores on the same
 //! file (blobs, segments, leases), go on.
 
-use super::conn::map_err;
+use super::conn::{map_err, table_exists};
 use super::storage::SqliteEngine;
 use crate::core::error::Result;
 use crate::core::meta_layout::TABLES;
@@ -44,16 +44,6 @@ fn sql_string(out: &mut String, s: &str) {
     out.push('\'');
     out.push_str(&s.replace('\'', "''"));
     out.push('\'');
-}
-
-fn table_exists(c: &Connection, name: &str) -> Result<bool> {
-    c.query_row(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
-        [name],
-        |r| r.get::<_, i64>(0),
-    )
-    .map(|n| n > 0)
-    .map_err(map_err)
 }
 
 /// Marks the file moved to `to`, in the caller's write transaction (it

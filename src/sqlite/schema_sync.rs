@@ -4,7 +4,7 @@
 //! on every existing partition, declarations), all
 //! under one write lease so it commits or rolls back as a whole.
 
-use super::conn::map_err;
+use super::conn::{map_err, table_exists};
 use super::kept::Conn;
 use super::meta;
 use super::rows::Projected;
@@ -50,12 +50,6 @@ fn physical_columns(conn: &Connection, table: &str) -> Result<Vec<PhysicalColumn
         })
         .map_err(map_err)?;
     rows.collect::<rusqlite::Result<_>>().map_err(map_err)
-}
-
-fn table_exists(conn: &Connection, table: &str) -> Result<bool> {
-    conn.prepare_cached("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1")
-        .and_then(|mut st| st.exists([table]))
-        .map_err(map_err)
 }
 
 pub fn check_incomplete_checkpoints(

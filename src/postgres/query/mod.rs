@@ -44,7 +44,7 @@ use crate::postgres::quote::lit;
 use crate::postgres::rows::Loaded;
 use crate::postgres::run::with_tx;
 use crate::postgres::stmt::exec;
-use run::{confine, max_commit_seq_then, missing_view, run, Where, ABANDON_AFTER};
+use run::{confine, counter_of, max_commit_seq_then, missing_view, run, Where, ABANDON_AFTER};
 use sqlx::{AssertSqlSafe, Executor, PgConnection, Postgres};
 use std::sync::Arc;
 
@@ -246,10 +246,7 @@ impl PgEngine {
                 Left::Clean,
             );
         };
-        let counter = format!(
-            "{confined}; SELECT max_commit_seq FROM {}.sync_partitions WHERE partition = {p}",
-            w.quoted
-        );
+        let counter = format!("{confined}; {}", w.counter_sql(&p));
         let opening = match gate_running {
             None => format!("{begin}; {counter}"),
             Some(_) => begin.to_owned(),
@@ -285,11 +282,7 @@ impl PgEngine {
                 }
                 None => (None, opened),
             };
-            let seq = match rows.first() {
-                Some(r) => sqlx::Row::try_get::<i64, _>(r, 0).map_err(map_err)?,
-                None => 0,
-            };
-            Ok((gate, seq))
+            Ok((gate, counter_of(&rows)?))
         };
         (read.await, Left::Open)
     }

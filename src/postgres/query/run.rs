@@ -172,33 +172,44 @@ pub(super) async fn run(
     Ok((columns.unwrap_or_default(), out))
 }
 
-/// `max_commit_seq` (read with the storage's tables named by schema, so it
-/// works under the confined `search_path`), then the control statements
+impl Where {
+    /// The partition counter's read, with the storage's tables named by
+    /// schema (so it works under the confined `search_path`); `partition`
+    /// is a literal or a placeholder.
+    pub(super) fn counter_sql(&self, partition: &str) -> String {
+        format!(
+            "SELECT max_commit_seq FROM {}.sync_partitions WHERE partition = {partition}",
+            self.quoted
+        )
+    }
+}
+
+/// The counter a counter read answered (0 when the partition has no row).
+pub(super) fn counter_of(rows: &[sqlx::postgres::PgRow]) -> Result<i64> {
+    match rows.first() {
+        Some(r) => r.try_get::<i64, _>(0).map_err(map_err),
+        None => Ok(0),
+    }
+}
+
+/// `max_commit_seq` ([`Where::counter_sql`]), then the control statements
 /// `tail`, in one round trip. When the read fails, `tail` has not run.
 pub(super) async fn max_commit_seq_then(
     c: &mut PgConnection, w: &Where, partition: &str, tail: &str,
 ) -> Result<i64> {
     let Some(p) = lit(partition) else {
-        let v: Option<i64> = crate::postgres::stmt::query_scalar(AssertSqlSafe(format!(
-            "SELECT max_commit_seq FROM {}.sync_partitions WHERE partition = $1",
-            w.quoted
-        )))
-        .bind(partition)
-        .fetch_optional(&mut *c)
-        .await
-        .map_err(map_err)?;
+        let v: Option<i64> =
+            crate::postgres::stmt::query_scalar(AssertSqlSafe(w.counter_sql("$1")))
+                .bind(partition)
+                .fetch_optional(&mut *c)
+                .await
+                .map_err(map_err)?;
         c.execute(AssertSqlSafe(tail.to_owned()))
             .await
             .map_err(map_err)?;
         return Ok(v.unwrap_or(0));
     };
-    let text = format!(
-        "SELECT max_commit_seq FROM {}.sync_partitions WHERE partition = {p}; {tail}",
-        w.quoted
-    );
+    let text = format!("{}; {tail}", w.counter_sql(&p));
     let rows = c.fetch_all(AssertSqlSafe(text)).await.map_err(map_err)?;
-    match rows.first() {
-        Some(r) => r.try_get::<i64, _>(0).map_err(map_err),
-        None => Ok(0),
-    }
+    counter_of(&rows)
 }
