@@ -15,7 +15,7 @@ import { taskRow } from './support/harness.mjs';
 
 const pg = engines.find((e) => e.dialect === 'postgres');
 const GATE = 'syncular_after_lock_gate_v3';
-const RESULT = 'syncular_after_lock_result_v1';
+const RESULT = 'syncular_after_lock_results_v2';
 const LOCK = 'syncular_lock_partition_v1';
 const PUT = 'syncular_put_push_result_v1';
 const APPEND = 'syncular_append_commit_v1';
@@ -178,6 +178,55 @@ if (pg) {
         for (const k of ['k1', 'k1b', 'k2', 'k3']) assert.equal((await storage.getPushResult('p1', 'c1', k)).status, 'applied');
       } finally {
         await storage.close();
+        await proxy.close();
+      }
+    });
+
+    test('the commits asked about before the lock are read in one statement, each with its own answer', async () => {
+      const real = new URL(pg.requireUrl());
+      const proxy = new Proxy({ host: real.hostname, port: Number(real.port || 5432) });
+      const url = new URL(real);
+      url.host = `127.0.0.1:${await proxy.start()}`;
+      url.searchParams.set('sslmode', 'disable');
+      const schema = freshPgSchema();
+      const storage = new NativeStorage({ url: url.toString(), schema, maxConnections: 1 });
+      // Another host on the same schema, straight to the server.
+      const other = new NativeStorage({ url: real.toString(), schema, maxConnections: 1 });
+      try {
+        await storage.ensureSchema(fixtureSchema());
+        await storage.touchPartition('p1', 1, 'e1');
+        await other.ensureSchema(fixtureSchema());
+        const asked = ['ka', "k'b", 'kc'];
+        // Round 1 prepared, round 2 after the session lost the statements (sent whole).
+        for (const [round, lost] of [[1, false], [2, true]]) {
+          const ids = asked.map((k) => `${k}-${round}`);
+          for (const k of ids) assert.equal(await storage.getPushResult('p1', 'c1', k), undefined);
+          // The other host pushes the second of them meanwhile.
+          const stored = await push(other, ids[1], `r-${round}`);
+          proxy.forget = lost;
+          const tx = await storage.begin('p1');
+          await tx.lockPartitionForPush();
+          await tx.readServeGate(1);
+          const batch = proxy.batches.at(-1);
+          if (lost) {
+            assert.ok(!batch.includes('EXECUTE'), 'sent whole');
+            assert.equal(batch.split('FROM ROWS FROM (pg_catalog.unnest(').length - 1, 1, 'one statement reads the results');
+          } else {
+            assert.equal(batch.split(`EXECUTE ${RESULT}(`).length - 1, 1, 'one statement reads the results');
+          }
+          for (const k of ids) assert.ok(batch.includes(k.replace("'", "''")), `${k} is asked about`);
+          const answers = [];
+          for (const k of ids) answers.push(await tx.getPushResult('c1', k));
+          await tx.rollback();
+          assert.equal(answers[0], undefined);
+          assert.equal(answers[2], undefined);
+          assert.equal(answers[1]?.status, 'applied', 'the result the other host stored');
+          assert.equal(answers[1]?.commitSeq, stored.seq);
+        }
+        assert.equal(proxy.injected, 1);
+      } finally {
+        await storage.close();
+        await other.close();
         await proxy.close();
       }
     });

@@ -119,9 +119,9 @@ pub struct Locked {
 }
 
 /// The statements each connection prepares for the lock batch: the serve
-/// gate, and one client commit's push result.
+/// gate, and the push results of a list of client commits.
 pub const GATE: &str = "syncular_after_lock_gate_v3";
-pub const RESULT: &str = "syncular_after_lock_result_v1";
+pub const RESULTS: &str = "syncular_after_lock_results_v2";
 /// The partition's counter row lock itself (the batch's first statement).
 pub const LOCK: &str = "syncular_lock_partition_v1";
 /// The push result the transaction records, sent with `COMMIT`
@@ -170,15 +170,27 @@ fn select_gate(p: &str, fence: bool) -> String {
     )
 }
 
-/// One client commit's stored push result, as [`select_gate`] gives rows.
-fn select_result(p: &str, client: &str, commit: &str) -> String {
+/// The stored push results of the client commits `clients[i]`,
+/// `commits[i]` (two `text[]` of one length), as [`select_gate`] gives
+/// rows: one row a client commit, its result NULL when none is stored (the
+/// column is NOT NULL). One statement for all of them, where a statement a
+/// commit cost 16 pushers on one partition about 8 more statements a push
+/// (each lock batch asks for the commits of the pushes queued behind it).
+/// Each commit is looked up by the whole primary key in a subquery of its
+/// own, so the plan is one index probe a commit whatever the planner
+/// thinks of the table: a join of the list with the table may plan as a
+/// scan of the partition's every result.
+fn select_results(p: &str, clients: &str, commits: &str) -> String {
     format!(
-        "SELECT 'r'::text AS after_lock, client_id::text AS a, client_commit_id::text AS b, result::text AS c \
-         FROM sync_push_results WHERE partition = {p} AND client_id = {client} AND client_commit_id = {commit}"
+        "SELECT 'r'::text AS after_lock, k.client_id AS a, k.client_commit_id AS b, \
+         (SELECT r.result::text FROM sync_push_results r WHERE r.partition = {p} \
+         AND r.client_id = k.client_id AND r.client_commit_id = k.client_commit_id) AS c \
+         FROM ROWS FROM (pg_catalog.unnest({clients}::text[]), pg_catalog.unnest({commits}::text[])) \
+         AS k(client_id, client_commit_id)"
     )
 }
 
-/// Prepares [`GATE`], [`RESULT`], [`PUT`], [`APPEND`] and [`LOCK`] on a connection that lacks them and
+/// Prepares [`GATE`], [`RESULTS`], [`PUT`], [`APPEND`] and [`LOCK`] on a connection that lacks them and
 /// whose tables are there (at connect, and once the meta layout is made).
 /// It does not fail where a `DO` block can run: a connection without the
 /// statements sends the reads whole. Planning them on every lock batch
@@ -203,7 +215,7 @@ pub fn prepare() -> String {
          EXCEPTION WHEN OTHERS THEN NULL; \
          END $syncular$",
         one(GATE, "text", select_gate("$1", true)),
-        one(RESULT, "text, text, text", select_result("$1", "$2", "$3")),
+        one(RESULTS, "text, text[], text[]", select_results("$1", "$2", "$3")),
         one(
             PUT,
             "text, text, text, jsonb",
@@ -226,15 +238,24 @@ pub fn batch_tail(
         select_gate(&p, false)
     };
     let mut asked = Vec::new();
+    let (mut clients, mut commits) = (Vec::new(), Vec::new());
     for (client, commit) in keys.of(partition) {
         if let (Some(c), Some(k)) = (lit(&client), lit(&commit)) {
-            text.push_str("; ");
-            if prepared {
-                text.push_str(&format!("EXECUTE {RESULT}({p}, {c}, {k})"));
-            } else {
-                text.push_str(&select_result(&p, &c, &k));
-            }
+            clients.push(c);
+            commits.push(k);
             asked.push((client, commit));
+        }
+    }
+    if !asked.is_empty() {
+        let (c, k) = (
+            format!("ARRAY[{}]", clients.join(", ")),
+            format!("ARRAY[{}]", commits.join(", ")),
+        );
+        text.push_str("; ");
+        if prepared {
+            text.push_str(&format!("EXECUTE {RESULTS}({p}, {c}, {k})"));
+        } else {
+            text.push_str(&select_results(&p, &c, &k));
         }
     }
     Some((text, asked))
