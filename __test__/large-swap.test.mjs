@@ -155,3 +155,29 @@ test('the generator writes what upstream\'s handler and the in-tree 0.15.48 stor
     assert.equal(p.identical, true, `${p.step}: answer ${p.firstDiff} differs`);
   }
 });
+
+// The generator writes through node:sqlite where the runtime has it
+// (Node 22.13 and later) and through the sqlite3 shell otherwise: both
+// must leave the same file, rows (in the same order) and schema.
+const noNodeSqlite = await import('node:sqlite').then(
+  () => false,
+  () => `no node:sqlite in Node ${process.version}`,
+);
+test('the generator leaves the same file through node:sqlite as through the sqlite3 shell', { skip: noShell || noNodeSqlite, timeout: 120_000 }, async () => {
+  const script = join(import.meta.dirname ?? new URL('.', import.meta.url).pathname, '..', 'scripts', 'large-fixture.mjs');
+  const where = mkdtempSync(join(tmpdir(), 'syncular-engines-'));
+  const dumps = [];
+  for (const engine of ['sqlite3', 'node:sqlite']) {
+    const path = join(where, `engine-${engine.replace(':', '-')}.db`);
+    const { stdout } = await promisify(execFile)(process.execPath, [script, path, '--commits', '3000', '--partitions', '7', '--rows', '60', '--boot-rows', '150', '--engine', engine]);
+    assert.equal(JSON.parse(stdout).engine, engine);
+    assert.deepEqual(query(path, 'PRAGMA journal_mode'), [{ journal_mode: 'delete' }]);
+    const master = query(path, 'SELECT type, name, sql FROM sqlite_master ORDER BY rowid');
+    const rows = await promisify(execFile)('sqlite3', [path, '.dump'], { maxBuffer: 64 << 20 });
+    dumps.push({ master, rows: rows.stdout });
+  }
+  assert.ok(dumps[0].rows.length > 100_000, `${dumps[0].rows.length} bytes of dump`);
+  assert.deepEqual(dumps[1].master, dumps[0].master);
+  assert.equal(dumps[1].rows, dumps[0].rows);
+  rmSync(where, { recursive: true, force: true });
+});

@@ -2,8 +2,10 @@
 // after upstream's handler applied N pushes over P partitions (issue 48),
 // written fast: the pushes are modelled here (versions, scopes, push
 // results as the handler computes them) and their end state is written by
-// direct SQL, piped to the sqlite3 shell, instead of one handler request
-// each (which takes hours at a million commits). Tests and the bench use it
+// direct SQL (prepared statements through node:sqlite where the runtime has
+// it, Node 22.13 and later; SQL text piped to the sqlite3 shell otherwise:
+// the same file either way), instead of one handler request each (which
+// takes hours at a million commits). Tests and the bench use it
 // to exercise swap-in on files of that size; __test__/host/large-fixture.ts
 // checks it against the in-tree storage driven with the same pushes.
 // Nothing of upstream is copied: the layout below is the database's own
@@ -12,8 +14,10 @@
 // the wire format (storage-layout.md).
 //
 //   node scripts/large-fixture.mjs OUT.db [--commits N] [--partitions P] [--seed S] [--rows R] [--boot-rows B]
+//     [--engine auto|node:sqlite|sqlite3] [--cache-mib M] [--progress 1]
 //
-// Deterministic: the same options give the same contents, byte for byte.
+// Deterministic: the same options give the same rows and schema, in the
+// same order (byte for byte as SQL text, whichever engine wrote them).
 import { spawn } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
@@ -382,7 +386,7 @@ const lit = (v) => {
   return `'${String(v).replaceAll("'", "''")}'`;
 };
 
-/** Multi-row INSERTs, flushed every `size` rows. */
+/** Multi-row INSERTs as SQL text (for the shell), flushed every `size` rows. */
 class Batch {
   constructor(head, write, size = 400) {
     this.head = head;
@@ -402,16 +406,67 @@ class Batch {
 }
 
 /**
- * Writes the file. Resolves with what it wrote:
- * `{ commits, changes, rows, partitions, ms, bytes }`.
+ * The same INSERTs through prepared statements (node:sqlite): `size` rows
+ * a call, bound, nothing parsed per row. Booleans bind as 0/1 (what `lit`
+ * writes); integers bind as numbers into INTEGER columns, which store them
+ * as integers, the same values the text gives.
  */
-export async function writeLargeFixture(path, { commits, partitions = 50, seed = 1, rows = 500, bootRows = 0, sqlite3 = 'sqlite3' } = {}) {
-  if (!Number.isInteger(commits) || commits < 1) throw new Error('commits must be a positive integer');
-  for (const suffix of ['', '-wal', '-shm', '-journal']) rmSync(path + suffix, { force: true });
-  const started = performance.now();
+class Prepared {
+  constructor(db, head, width, size = 32) {
+    const one = `(${new Array(width).fill('?').join(',')})`;
+    this.one = db.prepare(`${head} VALUES ${one}`);
+    this.many = db.prepare(`${head} VALUES ${new Array(size).fill(one).join(',')}`);
+    this.width = width;
+    this.full = width * size;
+    this.args = [];
+  }
+  add(values) {
+    if (values.length !== this.width) throw new Error(`${values.length} values for ${this.width} columns`);
+    for (const v of values) this.args.push(v === undefined ? null : typeof v === 'boolean' ? (v ? 1 : 0) : v);
+    if (this.args.length === this.full) {
+      this.many.run(...this.args);
+      this.args = [];
+    }
+  }
+  flush() {
+    for (let at = 0; at < this.args.length; at += this.width) this.one.run(...this.args.slice(at, at + this.width));
+    this.args = [];
+  }
+}
+
+/**
+ * Where the SQL goes. `node:sqlite` (Node 22.13 and later; not bun)
+ * writes in this process through prepared statements; otherwise the
+ * sqlite3 shell reads SQL text from a pipe. At ten million commits the
+ * shell spent a third of its time in malloc parsing the multi-row INSERTs
+ * and the two processes took turns; in-process there is nothing to parse
+ * or pipe.
+ */
+async function openSink(path, { sqlite3, engine }) {
+  if (engine !== 'sqlite3' && !process.versions.bun) {
+    let DatabaseSync;
+    try {
+      ({ DatabaseSync } = await import('node:sqlite'));
+    } catch (e) {
+      if (engine === 'node:sqlite') throw e;
+    }
+    if (DatabaseSync) {
+      const db = new DatabaseSync(path);
+      return {
+        engine: 'node:sqlite',
+        exec: (sql) => db.exec(sql),
+        inserter: (head, width) => new Prepared(db, head, width),
+        pace: async () => {},
+        close: async () => db.close(),
+      };
+    }
+  }
+  if (engine === 'node:sqlite') throw new Error('node:sqlite is not available here');
   const child = spawn(sqlite3, ['-bail', path], { stdio: ['pipe', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (d) => (stderr += d));
+  // A shell that stops early closes the pipe: its exit says why.
+  child.stdin.on('error', () => {});
   const exited = new Promise((resolve, reject) => {
     child.on('error', reject);
     child.on('close', (code) => (code === 0 && stderr === '' ? resolve() : reject(new Error(`sqlite3 exited ${code}: ${stderr}`))));
@@ -433,19 +488,51 @@ export async function writeLargeFixture(path, { commits, partitions = 50, seed =
     child.stdin.write(chunk);
     if (child.stdin.writableLength > 64 << 20) await new Promise((resolve) => child.stdin.once('drain', resolve));
   };
+  return {
+    engine: 'sqlite3',
+    exec: (sql) => write(`${sql};\n`),
+    inserter: (head) => new Batch(head, write),
+    pace: async () => {
+      if (pendingBytes > 1 << 20) await drain();
+    },
+    close: async () => {
+      await drain();
+      child.stdin.end();
+      await exited;
+    },
+  };
+}
+
+/**
+ * Writes the file. Resolves with what it wrote:
+ * `{ commits, changes, rows, partitions, bootRows, engine, ms }`.
+ *
+ * `engine`: 'auto' (node:sqlite where there is one, else the shell),
+ * 'node:sqlite' or 'sqlite3'. Either writes the same rows in the same
+ * order and the same schema, in the storage's order (sqlite_master's rows
+ * too: __test__/host/large-fixture.ts compares them in order, so the
+ * indexes are not deferred to after the rows).
+ */
+export async function writeLargeFixture(path, { commits, partitions = 50, seed = 1, rows = 500, bootRows = 0, sqlite3 = 'sqlite3', engine = 'auto', cacheMiB = 1024, progress = false } = {}) {
+  if (!Number.isInteger(commits) || commits < 1) throw new Error('commits must be a positive integer');
+  for (const suffix of ['', '-wal', '-shm', '-journal']) rmSync(path + suffix, { force: true });
+  const started = performance.now();
+  const say = progress ? (what) => console.error(`${((performance.now() - started) / 1000).toFixed(0)} s ${what}`) : () => {};
+  const sink = await openSink(path, { sqlite3, engine });
 
   // Only for the writing itself, none persists in the file (journal_mode
   // OFF is not recorded; the file stays in rollback-journal mode, `delete`,
   // as a bun:sqlite Database leaves it).
-  write('PRAGMA journal_mode=OFF;\nPRAGMA synchronous=OFF;\nPRAGMA cache_size=-262144;\n');
-  write(`${META_DDL}\n${SCHEMA_META_DDL};\n`);
-  write('BEGIN;\n');
-  for (const t of serverSchema.tables) for (const stmt of appTableDdl(t)) write(`${stmt};\n`);
-  write(`INSERT INTO sync_schema_meta(id, schema_version, layouts) VALUES (1, ${serverSchema.version}, ${lit(layoutsJson())});\n`);
-  const commitsB = new Batch('INSERT INTO sync_commits(partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms)', write);
-  const changesB = new Batch('INSERT INTO sync_changes(partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload)', write);
-  const scopesB = new Batch('INSERT OR IGNORE INTO sync_change_scopes(partition, tbl, var, value, commit_seq)', write);
-  const resultsB = new Batch('INSERT INTO sync_push_results(partition, client_id, client_commit_id, result)', write);
+  sink.exec(`PRAGMA journal_mode=OFF;\nPRAGMA synchronous=OFF;\nPRAGMA cache_size=${-1024 * cacheMiB}`);
+  sink.exec(META_DDL.trim().replace(/;$/, ''));
+  sink.exec(SCHEMA_META_DDL);
+  sink.exec('BEGIN');
+  for (const t of serverSchema.tables) for (const stmt of appTableDdl(t)) sink.exec(stmt);
+  sink.exec(`INSERT INTO sync_schema_meta(id, schema_version, layouts) VALUES (1, ${serverSchema.version}, ${lit(layoutsJson())})`);
+  const commitsB = sink.inserter('INSERT INTO sync_commits(partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms)', 6);
+  const changesB = sink.inserter('INSERT INTO sync_changes(partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload)', 9);
+  const scopesB = sink.inserter('INSERT OR IGNORE INTO sync_change_scopes(partition, tbl, var, value, commit_seq)', 5);
+  const resultsB = sink.inserter('INSERT INTO sync_push_results(partition, client_id, client_commit_id, result)', 4);
   let changes = 0;
   const it = history({ commits, partitions, seed, rows, bootRows });
   let step;
@@ -458,25 +545,32 @@ export async function writeLargeFixture(path, { commits, partitions = 50, seed =
     });
     changes += c.changes.length;
     resultsB.add([c.partition, c.clientId, c.clientCommitId, pushResultJson(c)]);
-    if (pendingBytes > 1 << 20) await drain();
+    await sink.pace();
+    if ((c.g + 1) % 1_000_000 === 0) say(`${c.g + 1} commits`);
   }
   for (const b of [commitsB, changesB, scopesB, resultsB]) b.flush();
+  say('commit log written');
   // The end state: each partition's counter, its rows and their scope entries.
   const parts = step.value;
   let rowCount = 0;
-  const rowScopesB = new Batch('INSERT OR IGNORE INTO sync_row_scopes(partition, tbl, var, value, row_id)', write);
-  for (const p of parts) {
+  const rowScopesB = sink.inserter('INSERT OR IGNORE INTO sync_row_scopes(partition, tbl, var, value, row_id)', 5);
+  const registryB = sink.inserter('INSERT INTO sync_partition_registry(partition, log_epoch, last_authenticated_at_ms)', 3);
+  const partitionsB = sink.inserter('INSERT INTO sync_partitions(partition, max_commit_seq)', 2);
+  const clientsB = sink.inserter('INSERT INTO sync_clients(partition, client_id, actor_id, wire_version, cursor, subscriptions, updated_at_ms)', 7);
+  const tableB = new Map();
+  for (const t of serverSchema.tables) {
+    const cols = ['_sync_partition', '_sync_row_id', ...(t.materialize ? t.columns.map((c) => c.name) : []), '_sync_server_version', '_sync_scopes', '_sync_payload'];
+    tableB.set(t.name, sink.inserter(`INSERT INTO ${q(t.name)} (${cols.map(q).join(', ')})`, cols.length));
+  }
+  for (const [i, p] of parts.entries()) {
     // The host touched each partition before its first request (at
     // BASE_MS); the handler touches it again with every request.
     const lastMs = p.seq === 0 ? BASE_MS : Math.max(...[...p.clients.values()].map((c) => c.updatedAtMs));
-    write(`INSERT INTO sync_partition_registry(partition, log_epoch, last_authenticated_at_ms) VALUES (${lit(p.name)}, ${lit(`epoch-${p.name}`)}, ${lastMs});\n`);
-    write(`INSERT INTO sync_partitions(partition, max_commit_seq) VALUES (${lit(p.name)}, ${p.seq});\n`);
-    for (const [clientId, c] of p.clients) {
-      write(`INSERT INTO sync_clients(partition, client_id, actor_id, wire_version, cursor, subscriptions, updated_at_ms) VALUES (${lit(p.name)}, ${lit(clientId)}, ${lit(c.actorId)}, ${WIRE_VERSION}, -1, '[]', ${c.updatedAtMs});\n`);
-    }
+    registryB.add([p.name, `epoch-${p.name}`, lastMs]);
+    partitionsB.add([p.name, p.seq]);
+    for (const [clientId, c] of p.clients) clientsB.add([p.name, clientId, c.actorId, WIRE_VERSION, -1, '[]', c.updatedAtMs]);
     for (const t of serverSchema.tables) {
-      const cols = ['_sync_partition', '_sync_row_id', ...(t.materialize ? t.columns.map((c) => c.name) : []), '_sync_server_version', '_sync_scopes', '_sync_payload'];
-      const b = new Batch(`INSERT INTO ${q(t.name)} (${cols.map(q).join(', ')})`, write);
+      const b = tableB.get(t.name);
       for (const [rowId, r] of p.live[t.name]) {
         const values = liveValues(p, t.name, rowId, r.seq, r.g);
         const scopes = scopesOf(t.name, values);
@@ -485,32 +579,33 @@ export async function writeLargeFixture(path, { commits, partitions = 50, seed =
         rowCount += 1;
         // Within the table too: one partition of 10M commits holds 3M
         // notes, more text than one string can.
-        if (pendingBytes > 1 << 20) await drain();
+        await sink.pace();
       }
-      b.flush();
     }
+    if ((i + 1) % 10_000 === 0) say(`end state: ${i + 1} of ${parts.length} partitions`);
   }
-  rowScopesB.flush();
-  write('COMMIT;\n');
-  await drain();
-  child.stdin.end();
-  await exited;
+  for (const b of [registryB, partitionsB, clientsB, ...tableB.values(), rowScopesB]) b.flush();
+  sink.exec('COMMIT');
+  await sink.close();
+  say('end state written');
   if (existsSync(`${path}-journal`) || existsSync(`${path}-wal`)) throw new Error(`left-over journal beside ${path}`);
-  return { commits, changes, rows: rowCount, partitions, bootRows, ms: Math.round(performance.now() - started) };
+  return { commits, changes, rows: rowCount, partitions, bootRows, engine: sink.engine, ms: Math.round(performance.now() - started) };
 }
 
 // ---------------------------------------------------------------------------
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const [out, ...rest] = process.argv.slice(2);
-  const opts = { commits: 200_000, partitions: 50, seed: 1, rows: 500, bootRows: 0 };
+  const opts = { commits: 200_000, partitions: 50, seed: 1, rows: 500, bootRows: 0, cacheMib: 1024, engine: 'auto', progress: 0 };
   for (let i = 0; i < rest.length; i += 2) {
     const key = rest[i].replace(/^--/, '').replace(/-(\w)/g, (_, c) => c.toUpperCase());
     if (!(key in opts)) throw new Error(`unknown option ${rest[i]}`);
-    opts[key] = Number(rest[i + 1]);
+    opts[key] = key === 'engine' ? rest[i + 1] : Number(rest[i + 1]);
   }
+  opts.cacheMiB = opts.cacheMib;
+  delete opts.cacheMib;
   if (!out) {
-    console.error('usage: node scripts/large-fixture.mjs OUT.db [--commits N] [--partitions P] [--seed S] [--rows R] [--boot-rows B]');
+    console.error('usage: node scripts/large-fixture.mjs OUT.db [--commits N] [--partitions P] [--seed S] [--rows R] [--boot-rows B] [--engine auto|node:sqlite|sqlite3] [--cache-mib M] [--progress 1]');
     process.exit(2);
   }
   console.log(JSON.stringify(await writeLargeFixture(out, opts)));
