@@ -78,7 +78,7 @@ function rowOut(t) {
 }
 
 /**
- * An answer of records (src/napi/packed.rs): `text` holds every string,
+ * An answer of records (src/core/records.rs): `text` holds every string,
  * `nums` every number, `bytes` every payload. Reads the dictionary, which
  * ends the text; `at` is the first record number, `pos` the next inline
  * string (inline strings start the text).

@@ -23,6 +23,7 @@ use crate::core::model::reactions::{
 };
 use crate::core::model::*;
 use crate::core::query::{Request, Value};
+use crate::core::records::Records;
 use crate::core::schema::Schema;
 use crate::core::scope::ScopeFilter;
 use crate::core::window::Window;
@@ -230,7 +231,9 @@ pub trait Reads: Send + Sync + 'static {
     fn get_push_result(
         &self, partition: String, client_id: String, commit_id: String,
     ) -> Call<Option<String>>;
-    fn read_commit_window(&self, partition: String, window: Window) -> Call<Vec<StoredCommit>>;
+    /// The window in its packed form ([`crate::core::records`]), which both
+    /// engines write as they read.
+    fn read_commit_window(&self, partition: String, window: Window) -> Call<Records>;
     fn latest_scoped_change_seq(
         &self, partition: String, table: String, filter: ScopeFilter,
     ) -> Call<i64>;

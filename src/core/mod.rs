@@ -11,6 +11,8 @@
 //!   execute in their own SQL (commit windows, row scans, the schema plan,
 //!   legacy stored forms, RFC 0007 checkpoint transitions);
 //! - `query`: registered queries: lexing, the dialect rewrite, result shapes;
+//! - `records`: the packed form of row lists and commit windows, written
+//!   once for both engines and the binding;
 //! - `meta_layout`: the meta tables described once, which each engine
 //!   renders as DDL in its dialect.
 
@@ -21,6 +23,7 @@ pub mod meta_layout;
 pub mod migrate;
 pub mod model;
 pub mod query;
+pub mod records;
 pub mod scan;
 pub mod schema;
 pub mod scope;

@@ -2,10 +2,12 @@
 //! runs its own page query (candidate commits from the change-scope index,
 //! LEFT JOIN metadata and the table's changes, ordered by seq and idx) and
 //! feeds the rows here; this module decides what is emitted and when paging
-//! stops. A change whose stored scopes are not an object is a corrupt
+//! stops, and packs what is emitted as it comes ([`crate::core::records`]),
+//! so both engines answer in the one packed form. A change whose stored scopes are not an object is a corrupt
 //! value, never skipped.
 
-use crate::core::model::{Change, ChangeOp, StoredCommit};
+use crate::core::model::ChangeOp;
+use crate::core::records::{Columns, Records};
 use crate::core::scope::{ScopeFilter, ScopeMemo};
 
 pub struct WindowQuery<'a> {
@@ -75,24 +77,37 @@ pub fn change_corrupt(partition: &str, seq: i64, idx: i64) -> crate::Error {
     )
 }
 
-/// One change row of a page (the LEFT JOINed `sync_changes` columns).
-pub struct ChangeRow {
-    pub row_id: String,
+/// One change of a page, borrowed from the row being stepped.
+pub struct ChangeRef<'a> {
+    pub row_id: &'a str,
     pub op: i64,
     pub row_version: Option<i64>,
-    pub scopes_json: String,
-    pub payload: Option<Vec<u8>>,
+    pub scopes_json: &'a str,
+    pub payload: Option<&'a [u8]>,
 }
 
-/// The commit being folded: (seq, (actor, createdAtMs) when its metadata
-/// row exists, matching changes).
-type Folding = (i64, Option<(String, i64)>, Vec<Change>);
+/// The candidate being folded.
+struct Folding {
+    seq: i64,
+    /// `(actor, createdAtMs)` when its metadata row exists; the actor's
+    /// text is in [`WindowFold::actor`].
+    created_at_ms: Option<i64>,
+    /// Where its `changeCount` is in the numbers, once a change was packed.
+    count_at: Option<usize>,
+    changes: i64,
+}
 
+/// Folds a window's rows straight into its packed answer
+/// ([`crate::core::records`]): a commit's header is written with its first
+/// change that passes the filter, so a candidate with none, or with no
+/// metadata row, leaves nothing behind. No change is held as owned strings.
 pub struct WindowFold<'q> {
     q: &'q WindowQuery<'q>,
-    out: Vec<StoredCommit>,
+    out: Columns,
+    commits: i64,
     total: i64,
     current: Option<Folding>,
+    actor: String,
     candidates: i64,
     memo: ScopeMemo,
     /// The page cursor: the last candidate seq seen.
@@ -101,11 +116,17 @@ pub struct WindowFold<'q> {
 
 impl<'q> WindowFold<'q> {
     pub fn new(q: &'q WindowQuery<'q>) -> Self {
+        let n = usize::try_from(q.limit_changes.clamp(0, 1024)).unwrap_or(0);
+        let mut out = Columns::with_capacity(1 + n * 11, n * 16, 0);
+        // commitCount, set by `finish`.
+        out.int(0);
         WindowFold {
             q,
-            out: Vec::new(),
+            out,
+            commits: 0,
             total: 0,
             current: None,
+            actor: String::new(),
             candidates: 0,
             memo: ScopeMemo::default(),
             after: q.after_seq,
@@ -113,34 +134,39 @@ impl<'q> WindowFold<'q> {
     }
 
     fn flush(&mut self) {
-        if let Some((seq, Some((actor_id, created_at_ms)), changes)) = self.current.take() {
-            if !changes.is_empty() {
-                self.total += changes.len() as i64;
-                self.out.push(StoredCommit {
-                    commit_seq: seq,
-                    created_at_ms,
-                    actor_id,
-                    changes,
-                });
+        if let Some(c) = self.current.take() {
+            if let Some(at) = c.count_at {
+                self.out.nums[at] = c.changes as f64;
+                self.total += c.changes;
+                self.commits += 1;
             }
         }
     }
 
     /// Whether the next row starts a new candidate commit.
     pub fn is_new(&self, seq: i64) -> bool {
-        self.current.as_ref().is_none_or(|c| c.0 != seq)
+        self.current.as_ref().is_none_or(|c| c.seq != seq)
     }
 
     /// Starts candidate `seq`; `false` when the window is already complete
     /// (stop reading).
-    pub fn start(&mut self, seq: i64, meta: Option<(String, i64)>) -> bool {
+    pub fn start(&mut self, seq: i64, meta: Option<(&str, i64)>) -> bool {
         self.flush();
         self.after = seq;
         self.candidates += 1;
         if self.total >= self.q.limit_changes {
             return false;
         }
-        self.current = Some((seq, meta, Vec::new()));
+        self.actor.clear();
+        if let Some((actor, _)) = meta {
+            self.actor.push_str(actor);
+        }
+        self.current = Some(Folding {
+            seq,
+            created_at_ms: meta.map(|m| m.1),
+            count_at: None,
+            changes: 0,
+        });
         true
     }
 
@@ -150,17 +176,33 @@ impl<'q> WindowFold<'q> {
         self.q.filter.matches_json_memo(&mut self.memo, scopes_json)
     }
 
-    pub fn add(&mut self, c: ChangeRow) {
-        if let Some((_, _, changes)) = self.current.as_mut() {
-            changes.push(Change {
-                table: self.q.table.to_owned(),
-                row_id: c.row_id,
-                op: ChangeOp::from_code(c.op),
-                row_version: c.row_version,
-                scopes_json: c.scopes_json,
-                payload: c.payload,
-            });
+    /// Packs a change of the current candidate (one without a metadata
+    /// row delivers nothing).
+    pub fn add(&mut self, c: ChangeRef<'_>) {
+        let Some(f) = self.current.as_mut() else {
+            return;
+        };
+        let Some(created_at_ms) = f.created_at_ms else {
+            return;
+        };
+        let out = &mut self.out;
+        if f.count_at.is_none() {
+            out.int(f.seq);
+            out.int(created_at_ms);
+            out.interned(0, &self.actor);
+            f.count_at = Some(out.nums.len());
+            out.int(0);
         }
+        f.changes += 1;
+        out.interned(1, self.q.table);
+        out.inline(c.row_id);
+        out.int(match ChangeOp::from_code(c.op) {
+            ChangeOp::Upsert => 1,
+            ChangeOp::Delete => 2,
+        });
+        out.opt_int(c.row_version);
+        out.interned(2, c.scopes_json);
+        out.blob(c.payload);
     }
 
     /// Ends a page; `true` when another page must be read (from `after`).
@@ -171,8 +213,16 @@ impl<'q> WindowFold<'q> {
         more
     }
 
-    pub fn finish(mut self) -> Vec<StoredCommit> {
+    pub fn finish(mut self) -> Records {
         self.flush();
-        self.out
+        self.out.nums[0] = self.commits as f64;
+        self.out.finish()
     }
+}
+
+/// A window that reads nothing: no commits.
+pub fn empty() -> Records {
+    let mut out = Columns::with_capacity(1, 0, 0);
+    out.int(0);
+    out.finish()
 }

@@ -325,7 +325,7 @@ impl NativeEngine {
                 through_seq: int(through_seq, "throughSeq")?,
                 limit_changes: int(limit_changes, "limitChanges")?,
             };
-            Ok(e.read_commit_window(partition, window).map(packed::commits))
+            Ok(e.read_commit_window(partition, window))
         })
     }
 

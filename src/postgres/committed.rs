@@ -8,6 +8,7 @@ use super::window;
 use crate::core::error::Result;
 use crate::core::model::*;
 use crate::core::query::{Request, Value};
+use crate::core::records::Records;
 use crate::core::scope::ScopeFilter;
 use crate::core::window::Window;
 use crate::core::window::WindowQuery;
@@ -45,7 +46,7 @@ impl Reads for Arc<PgEngine> {
         })
     }
 
-    fn read_commit_window(&self, p: String, window: Window) -> Call<Vec<StoredCommit>> {
+    fn read_commit_window(&self, p: String, window: Window) -> Call<Records> {
         pg!(self, |e| e.read_commit_window(&p, &window.query()).await)
     }
 
@@ -110,9 +111,9 @@ impl PgEngine {
     /// candidate seq (everything at or below `throughSeq` is committed).
     pub async fn read_commit_window(
         &self, partition: &str, q: &WindowQuery<'_>,
-    ) -> Result<Vec<StoredCommit>> {
+    ) -> Result<Records> {
         if q.probe().is_none() {
-            return Ok(Vec::new());
+            return Ok(crate::core::window::empty());
         }
         read!(self, |c| window::read_commit_window(c, partition, q).await)
     }

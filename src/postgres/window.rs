@@ -18,10 +18,10 @@
 use super::error::map_err;
 use super::stmt::next_row;
 use crate::core::error::Result;
-use crate::core::model::StoredCommit;
+use crate::core::records::Records;
 use crate::core::scope::ScopeFilter;
 use crate::core::stored::{self, Form, Shape};
-use crate::core::window::{change_corrupt, ChangeRow, WindowFold, WindowQuery};
+use crate::core::window::{change_corrupt, ChangeRef, WindowFold, WindowQuery};
 use sqlx::{PgConnection, Row};
 
 /// A page's candidate commits (`c.commit_seq`, ordered, at most `$6`) for
@@ -60,9 +60,9 @@ const PAGE_ONE: &str = page!(
 
 pub async fn read_commit_window(
     c: &mut PgConnection, partition: &str, q: &WindowQuery<'_>,
-) -> Result<Vec<StoredCommit>> {
+) -> Result<Records> {
     let Some((var, values)) = q.probe() else {
-        return Ok(Vec::new());
+        return Ok(crate::core::window::empty());
     };
     let mut fold = WindowFold::new(q);
     loop {
@@ -83,13 +83,13 @@ pub async fn read_commit_window(
         while let Some(r) = next_row(&mut rows).await? {
             let seq: i64 = r.try_get(0).map_err(map_err)?;
             if fold.is_new(seq) {
-                let actor: Option<String> = r.try_get(1).map_err(map_err)?;
+                let actor: Option<&str> = r.try_get(1).map_err(map_err)?;
                 let created: Option<i64> = r.try_get(2).map_err(map_err)?;
                 if !fold.start(seq, actor.zip(created)) {
                     return Ok(fold.finish());
                 }
             }
-            let row_id: Option<String> = r.try_get(3).map_err(map_err)?;
+            let row_id: Option<&str> = r.try_get(3).map_err(map_err)?;
             let Some(row_id) = row_id else { continue };
             let text: String = r.try_get(6).map_err(map_err)?;
             let wanted = stored::read(Form::Jsonb, text, Shape::Object)
@@ -102,11 +102,11 @@ pub async fn read_commit_window(
                     return Err(change_corrupt(partition, seq, i64::from(idx)));
                 }
             };
-            fold.add(ChangeRow {
+            fold.add(ChangeRef {
                 row_id,
                 op: i64::from(r.try_get::<i16, _>(4).map_err(map_err)?),
                 row_version: r.try_get(5).map_err(map_err)?,
-                scopes_json,
+                scopes_json: &scopes_json,
                 payload: r.try_get(7).map_err(map_err)?,
             });
         }

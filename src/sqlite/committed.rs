@@ -12,6 +12,7 @@ use super::window;
 use crate::core::error::Result;
 use crate::core::model::*;
 use crate::core::query::{Request, Value};
+use crate::core::records::Records;
 use crate::core::scope::ScopeFilter;
 use crate::core::window::Window;
 use crate::seam::{blocking, Call, Reads};
@@ -60,7 +61,7 @@ impl Reads for Arc<SqliteEngine> {
             .into()
     }
 
-    fn read_commit_window(&self, p: String, window: Window) -> Call<Vec<StoredCommit>> {
+    fn read_commit_window(&self, p: String, window: Window) -> Call<Records> {
         // One scope value (read in index order, no sort), and at most
         // NOW_CANDIDATES candidate commits: commit seqs are dense, so a
         // window's candidates lie among its `throughSeq - afterSeq` seqs,
@@ -186,7 +187,7 @@ impl Reads for Arc<SqliteEngine> {
 impl SqliteEngine {
     pub fn read_commit_window(
         &self, partition: &str, q: &window::WindowQuery<'_>,
-    ) -> Result<Vec<StoredCommit>> {
+    ) -> Result<Records> {
         self.read_snapshot(|c| window::read_commit_window(c, partition, q))
     }
 

@@ -7,9 +7,9 @@ use super::budget::Budget;
 use super::conn::map_err;
 use super::sql::ValueSet;
 use crate::core::error::Result;
-use crate::core::model::StoredCommit;
+use crate::core::records::Records;
 use crate::core::scope::ScopeFilter;
-use crate::core::window::{change_corrupt, ChangeRow, WindowFold};
+use crate::core::window::{change_corrupt, ChangeRef, WindowFold};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, ToSql};
 
@@ -17,7 +17,7 @@ pub use crate::core::window::WindowQuery;
 
 pub fn read_commit_window(
     conn: &Connection, partition: &str, q: &WindowQuery<'_>,
-) -> Result<Vec<StoredCommit>> {
+) -> Result<Records> {
     read_commit_window_within(conn, partition, q, Budget::unbounded())
 }
 
@@ -25,9 +25,9 @@ pub fn read_commit_window(
 /// would step more rows, or copy more payload bytes, than `budget` allows.
 pub fn read_commit_window_within(
     conn: &Connection, partition: &str, q: &WindowQuery<'_>, mut budget: Budget,
-) -> Result<Vec<StoredCommit>> {
+) -> Result<Records> {
     let Some((var, values)) = q.probe() else {
-        return Ok(Vec::new());
+        return Ok(crate::core::window::empty());
     };
     let batch = q.batch();
     let probe = values;
@@ -88,19 +88,16 @@ LEFT JOIN sync_changes ch ON ch.partition = ?1 AND ch.commit_seq = c.commit_seq 
                 ValueRef::Null => None,
                 _ => {
                     // TEXT holding an object; anything else is corrupt.
-                    let (scopes, wanted) = wanted_scopes(r, 7, &mut fold, partition, seq, idx)?;
+                    let (scopes, wanted) =
+                        wanted_scopes(r, 7, &mut fold, partition, seq, || Ok(idx))?;
                     if wanted {
-                        Some(ChangeRow {
+                        Some(PageChange {
                             row_id: text_at(r, 4)?.to_owned(),
                             op: int(r, 5)?,
                             row_version: r.get(6).map_err(map_err)?,
                             scopes_json: scopes.to_owned(),
                             payload: {
-                                let payload = match r.get_ref(8).map_err(map_err)? {
-                                    ValueRef::Null => None,
-                                    ValueRef::Blob(b) => Some(b.to_vec()),
-                                    _ => Some(r.get(8).map_err(map_err)?),
-                                };
+                                let payload = blob_at(r, 8)?.map(<[u8]>::to_vec);
                                 budget.copy(payload.as_ref().map_or(0, Vec::len))?;
                                 payload
                             },
@@ -125,12 +122,18 @@ LEFT JOIN sync_changes ch ON ch.partition = ?1 AND ch.commit_seq = c.commit_seq 
             if fold.is_new(row.seq) {
                 // Both lists ascend by seq, and every page seq has a meta.
                 let m = meta.find(|m| m.0 == row.seq).and_then(|m| m.1.take());
-                if !fold.start(row.seq, m) {
+                if !fold.start(row.seq, m.as_ref().map(|(a, t)| (a.as_str(), *t))) {
                     return Ok(fold.finish());
                 }
             }
-            if let Some(change) = row.change {
-                fold.add(change);
+            if let Some(c) = &row.change {
+                fold.add(ChangeRef {
+                    row_id: &c.row_id,
+                    op: c.op,
+                    row_version: c.row_version,
+                    scopes_json: &c.scopes_json,
+                    payload: c.payload.as_deref(),
+                });
             }
         }
         if !fold.next_page() {
@@ -191,35 +194,40 @@ fn merged(
     let mut ch = changes
         .query(rusqlite::params![partition, after, through, q.table])
         .map_err(map_err)?;
+    // Each walk's current row and its seq, read once per row (column
+    // reads cross into SQLite one by one).
     let mut meta_row = m.next().map_err(map_err)?;
+    let mut meta_seq = None;
     let mut change_row = ch.next().map_err(map_err)?;
+    let mut change_seq = None;
     let (mut candidates, mut passed) = (0i64, 0i64);
     while let Some(cr) = c.next().map_err(map_err)? {
         let seq = int(cr, 0)?;
         candidates += 1;
         // Both walks up to the candidate.
-        while let Some(r) = meta_row {
-            if int(r, 0)? >= seq {
-                break;
-            }
+        while seq_at(meta_row, &mut meta_seq)?.is_some_and(|s| s < seq) {
             passed += 1;
             meta_row = m.next().map_err(map_err)?;
+            meta_seq = None;
         }
-        while let Some(r) = change_row {
-            if int(r, 0)? >= seq {
-                break;
-            }
+        while seq_at(change_row, &mut change_seq)?.is_some_and(|s| s < seq) {
             passed += 1;
             change_row = ch.next().map_err(map_err)?;
+            change_seq = None;
         }
         if passed > candidates + MERGE_SLACK {
             return Ok(false);
         }
         let meta = match meta_row {
-            Some(r) if int(r, 0)? == seq => match (r.get_ref(1), r.get_ref(2)) {
-                (Ok(ValueRef::Null), _) | (_, Ok(ValueRef::Null)) => None,
-                _ => Some((text_at(r, 1)?.to_owned(), int(r, 2)?)),
-            },
+            Some(r) if seq_at(meta_row, &mut meta_seq)? == Some(seq) => {
+                match (
+                    r.get_ref(1).map_err(map_err)?,
+                    r.get_ref(2).map_err(map_err)?,
+                ) {
+                    (ValueRef::Null, _) | (_, ValueRef::Null) => None,
+                    (actor, created) => Some((text_of(actor, 1)?, int_of(r, created, 2)?)),
+                }
+            }
             _ => None,
         };
         if !fold.start(seq, meta) {
@@ -227,29 +235,25 @@ fn merged(
         }
         let mut any = false;
         while let Some(r) = change_row {
-            if int(r, 0)? != seq {
+            if seq_at(change_row, &mut change_seq)? != Some(seq) {
                 break;
             }
             any = true;
             budget.step()?;
-            let idx = int(r, 1)?;
-            let (scopes, wanted) = wanted_scopes(r, 5, fold, partition, seq, idx)?;
+            let (scopes, wanted) = wanted_scopes(r, 5, fold, partition, seq, || int(r, 1))?;
             if wanted {
-                let payload = match r.get_ref(6).map_err(map_err)? {
-                    ValueRef::Null => None,
-                    ValueRef::Blob(b) => Some(b.to_vec()),
-                    _ => Some(r.get(6).map_err(map_err)?),
-                };
-                budget.copy(payload.as_ref().map_or(0, Vec::len))?;
-                fold.add(ChangeRow {
-                    row_id: text_at(r, 2)?.to_owned(),
+                let payload = blob_at(r, 6)?;
+                budget.copy(payload.map_or(0, <[u8]>::len))?;
+                fold.add(ChangeRef {
+                    row_id: text_at(r, 2)?,
                     op: int(r, 3)?,
                     row_version: r.get(4).map_err(map_err)?,
-                    scopes_json: scopes.to_owned(),
+                    scopes_json: scopes,
                     payload,
                 });
             }
             change_row = ch.next().map_err(map_err)?;
+            change_seq = None;
         }
         if !any {
             // The join's one row of a candidate without changes.
@@ -263,14 +267,34 @@ struct PageRow {
     seq: i64,
     idx: i64,
     /// The change, when there is one and it passed the filter.
-    change: Option<ChangeRow>,
+    change: Option<PageChange>,
+}
+
+/// A change of a joined page, owned: the page may need sorting before
+/// it is folded.
+struct PageChange {
+    row_id: String,
+    op: i64,
+    row_version: Option<i64>,
+    scopes_json: String,
+    payload: Option<Vec<u8>>,
+}
+
+/// The payload at column `i`: a BLOB, or none; any other value fails as
+/// reading it as bytes does.
+fn blob_at<'r>(r: &'r rusqlite::Row<'_>, i: usize) -> Result<Option<&'r [u8]>> {
+    match r.get_ref(i).map_err(map_err)? {
+        ValueRef::Null => Ok(None),
+        ValueRef::Blob(b) => Ok(Some(b)),
+        _ => r.get::<_, Vec<u8>>(i).map(|_| None).map_err(map_err),
+    }
 }
 
 /// The change's scopes at column `i` and whether the window wants them:
 /// TEXT holding an object the filter reads, or the change is corrupt.
 fn wanted_scopes<'r>(
     r: &'r rusqlite::Row<'_>, i: usize, fold: &mut WindowFold<'_>, partition: &str, seq: i64,
-    idx: i64,
+    idx: impl FnOnce() -> Result<i64>,
 ) -> Result<(&'r str, bool)> {
     let wanted = match r.get_ref(i).map_err(map_err)? {
         ValueRef::Text(t) => std::str::from_utf8(t)
@@ -278,7 +302,39 @@ fn wanted_scopes<'r>(
             .and_then(|s| fold.wants(s).map(|w| (s, w))),
         _ => None,
     };
-    wanted.ok_or_else(|| change_corrupt(partition, seq, idx))
+    match wanted {
+        Some(w) => Ok(w),
+        None => Err(change_corrupt(partition, seq, idx()?)),
+    }
+}
+
+/// The seq (column 0) of a walk's current row, read once: `cache` holds
+/// it until the walk steps.
+fn seq_at(row: Option<&rusqlite::Row<'_>>, cache: &mut Option<i64>) -> Result<Option<i64>> {
+    match (row, *cache) {
+        (None, _) => Ok(None),
+        (Some(_), Some(seq)) => Ok(Some(seq)),
+        (Some(r), None) => {
+            let seq = int(r, 0)?;
+            *cache = Some(seq);
+            Ok(Some(seq))
+        }
+    }
+}
+
+/// [`int`] of a value already read from column `i` of `r`.
+fn int_of(r: &rusqlite::Row<'_>, v: ValueRef<'_>, i: usize) -> Result<i64> {
+    match v {
+        ValueRef::Integer(v) => Ok(v),
+        _ => r.get(i).map_err(map_err),
+    }
+}
+
+/// [`text_at`] of a value already read from column `i`.
+fn text_of(v: ValueRef<'_>, i: usize) -> Result<&str> {
+    v.as_str()
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, v.data_type(), Box::new(e)))
+        .map_err(map_err)
 }
 
 fn int(r: &rusqlite::Row<'_>, i: usize) -> Result<i64> {
@@ -289,13 +345,7 @@ fn int(r: &rusqlite::Row<'_>, i: usize) -> Result<i64> {
 }
 
 fn text_at<'r>(r: &'r rusqlite::Row<'_>, i: usize) -> Result<&'r str> {
-    r.get_ref(i)
-        .and_then(|v| {
-            v.as_str().map_err(|e| {
-                rusqlite::Error::FromSqlConversionFailure(i, v.data_type(), Box::new(e))
-            })
-        })
-        .map_err(map_err)
+    text_of(r.get_ref(i).map_err(map_err)?, i)
 }
 
 /// Upper bound of what a window read on this filter would deliver: the

@@ -73,14 +73,6 @@ pub struct NewCommit {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct StoredCommit {
-    pub commit_seq: i64,
-    pub created_at_ms: i64,
-    pub actor_id: String,
-    pub changes: Vec<Change>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
 pub struct RegistryEntry {
     pub partition: String,
     pub log_epoch: String,
