@@ -111,6 +111,17 @@ class Proxy {
   }
 }
 
+/** A started Proxy to the test server, and the url that reaches the server through it. */
+async function proxied() {
+  const real = new URL(pg.requireUrl());
+  const proxy = new Proxy({ host: real.hostname, port: Number(real.port || 5432) });
+  const url = new URL(real);
+  url.host = `127.0.0.1:${await proxy.start()}`;
+  // The proxy reads the protocol from the first byte: no TLS request.
+  url.searchParams.set('sslmode', 'disable');
+  return { proxy, url: url.toString() };
+}
+
 /** One push in the host's order; returns what the lock batch answered. */
 async function push(storage, commitId, rowId) {
   assert.equal(await storage.getPushResult('p1', 'c1', commitId), undefined);
@@ -128,13 +139,8 @@ async function push(storage, commitId, rowId) {
 if (pg) {
   describe('postgres: the lock batch\'s prepared reads', () => {
     test('a session that lost them pushes with the same answers and prepares them again', async () => {
-      const real = new URL(pg.requireUrl());
-      const proxy = new Proxy({ host: real.hostname, port: Number(real.port || 5432) });
-      const url = new URL(real);
-      url.host = `127.0.0.1:${await proxy.start()}`;
-      // The proxy reads the protocol from the first byte: no TLS request.
-      url.searchParams.set('sslmode', 'disable');
-      const storage = new NativeStorage({ url: url.toString(), schema: freshPgSchema(), maxConnections: 1 });
+      const { proxy, url } = await proxied();
+      const storage = new NativeStorage({ url, schema: freshPgSchema(), maxConnections: 1 });
       try {
         await storage.ensureSchema(fixtureSchema());
         await storage.touchPartition('p1', 1, 'e1');
@@ -183,15 +189,11 @@ if (pg) {
     });
 
     test('the commits asked about before the lock are read in one statement, each with its own answer', async () => {
-      const real = new URL(pg.requireUrl());
-      const proxy = new Proxy({ host: real.hostname, port: Number(real.port || 5432) });
-      const url = new URL(real);
-      url.host = `127.0.0.1:${await proxy.start()}`;
-      url.searchParams.set('sslmode', 'disable');
+      const { proxy, url } = await proxied();
       const schema = freshPgSchema();
-      const storage = new NativeStorage({ url: url.toString(), schema, maxConnections: 1 });
+      const storage = new NativeStorage({ url, schema, maxConnections: 1 });
       // Another host on the same schema, straight to the server.
-      const other = new NativeStorage({ url: real.toString(), schema, maxConnections: 1 });
+      const other = new NativeStorage({ url: pg.requireUrl(), schema, maxConnections: 1 });
       try {
         await storage.ensureSchema(fixtureSchema());
         await storage.touchPartition('p1', 1, 'e1');
