@@ -237,10 +237,12 @@ pub trait Reads: Send + Sync + 'static {
     fn latest_scoped_change_seq(
         &self, partition: String, table: String, filter: ScopeFilter,
     ) -> Call<i64>;
+    /// The matched rows in their packed form ([`crate::core::records`]),
+    /// which both engines write as they read.
     fn scan_rows(
         &self, partition: String, table: String, filter: ScopeFilter, after_row_id: String,
         limit: i64,
-    ) -> Call<Vec<StoredRow>>;
+    ) -> Call<Records>;
     fn scan_rows_by_index(
         &self, partition: String, table: String, index: String, values: Option<Vec<Value>>,
         after_row_id: String, limit: f64,
@@ -347,7 +349,7 @@ pub trait Transaction: Send + Sync + 'static {
     ) -> Call<Option<String>>;
     fn tx_scan_rows(
         &self, lease: u32, table: String, filter: ScopeFilter, after_row_id: String, limit: i64,
-    ) -> Call<Vec<StoredRow>>;
+    ) -> Call<Records>;
     fn tx_scan_rows_by_index(
         &self, lease: u32, table: String, index: String, values: Option<Vec<Value>>,
         after_row_id: String, limit: f64,

@@ -1,8 +1,8 @@
 //! Row lists and commit windows in their packed form: one string holding
 //! every string of the answer, a list of every number, and one byte buffer
-//! holding every payload (`Records`). Both engines' window reads write it
-//! as they step their rows (`crate::core::window`), and the binding packs
-//! row lists with it; the binding hands the three parts to JS as they are
+//! holding every payload (`Records`). Both engines' window reads and scope
+//! scans write it as they step their rows (`crate::core::window`,
+//! `crate::core::scan`), and the binding packs other row lists with it; the binding hands the three parts to JS as they are
 //! (`src/napi/packed.rs`), where lib/values.js slices strings out of the
 //! text by their lengths and builds each object with a fixed shape. No
 //! JSON is written here and none is parsed in JS. Strings that repeat

@@ -5,16 +5,25 @@
 //! whose stored scopes are not an object is a corrupt value, never skipped.
 
 use crate::core::model::StoredRow;
+use crate::core::records::{Columns, Records};
 use crate::core::scope::{ScopeFilter, ScopeMemo};
 use crate::Result;
 
+/// A matched row's fields after its id and scopes, borrowed from the
+/// database row being stepped: `serverVersion`, payload, column versions.
+pub type RowRest<'a> = (i64, &'a [u8], Option<&'a [u8]>);
+
+/// Folds a scan's candidates straight into its packed answer
+/// (`crate::core::records`, the row form): no matched row is held as
+/// owned strings.
 pub struct ScanFold<'f> {
     filter: &'f ScopeFilter,
     /// The row table and partition, named by a corrupt-value error.
     table: &'f str,
     partition: &'f str,
     limit: i64,
-    out: Vec<StoredRow>,
+    out: Columns,
+    rows: i64,
     seen: i64,
     memo: ScopeMemo,
     /// The page cursor: the last candidate row id.
@@ -25,12 +34,17 @@ impl<'f> ScanFold<'f> {
     pub fn new(
         filter: &'f ScopeFilter, table: &'f str, partition: &'f str, after_row_id: &str, limit: i64,
     ) -> Self {
+        let n = limit.clamp(0, 1000) as usize;
+        let mut out = Columns::with_capacity(1 + n * 7, n * 16, 0);
+        // rowCount, set by `finish`.
+        out.int(0);
         ScanFold {
             filter,
             table,
             partition,
             limit,
-            out: Vec::new(),
+            out,
+            rows: 0,
             seen: 0,
             memo: ScopeMemo::default(),
             after: after_row_id.to_owned(),
@@ -48,14 +62,30 @@ impl<'f> ScanFold<'f> {
             .ok_or_else(|| crate::core::stored::row_corrupt(self.table, self.partition, row_id))
     }
 
-    /// Feeds one candidate; `row` is `None` when the row vanished. Returns
-    /// `false` once the limit is reached (stop reading).
+    /// Packs a matched row; `false` once the limit is reached.
+    fn put(&mut self, row_id: &str, scopes: &str, rest: RowRest<'_>) -> bool {
+        let (server_version, payload, column_versions) = rest;
+        self.out.inline(row_id);
+        self.out.int(server_version);
+        self.out.interned(0, scopes);
+        self.out.blob(Some(payload));
+        self.out.blob(column_versions);
+        self.rows += 1;
+        self.rows < self.limit
+    }
+
+    /// Feeds one owned candidate; `row` is `None` when the row vanished.
+    /// Returns `false` once the limit is reached (stop reading).
     pub fn add(&mut self, row_id: String, row: Option<StoredRow>) -> Result<bool> {
         self.seen += 1;
         if let Some(row) = row {
             if self.wants(&row_id, &row.scopes_json)? {
-                self.out.push(row);
-                if self.out.len() as i64 >= self.limit {
+                let rest = (
+                    row.server_version,
+                    &row.payload[..],
+                    row.column_versions.as_deref(),
+                );
+                if !self.put(&row_id, &row.scopes_json, rest) {
                     return Ok(false);
                 }
             }
@@ -64,20 +94,17 @@ impl<'f> ScanFold<'f> {
         Ok(true)
     }
 
-    /// [`add`](Self::add) for a page read in order, without building
+    /// [`add`](Self::add) for a page read in order, reading nothing more of
     /// rows that fail the filter: `scopes` is the candidate's stored scope
-    /// text (`None` when the row vanished) and `build` makes the row once
-    /// it matched.
-    pub fn offer(
-        &mut self, row_id: &str, scopes: Option<&str>, build: impl FnOnce() -> Result<StoredRow>,
+    /// text (`None` when the row vanished) and `rest` reads the row's other
+    /// fields once it matched.
+    pub fn offer<'r>(
+        &mut self, row_id: &str, scopes: Option<&str>, rest: impl FnOnce() -> Result<RowRest<'r>>,
     ) -> Result<bool> {
         self.seen += 1;
         if let Some(scopes) = scopes {
-            if self.wants(row_id, scopes)? {
-                self.out.push(build()?);
-                if self.out.len() as i64 >= self.limit {
-                    return Ok(false);
-                }
+            if self.wants(row_id, scopes)? && !self.put(row_id, scopes, rest()?) {
+                return Ok(false);
             }
         }
         self.after.clear();
@@ -92,9 +119,18 @@ impl<'f> ScanFold<'f> {
         more
     }
 
-    pub fn finish(self) -> Vec<StoredRow> {
-        self.out
+    /// The packed rows: `crate::core::records`' row form.
+    pub fn finish(mut self) -> Records {
+        self.out.nums[0] = self.rows as f64;
+        self.out.finish()
     }
+}
+
+/// No rows, packed.
+pub fn no_rows() -> Records {
+    let mut out = Columns::with_capacity(1, 0, 0);
+    out.int(0);
+    out.finish()
 }
 
 /// Validates an index lookup (storage-layout §7.6) in the specified order

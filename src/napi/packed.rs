@@ -1,8 +1,8 @@
 //! Row lists and commit windows cross as three values: one string holding
 //! every string of the answer, one `Float64Array` of every number, and one
 //! byte buffer holding every payload, in the form `crate::core::records`
-//! describes (the engines write windows in it as they read; row lists are
-//! packed here). The JS layer slices strings out of the text by their
+//! describes (the engines write windows and scope scans in it as they
+//! read; other row lists are packed here). The JS layer slices strings out of the text by their
 //! lengths and builds each object with a fixed shape (lib/values.js); each
 //! scopes text is parsed once per answer and copied per record.
 //!

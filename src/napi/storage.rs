@@ -507,8 +507,8 @@ impl NativeEngine {
                 At::Committed(p) => e.scan_rows(p, table, filter, after_row_id, limit),
                 At::Tx(lease) => e.tx_scan_rows(lease, table, filter, after_row_id, limit),
             };
-            // Every row passed the filter, which accepts valid JSON only.
-            Ok(rows.map(packed::rows))
+            // Packed by the engines as they read.
+            Ok(rows)
         })
     }
 }

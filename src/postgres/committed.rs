@@ -64,7 +64,7 @@ impl Reads for Arc<PgEngine> {
     fn scan_rows(
         &self, partition: String, table: String, filter: ScopeFilter, after_row_id: String,
         limit: i64,
-    ) -> Call<Vec<StoredRow>> {
+    ) -> Call<Records> {
         pg!(self, |this| {
             let (loaded, i) = this.table(&table)?;
             let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);

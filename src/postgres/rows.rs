@@ -8,6 +8,7 @@ use super::stmt::next_row;
 use crate::core::codec::{self, ColumnType, Value};
 use crate::core::error::{Error, Result};
 use crate::core::model::StoredRow;
+use crate::core::records::Records;
 use crate::core::scan::ScanFold;
 use crate::core::schema::{quote_ident, Table};
 use crate::core::scope::{scope_pairs, ScopeFilter};
@@ -376,12 +377,12 @@ pub async fn set_blob_refs(
 pub async fn scan_rows(
     c: &mut PgConnection, table: &Table, sql: &TableSql, partition: &str, filter: &ScopeFilter,
     after_row_id: &str, limit: i64,
-) -> Result<Vec<StoredRow>> {
+) -> Result<Records> {
     let Some((var, values)) = filter.probe() else {
         return Err(Error::query("sync.storage.scan_requires_scope"));
     };
     if values.is_empty() || limit <= 0 {
-        return Ok(Vec::new());
+        return Ok(crate::core::scan::no_rows());
     }
     let mut fold = ScanFold::new(filter, &table.name, partition, after_row_id, limit);
     loop {
@@ -399,24 +400,24 @@ pub async fn scan_rows(
             .bind(values);
         let mut rows = query.fetch(&mut *c);
         while let Some(r) = next_row(&mut rows).await? {
-            let row_id: String = r.try_get(0).map_err(map_err)?;
-            let payload: Option<Vec<u8>> = r.try_get(3).map_err(map_err)?;
-            let row = match payload {
-                Some(payload) => Some(StoredRow {
-                    row_id: row_id.clone(),
-                    server_version: r.try_get(1).map_err(map_err)?,
-                    scopes_json: stored::read(
-                        Form::Jsonb,
-                        r.try_get(2).map_err(map_err)?,
-                        Shape::Object,
-                    )
-                    .ok_or_else(|| stored::row_corrupt(&table.name, partition, &row_id))?,
-                    payload,
-                    column_versions: r.try_get(4).map_err(map_err)?,
-                }),
+            let row_id: &str = r.try_get(0).map_err(map_err)?;
+            let payload: Option<&[u8]> = r.try_get(3).map_err(map_err)?;
+            // Every stored row's scopes are checked, matched or not.
+            let scopes = match payload {
+                Some(_) => Some(
+                    stored::read(Form::Jsonb, r.try_get(2).map_err(map_err)?, Shape::Object)
+                        .ok_or_else(|| stored::row_corrupt(&table.name, partition, row_id))?,
+                ),
                 None => None,
             };
-            if !fold.add(row_id, row)? {
+            let more = fold.offer(row_id, scopes.as_deref(), || {
+                Ok((
+                    r.try_get(1).map_err(map_err)?,
+                    payload.unwrap_or_default(),
+                    r.try_get(4).map_err(map_err)?,
+                ))
+            })?;
+            if !more {
                 return Ok(fold.finish());
             }
         }

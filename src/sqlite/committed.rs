@@ -100,7 +100,7 @@ impl Reads for Arc<SqliteEngine> {
 
     fn scan_rows(
         &self, p: String, table: String, filter: ScopeFilter, after_row_id: String, limit: i64,
-    ) -> Call<Vec<StoredRow>> {
+    ) -> Call<Records> {
         // An unknown table fails before any work is queued.
         if let Err(err) = self.loaded().schema.table(&table) {
             return Call::Now(Err(err));
@@ -193,7 +193,7 @@ impl SqliteEngine {
 
     pub fn scan_rows(
         &self, partition: &str, table: &str, filter: &ScopeFilter, after_row_id: &str, limit: i64,
-    ) -> Result<Vec<StoredRow>> {
+    ) -> Result<Records> {
         self.table_sql(table, |t, sql| {
             self.read_snapshot(|c| {
                 rows::scan_rows(c, t, sql, partition, filter, after_row_id, limit)

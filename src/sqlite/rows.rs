@@ -11,6 +11,7 @@ use super::sql::placeholders;
 use crate::core::codec::{self, Value};
 use crate::core::error::{Error, Result};
 use crate::core::model::StoredRow;
+use crate::core::records::Records;
 use crate::core::schema::{quote_ident, Table};
 use crate::core::scope::{scope_pairs, ScopeFilter};
 use crate::core::stored::{self, Form};
@@ -320,7 +321,7 @@ pub fn set_blob_refs(
 pub fn scan_rows(
     conn: &Conn, table: &Table, sql: &TableSql, partition: &str, filter: &ScopeFilter,
     after_row_id: &str, limit: i64,
-) -> Result<Vec<StoredRow>> {
+) -> Result<Records> {
     scan_rows_within(
         conn,
         table,
@@ -339,12 +340,12 @@ pub fn scan_rows(
 pub fn scan_rows_within(
     conn: &Conn, table: &Table, sql: &TableSql, partition: &str, filter: &ScopeFilter,
     after_row_id: &str, limit: i64, mut budget: Budget,
-) -> Result<Vec<StoredRow>> {
+) -> Result<Records> {
     let Some((var, values)) = filter.probe() else {
         return Err(Error::query("sync.storage.scan_requires_scope"));
     };
     if values.is_empty() || limit <= 0 {
-        return Ok(Vec::new());
+        return Ok(crate::core::scan::no_rows());
     }
     let batch = limit.max(64);
     // One value (the common case): the scope index delivers row ids in
@@ -405,17 +406,7 @@ LEFT JOIN {} t ON t."_sync_partition" = ?1 AND t."_sync_row_id" = c.row_id"#,
                     ValueRef::Null => None,
                     _ => Some(text_ref(r, 2).unwrap_or("")),
                 };
-                if !fold.offer(row_id, scopes, || {
-                    let payload: Vec<u8> = r.get(3).map_err(map_err)?;
-                    budget.copy(payload.len())?;
-                    Ok(StoredRow {
-                        row_id: row_id.to_owned(),
-                        server_version: r.get(1).map_err(map_err)?,
-                        scopes_json: scopes.unwrap_or_default().to_owned(),
-                        payload,
-                        column_versions: r.get(4).map_err(map_err)?,
-                    })
-                })? {
+                if !fold.offer(row_id, scopes, || rest_of(r, &mut budget))? {
                     return Ok(fold.finish());
                 }
             }
@@ -522,16 +513,7 @@ fn merged(
             None => None,
         };
         let more = fold.offer(id, scopes, || {
-            let r = hit.expect("scopes come from a hit");
-            let payload: Vec<u8> = r.get(3).map_err(map_err)?;
-            budget.copy(payload.len())?;
-            Ok(StoredRow {
-                row_id: id.to_owned(),
-                server_version: r.get(1).map_err(map_err)?,
-                scopes_json: scopes.unwrap_or_default().to_owned(),
-                payload,
-                column_versions: r.get(4).map_err(map_err)?,
-            })
+            rest_of(hit.expect("scopes come from a hit"), budget)
         })?;
         if !more {
             return Ok(true);
@@ -566,6 +548,33 @@ pub fn few_candidates(
         )
         .map_err(map_err)?;
     Ok(n <= cap)
+}
+
+/// A matched row's `serverVersion`, payload and column versions, borrowed
+/// from the row being stepped (columns 1, 3 and 4), as `Row::get` would
+/// read them into owned values (a payload that is not a BLOB is corrupt).
+fn rest_of<'r>(
+    r: &'r rusqlite::Row<'_>, budget: &mut Budget,
+) -> Result<crate::core::scan::RowRest<'r>> {
+    let blob = |i: usize, null: bool| -> Result<Option<&'r [u8]>> {
+        let v = r.get_ref(i).map_err(map_err)?;
+        match v {
+            ValueRef::Blob(b) => Ok(Some(b)),
+            ValueRef::Null if null => Ok(None),
+            _ => {
+                let stmt: &rusqlite::Statement<'_> = r.as_ref();
+                let name = stmt.column_name(i).unwrap_or_default().to_owned();
+                Err(map_err(rusqlite::Error::InvalidColumnType(
+                    i,
+                    name,
+                    v.data_type(),
+                )))
+            }
+        }
+    };
+    let payload = blob(3, false)?.unwrap_or_default();
+    budget.copy(payload.len())?;
+    Ok((r.get(1).map_err(map_err)?, payload, blob(4, true)?))
 }
 
 /// A TEXT column borrowed from the current row.

@@ -14,6 +14,7 @@ use crate::core::error::{Error, Result};
 use crate::core::model::reactions::NewReaction;
 use crate::core::model::*;
 use crate::core::query::{Request, Value};
+use crate::core::records::Records;
 use crate::core::scope::ScopeFilter;
 use crate::seam::{blocking, Call, Prefetch, Transaction};
 use std::sync::Arc;
@@ -49,7 +50,7 @@ impl Transaction for Arc<SqliteEngine> {
 
     fn tx_scan_rows(
         &self, id: u32, table: String, filter: ScopeFilter, after_row_id: String, limit: i64,
-    ) -> Call<Vec<StoredRow>> {
+    ) -> Call<Records> {
         self.table_sql(&table, |t, sql| {
             self.with_tx(id, |h, p| {
                 rows::scan_rows(h.conn, t, sql, p, &filter, &after_row_id, limit)

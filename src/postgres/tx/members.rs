@@ -14,6 +14,7 @@ use crate::core::model::reactions::NewReaction;
 use crate::core::model::{CheckpointProgress, QueryOutput};
 use crate::core::model::{NewCommit, Prefetched, ServeGate, StoredRow, Tomb};
 use crate::core::query::{Request, Value};
+use crate::core::records::Records;
 use crate::core::scope::ScopeFilter;
 use crate::core::stored::{self, Form};
 use crate::postgres::error::map_err;
@@ -269,7 +270,7 @@ impl Transaction for Arc<PgEngine> {
 
     fn tx_scan_rows(
         &self, id: u32, table: String, filter: ScopeFilter, after_row_id: String, limit: i64,
-    ) -> Call<Vec<StoredRow>> {
+    ) -> Call<Records> {
         pg!(self, |this| {
             let (loaded, i) = this.table(&table)?;
             let (t, sql) = (&loaded.schema.tables[i], &loaded.sql[i]);
