@@ -36,6 +36,16 @@ pub struct Records {
     pub bytes: Vec<u8>,
 }
 
+impl Records {
+    /// An answer of no rows or no commits: its count, 0, and nothing else
+    /// (the row form and the window form agree on it).
+    pub fn none() -> Records {
+        let mut out = Columns::with_capacity(1, 0, 0);
+        out.int(0);
+        out.finish()
+    }
+}
+
 /// Builds [`Records`]. Strings are copied in as they are given, so a
 /// caller may pass values borrowed from a database row it is stepping.
 pub struct Columns {

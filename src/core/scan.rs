@@ -126,13 +126,6 @@ impl<'f> ScanFold<'f> {
     }
 }
 
-/// No rows, packed.
-pub fn no_rows() -> Records {
-    let mut out = Columns::with_capacity(1, 0, 0);
-    out.int(0);
-    out.finish()
-}
-
 /// Validates an index lookup (storage-layout §7.6) in the specified order
 /// and returns the index and its values, one per index column, and the
 /// limit. `values` is `None` when the caller's `values` is not an array.

@@ -219,10 +219,3 @@ impl<'q> WindowFold<'q> {
         self.out.finish()
     }
 }
-
-/// A window that reads nothing: no commits.
-pub fn empty() -> Records {
-    let mut out = Columns::with_capacity(1, 0, 0);
-    out.int(0);
-    out.finish()
-}
