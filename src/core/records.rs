@@ -86,6 +86,19 @@ impl Columns {
         self.nums.push(v as f64);
     }
 
+    /// One record of the row form: `rowId` (inline), `serverVersion`,
+    /// `scopes` (interned as field 0), payload, column versions.
+    pub fn row(
+        &mut self, row_id: &str, server_version: i64, scopes: &str, payload: &[u8],
+        column_versions: Option<&[u8]>,
+    ) {
+        self.inline(row_id);
+        self.int(server_version);
+        self.interned(0, scopes);
+        self.blob(Some(payload));
+        self.blob(column_versions);
+    }
+
     /// An integer or none (NaN).
     pub fn opt_int(&mut self, v: Option<i64>) {
         self.nums.push(v.map_or(f64::NAN, |v| v as f64));

@@ -65,11 +65,8 @@ impl<'f> ScanFold<'f> {
     /// Packs a matched row; `false` once the limit is reached.
     fn put(&mut self, row_id: &str, scopes: &str, rest: RowRest<'_>) -> bool {
         let (server_version, payload, column_versions) = rest;
-        self.out.inline(row_id);
-        self.out.int(server_version);
-        self.out.interned(0, scopes);
-        self.out.blob(Some(payload));
-        self.out.blob(column_versions);
+        self.out
+            .row(row_id, server_version, scopes, payload, column_versions);
         self.rows += 1;
         self.rows < self.limit
     }

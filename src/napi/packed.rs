@@ -169,11 +169,13 @@ pub fn rows(list: Vec<StoredRow>) -> Records {
     let mut c = Columns::with_capacity(1 + list.len() * 7, ids, payloads);
     c.int(list.len() as i64);
     for r in &list {
-        c.inline(&r.row_id);
-        c.int(r.server_version);
-        c.interned(0, &r.scopes_json);
-        c.blob(Some(&r.payload));
-        c.blob(r.column_versions.as_deref());
+        c.row(
+            &r.row_id,
+            r.server_version,
+            &r.scopes_json,
+            &r.payload,
+            r.column_versions.as_deref(),
+        );
     }
     c.finish()
 }

@@ -113,7 +113,7 @@ impl PgEngine {
         &self, partition: &str, q: &WindowQuery<'_>,
     ) -> Result<Records> {
         if q.probe().is_none() {
-            return Ok(crate::core::records::Records::none());
+            return Ok(Records::none());
         }
         read!(self, |c| window::read_commit_window(c, partition, q).await)
     }

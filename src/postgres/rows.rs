@@ -382,7 +382,7 @@ pub async fn scan_rows(
         return Err(Error::query("sync.storage.scan_requires_scope"));
     };
     if values.is_empty() || limit <= 0 {
-        return Ok(crate::core::records::Records::none());
+        return Ok(Records::none());
     }
     let mut fold = ScanFold::new(filter, &table.name, partition, after_row_id, limit);
     loop {

@@ -62,7 +62,7 @@ pub async fn read_commit_window(
     c: &mut PgConnection, partition: &str, q: &WindowQuery<'_>,
 ) -> Result<Records> {
     let Some((var, values)) = q.probe() else {
-        return Ok(crate::core::records::Records::none());
+        return Ok(Records::none());
     };
     let mut fold = WindowFold::new(q);
     loop {

@@ -345,7 +345,7 @@ pub fn scan_rows_within(
         return Err(Error::query("sync.storage.scan_requires_scope"));
     };
     if values.is_empty() || limit <= 0 {
-        return Ok(crate::core::records::Records::none());
+        return Ok(Records::none());
     }
     let batch = limit.max(64);
     // One value (the common case): the scope index delivers row ids in

@@ -27,7 +27,7 @@ pub fn read_commit_window_within(
     conn: &Connection, partition: &str, q: &WindowQuery<'_>, mut budget: Budget,
 ) -> Result<Records> {
     let Some((var, values)) = q.probe() else {
-        return Ok(crate::core::records::Records::none());
+        return Ok(Records::none());
     };
     let batch = q.batch();
     let probe = values;
