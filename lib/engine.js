@@ -80,12 +80,14 @@ class Engine {
   /**
    * `fn(native)`, after the storage-level writes of `partition` (undefined:
    * of every partition) submitted before it; never after an open
-   * transaction by itself, nor after writes of other partitions.
+   * transaction by itself, nor after writes of other partitions. After the
+   * hidden ones too (write-queue.js) when `registry`: the read sees the
+   * partition's registry row.
    */
-  read(fn, partition) {
+  read(fn, partition, registry = false) {
     const q = this.queue;
     if (q.writes === 0) return fn(this.native);
-    const prior = q.after(partition);
+    const prior = q.afterRead(partition, registry);
     return prior === undefined ? fn(this.native) : prior.then(() => fn(this.native));
   }
 

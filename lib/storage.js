@@ -159,6 +159,13 @@ class NativeStorage {
   #watch;
   /** Calls and errors per member (stats()); the transactions' in `_txCounts`. */
   #counts = ops.counters(METHODS);
+  /**
+   * Partitions this storage saw registered (a registry row is never
+   * deleted): touching one again changes only its timestamp, so the
+   * touch is a hidden write (write-queue.js), and a read of its epoch
+   * need not wait for it.
+   */
+  #registered = new Set();
 
   constructor(options) {
     const url = checkOptions(options);
@@ -253,6 +260,18 @@ class NativeStorage {
     return this.#settle(() => this.#engine.read(fn, partition));
   }
 
+  /** A read that sees `partition`'s registry epoch: after its touches too, until it is known registered. */
+  #readEpoch(partition, fn) {
+    return this.#settle(() => this.#engine.read(fn, partition, !this.#registered.has(partition)));
+  }
+
+  /** Notes that `partition`'s registry row exists (bounded: forgetting only makes reads wait). */
+  #sawRegistered(partition, entry) {
+    if (this.#registered.size >= 100_000) this.#registered.clear();
+    this.#registered.add(partition);
+    return entry;
+  }
+
   /**
    * A read settled as a promise of `out(result)` (#settle inlined: the
    * host makes these reads on every request).
@@ -300,11 +319,11 @@ class NativeStorage {
   }
 
   /** A storage-level write settled as one promise of `out(result)` (or the result); #settle inlined. */
-  #writeThen(partition, fn, out) {
+  #writeThen(partition, fn, out, hidden = false) {
     const counter = takeCurrent();
     let v;
     try {
-      v = this.#engine.queue.run(fn, partition);
+      v = this.#engine.queue.run(fn, partition, hidden);
     } catch (err) {
       return refuse(counter, this.#failed(err));
     }
@@ -332,11 +351,18 @@ class NativeStorage {
   // ---- partitions --------------------------------------------------------------
 
   touchPartition(partition, authenticatedAtMs, initialLogEpoch) {
-    return this.#writeThen(partition, (n, id) => n.touchPartition(id, partition, initialLogEpoch, authenticatedAtMs, false), V.registryOut);
+    const hidden = this.#registered.has(partition);
+    return this.#writeThen(
+      partition,
+      (n, id) => n.touchPartition(id, partition, initialLogEpoch, authenticatedAtMs, false),
+      (v) => this.#sawRegistered(partition, V.registryOut(v)),
+      hidden,
+    );
   }
 
   async rotatePartitionLogEpoch(partition, logEpoch, authenticatedAtMs) {
-    return V.registryOut(await this.#write(partition, (n, id) => n.touchPartition(id, partition, logEpoch, authenticatedAtMs, true)));
+    const v = await this.#write(partition, (n, id) => n.touchPartition(id, partition, logEpoch, authenticatedAtMs, true));
+    return this.#sawRegistered(partition, V.registryOut(v));
   }
 
   async listPartitionRegistry() {
@@ -344,7 +370,7 @@ class NativeStorage {
   }
 
   async getPartitionLogEpoch(partition) {
-    return (await this.#read(partition, (n) => n.getPartitionLogEpoch(partition))) ?? undefined;
+    return (await this.#readEpoch(partition, (n) => n.getPartitionLogEpoch(partition))) ?? undefined;
   }
 
   async listPartitions() {
@@ -540,7 +566,7 @@ class NativeStorage {
   }
 
   async readServeGate(partition, runningSchemaVersion) {
-    return V.gateOut(await this.#read(partition, (n) => n.readServeGate(partition, runningSchemaVersion)));
+    return V.gateOut(await this.#readEpoch(partition, (n) => n.readServeGate(partition, runningSchemaVersion)));
   }
 
   async readCheckpoints(partition) {

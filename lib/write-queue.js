@@ -38,6 +38,13 @@
 // writes are counted per partition, so a read of another partition, or any
 // read while nothing is pending, runs at once: a transaction left open, with
 // the host's writes queued behind it, stalls no read of other partitions.
+//
+// With many writers a write may be `hidden`: one whose effect no read of
+// its partition but a registry read can see (the host's fire-and-forget
+// `touchPartition` of a partition already registered, which refreshes
+// only the registry row's timestamp). Later writes still wait for it; a
+// read waits for it only when it asks for that (`afterRead(p, true)`), so
+// the host's next reads do not wait for its round trip.
 
 const { attachRollbackError } = require('./errors');
 
@@ -100,6 +107,23 @@ function gateOf(lease) {
   return lease.gate;
 }
 
+/**
+ * Counts `settled` as pending under `key` in `map` (its entry's `done` is
+ * the last such write's); returns what uncounts it.
+ */
+function count(map, key, settled) {
+  let entry = map.get(key);
+  if (entry === undefined) {
+    entry = { count: 0, done: settled };
+    map.set(key, entry);
+  }
+  entry.count++;
+  entry.done = settled;
+  return () => {
+    if (--entry.count === 0) map.delete(key);
+  };
+}
+
 class WriteQueue {
   constructor(native, groupCommit) {
     this.native = native;
@@ -113,6 +137,8 @@ class WriteQueue {
     this.writesDone = RESOLVED;
     /** Per partition (EVERY: unpartitioned) with writes pending: `{ count, done }`, `done` settling once they all have. */
     this.pending = new Map();
+    /** The same for the writes every read must see (all but the hidden ones). */
+    this.visible = new Map();
     this.grouping = this.exclusive && groupCommit !== false;
     this.maxSize = groupCommit?.maxSize ?? 64;
     this.maxWaitMs = groupCommit?.maxWaitMs ?? 5;
@@ -354,11 +380,11 @@ class WriteQueue {
    * Runs `fn(native, leaseId)` as one storage-level write of `partition`
    * (undefined: of every partition), committing on success.
    */
-  run(fn, partition) {
+  run(fn, partition, hidden = false) {
     if (!this.exclusive) {
       // Still waiting for earlier writes when close()'s drain ended: refused, never run.
       const start = () => (this.killed ? Promise.reject(closedError()) : fn(this.native, 0));
-      return this.#track((this.after(partition) ?? RESOLVED).then(start), partition);
+      return this.#track((this.after(partition) ?? RESOLVED).then(start), partition, hidden);
     }
     if (this.line.length === 0) {
       if (!this.killed) {
@@ -389,10 +415,22 @@ class WriteQueue {
    * have, or undefined when none is pending.
    */
   after(partition) {
+    return this.#after(partition, this.pending);
+  }
+
+  /**
+   * What a read of `partition` must come after: as after(), less the
+   * hidden writes unless `registry` (the read sees the registry row).
+   */
+  afterRead(partition, registry) {
+    return this.#after(partition, registry ? this.pending : this.visible);
+  }
+
+  #after(partition, pending) {
     if (this.writes === 0) return undefined;
     if (partition === undefined) return this.writesDone;
-    const own = this.pending.get(partition);
-    const every = this.pending.get(EVERY);
+    const own = pending.get(partition);
+    const every = pending.get(EVERY);
     if (every === undefined) return own?.done;
     if (own === undefined) return every.done;
     return Promise.all([own.done, every.done]);
@@ -427,21 +465,16 @@ class WriteQueue {
    * writers each waits for the earlier ones of its partition), so its
    * settling stands for them all.
    */
-  #track(done, partition) {
+  #track(done, partition, hidden = false) {
     const settled = done.then(noop, noop);
     this.writes++;
     this.writesDone = this.exclusive || this.writes === 1 ? settled : Promise.all([this.writesDone, settled]).then(noop);
     const key = partition ?? EVERY;
-    let entry = this.pending.get(key);
-    if (entry === undefined) {
-      entry = { count: 0, done: settled };
-      this.pending.set(key, entry);
-    }
-    entry.count++;
-    entry.done = settled;
+    const untrack = [count(this.pending, key, settled)];
+    if (!hidden) untrack.push(count(this.visible, key, settled));
     settled.then(() => {
       this.writes--;
-      if (--entry.count === 0) this.pending.delete(key);
+      for (const f of untrack) f();
     });
     return done;
   }
