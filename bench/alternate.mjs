@@ -12,7 +12,7 @@
 //
 //   bun bench/alternate.mjs --server <tree>/packages/server/src/index-bun.ts \
 //     [--figure window|push1|push10|clients16|fresh1|bootstrap|point|aggregate] [--rounds N] \
-//     [--floor] [--profile] --module A.mjs --module B.mjs ...
+//     [--floor] [--profile] [--collect] --module A.mjs --module B.mjs ...
 //
 // Each module exports createStorage(context) and label, as for run.mjs.
 // The order of the storages turns by one each round (the first of a round
@@ -39,6 +39,12 @@
 // thread; and the calling thread alone where the runtime has
 // process.threadCpuUsage), and fresh1 the mean latency of each 100 timed
 // pushes.
+// --collect: a full garbage collection before each storage's round (bun:
+// `Bun.gc(true)`; Node: `gc()`), so no round pays for the garbage of the
+// round before it. It steadied bun's rounds here; under Node 24 it made
+// them less steady (bench/README.md, "How steady a share is").
+// With --floor, each share ratio is also printed as the median of per-round
+// ratios (each round's shares against that round's floor).
 // --profile (fresh1): every storage member the handler calls is timed in
 // the timed pushes (bench/lib/profile.mjs) and printed as a table; the
 // Proxy's own cost then weighs on every round.
@@ -51,10 +57,11 @@ import { populate, queries } from './lib/workloads.mjs';
 import { replaying, replayingEach } from './lib/floor.mjs';
 import { CallProfile, profileTable, profiled } from './lib/profile.mjs';
 import { benchArgs } from './lib/args.mjs';
+import { collectGarbage } from './lib/collect.mjs';
 
 const figures = ['window', 'push1', 'push10', 'clients16', 'fresh1', 'bootstrap', 'point', 'aggregate'];
-const { serverPath, modules, figure, rounds, flags } = benchArgs('alternate.mjs', { figures, rounds: 12, flags: ['--floor', '--profile'] });
-const { floor, profile } = flags;
+const { serverPath, modules, figure, rounds, flags } = benchArgs('alternate.mjs', { figures, rounds: 12, flags: ['--floor', '--profile', '--collect'] });
+const { floor, profile, collect } = flags;
 const storageLevel = figure === 'point' || figure === 'aggregate';
 const pushFigure = figure === 'push1' || figure === 'push10' || figure === 'clients16';
 const CLIENTS = 16;
@@ -97,6 +104,7 @@ try {
     for (let k = 0; k < runs.length; k++) {
       const run = runs[(k + r) % runs.length];
       run.replay?.replay();
+      if (collect) collectGarbage();
       const v =
         figure === 'fresh1'
           ? await fresh(run, r)
@@ -243,6 +251,29 @@ if (floorRun) {
     if (run === runs[0] || first === undefined) continue;
     const ratio = (k) => (first[k] === undefined || share[k] === undefined ? 'n/a' : `${(first[k] / share[k]).toFixed(2)}×`);
     console.log(`${runs[0].label}'s share / ${run.label}'s: time ${ratio('wall')}, CPU calling thread ${ratio('thread')} (kernel ${ratio('kernel')}), CPU every thread ${ratio('all')}`);
+  }
+  // The same ratios round by round (each share against the floor of its
+  // own round), then their median: a round slower for every storage (a
+  // busy moment of the machine) moves both shares of a pair, so paired
+  // ratios vary less than ratios of medians.
+  const roundShare = (run, r, key) => {
+    if (key === 'wall') return (1e6 * unitsPerRate) / run.values[r] - (1e6 * unitsPerRate) / floorRun.values[r];
+    const a = run[key]?.[r];
+    const b = floorRun[key]?.[r];
+    return a === undefined || b === undefined ? undefined : a - b;
+  };
+  for (const run of shares.keys()) {
+    if (run === runs[0] || first === undefined) continue;
+    const paired = (key) => {
+      const ratios = [];
+      for (let r = 0; r < runs[0].values.length; r++) {
+        const a = roundShare(runs[0], r, key);
+        const b = roundShare(run, r, key);
+        if (a !== undefined && b !== undefined && b > 0) ratios.push(a / b);
+      }
+      return ratios.length === 0 ? 'n/a' : `${median(ratios).toFixed(2)}×`;
+    };
+    console.log(`${runs[0].label}'s share / ${run.label}'s, per-round ratios: median time ${paired('wall')}, CPU calling thread ${paired('threadCpu')}, CPU every thread ${paired('cpu')}`);
   }
 }
 for (const run of runs.slice(1)) {
