@@ -22,10 +22,10 @@ use syncular_native_storage::seam::{Reads, Transaction};
 use syncular_native_storage::sqlite::{Config, Location, SqliteEngine, Synchronous};
 use syncular_native_storage::Result;
 
-const BENCH_SCHEMA: &str = r#"{"version":1,"tables":[{"name":"tasks","columns":[{"name":"id","type":"string","nullable":false},{"name":"project_id","type":"string","nullable":false},{"name":"title","type":"string","nullable":true},{"name":"n","type":"integer","nullable":true}],"primaryKeyIndex":0,"materialize":true,"indexes":[]}]}"#;
+pub const BENCH_SCHEMA: &str = r#"{"version":1,"tables":[{"name":"tasks","columns":[{"name":"id","type":"string","nullable":false},{"name":"project_id","type":"string","nullable":false},{"name":"title","type":"string","nullable":true},{"name":"n","type":"integer","nullable":true}],"primaryKeyIndex":0,"materialize":true,"indexes":[]}]}"#;
 
 /// The payload `bench/run.mjs` builds for row `id` in commit `n`.
-fn payload(schema: &Schema, id: &str, n: i64) -> Result<Vec<u8>> {
+pub fn payload(schema: &Schema, id: &str, n: i64) -> Result<Vec<u8>> {
     let t = schema.table("tasks")?;
     let title = format!("title {n}");
     Ok(encode_row(
@@ -97,24 +97,7 @@ pub fn direct_push(path: &str, commits: u32, ops: u32, synchronous: Synchronous)
                     .wait()?;
             }
             let bytes = payloads[c as usize][o as usize].clone();
-            let row = StoredRow {
-                row_id: row_id.clone(),
-                server_version: version,
-                scopes_json: scopes.clone(),
-                payload: bytes.clone(),
-                column_versions: None,
-            };
-            engine
-                .tx_upsert_row(id, "tasks".into(), row, Some(o))
-                .wait()?;
-            changes.push(Change {
-                table: "tasks".into(),
-                row_id,
-                op: ChangeOp::Upsert,
-                row_version: Some(version),
-                scopes_json: scopes.clone(),
-                payload: Some(bytes),
-            });
+            changes.push(upsert(&engine, id, row_id, version, &scopes, bytes, o)?);
         }
         let seq = engine
             .tx_append_commit(
@@ -146,15 +129,43 @@ pub fn direct_push(path: &str, commits: u32, ops: u32, synchronous: Synchronous)
     Ok(per)
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    // `cargo bench` passes `--bench` to every bench target; a harness-less
-    // one sees it too. Only positional arguments count.
-    let pos: Vec<&str> = args
-        .iter()
-        .map(String::as_str)
+/// The command line's positional arguments: `cargo bench` passes
+/// `--bench` to every bench target, and a harness-less one sees it too.
+pub fn positional() -> Vec<String> {
+    std::env::args()
+        .skip(1)
         .filter(|a| !a.starts_with("--"))
-        .collect();
+        .collect()
+}
+
+/// `upsertRow` of one row under lease `id`; the change the commit logs.
+pub fn upsert(
+    engine: &Arc<SqliteEngine>, id: u32, row_id: String, version: i64, scopes: &str,
+    payload: Vec<u8>, op_index: u32,
+) -> Result<Change> {
+    let row = StoredRow {
+        row_id: row_id.clone(),
+        server_version: version,
+        scopes_json: scopes.to_owned(),
+        payload: payload.clone(),
+        column_versions: None,
+    };
+    engine
+        .tx_upsert_row(id, "tasks".into(), row, Some(op_index))
+        .wait()?;
+    Ok(Change {
+        table: "tasks".into(),
+        row_id,
+        op: ChangeOp::Upsert,
+        row_version: Some(version),
+        scopes_json: scopes.to_owned(),
+        payload: Some(payload),
+    })
+}
+
+fn main() {
+    let args = positional();
+    let pos: Vec<&str> = args.iter().map(String::as_str).collect();
     // Bare `cargo bench`: one default measurement in a temporary directory.
     let scratch = std::env::temp_dir().join(format!("syncular-floor-{}", std::process::id()));
     let default_path = scratch.join("floor.sqlite");

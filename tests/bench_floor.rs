@@ -20,3 +20,34 @@ fn the_bench_floor_runs_the_push_sequence() {
     let _ = path;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[path = "../benches/request.rs"]
+#[allow(dead_code)] // its `main` is the bench binary's
+mod request;
+
+#[test]
+fn the_request_floor_runs_each_variant_and_shape() {
+    let dir = std::env::temp_dir().join(format!("syncular-request-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let normal = syncular_native_storage::sqlite::Synchronous::parse(Some("normal")).unwrap();
+    for variant in ["host", "fold-touch", "one-tx"] {
+        let v = request::Variant::parse(variant).unwrap();
+        let sub = dir.join(variant);
+        std::fs::create_dir_all(&sub).unwrap();
+        let rounds =
+            request::measure(&sub, request::Shape::Warm(1), 3, normal, v, |_, _| {}).unwrap();
+        assert_eq!(rounds.len(), 1);
+        assert!(rounds[0].wall_us > 0.0);
+    }
+    let fresh = request::measure(
+        &dir,
+        request::Shape::Fresh(1),
+        1,
+        normal,
+        request::Variant::Host,
+        |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(fresh.len(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
