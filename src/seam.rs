@@ -243,10 +243,11 @@ pub trait Reads: Send + Sync + 'static {
         &self, partition: String, table: String, filter: ScopeFilter, after_row_id: String,
         limit: i64,
     ) -> Call<Records>;
+    /// The index lookup's rows in the same packed form, written as read.
     fn scan_rows_by_index(
         &self, partition: String, table: String, index: String, values: Option<Vec<Value>>,
         after_row_id: String, limit: f64,
-    ) -> Call<Vec<StoredRow>>;
+    ) -> Call<Records>;
     fn query_authoritative(
         &self, partition: String, request: Request, params: Vec<Value>, declared: Vec<String>,
         gate_running: Option<i64>,
@@ -353,7 +354,7 @@ pub trait Transaction: Send + Sync + 'static {
     fn tx_scan_rows_by_index(
         &self, lease: u32, table: String, index: String, values: Option<Vec<Value>>,
         after_row_id: String, limit: f64,
-    ) -> Call<Vec<StoredRow>>;
+    ) -> Call<Records>;
     fn tx_query_authoritative(
         &self, lease: u32, request: Request, params: Vec<Value>, declared: Vec<String>,
     ) -> Call<QueryOutput>;

@@ -11,8 +11,10 @@
 // putClientRecord, touchPartition) or pull (N rounds of what a window
 // pull makes: getClientRecord, a 100-change window read, putClientRecord
 // and touchPartition, so each read follows two commits) or scan (N
-// 1,000-row scope scans, a bootstrap page, over 2,000 rows of one scope),
-// on a SQLite file at synchronous=NORMAL.
+// 1,000-row scope scans, a bootstrap page, over 2,000 rows of one scope)
+// or index100 / index1000 (N scanRowsByIndex lookups of 100 or 1,000 rows
+// over 2,000 rows of one indexed value), on a SQLite file at
+// synchronous=NORMAL.
 import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -41,6 +43,9 @@ try {
       const rows = await storage.scanRows('bootstrap', { table: TABLE, scopeFilter: { project_id: ['p1'] }, afterRowId: i % 2 ? 'b1' : null, limit: 1000 });
       if (rows.length !== 1000) throw new Error(`scan: ${rows.length} rows`);
     }
+  } else if (workload === 'index100' || workload === 'index1000') {
+    await W.populateIndexed(storage);
+    await W.indexLookups(storage, N, workload === 'index100' ? 100 : 1000);
   } else if (workload === 'touch') {
     await storage.ensureSchema(schema);
     for (let i = 0; i < N; i++) {

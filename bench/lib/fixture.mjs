@@ -48,6 +48,13 @@ export const schema = {
   ]),
 };
 
+// The same schema with an index on project_id, for scanRowsByIndex.
+export const INDEX = 'tasks_by_project';
+export const indexedSchema = {
+  ...schema,
+  tables: new Map([[TABLE, { ...schema.tables.get(TABLE), indexes: [{ name: INDEX, columns: ['project_id'] }] }]]),
+};
+
 const utf8 = new TextEncoder();
 
 export function encodeTask(id, projectId, n) {

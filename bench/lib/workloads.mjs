@@ -1,7 +1,7 @@
 // The benchmark workloads. Each takes a storage factory and returns named
 // figures; run.mjs repeats them and takes medians. Sizes come from `size`.
 import { readdirSync, readFileSync } from 'node:fs';
-import { encodeTask, schema, TABLE } from './fixture.mjs';
+import { encodeTask, INDEX, indexedSchema, schema, TABLE } from './fixture.mjs';
 import { push } from './host.mjs';
 
 const now = () => Number(process.hrtime.bigint()) / 1e3; // µs
@@ -96,6 +96,20 @@ export async function populate(storage, rows, windowCommits) {
   }
   for (let c = 0; c < windowCommits; c++) {
     await push(storage, 'window', `win-${c}`, batch(`w${c}`, 'p1', 1, c), c);
+  }
+}
+
+/** 2,000 rows of project p1 on the 'lookup' partition, in 20 commits, under an index on project_id. */
+export async function populateIndexed(storage) {
+  await storage.ensureSchema(indexedSchema);
+  for (let c = 0; c < 20; c++) await push(storage, 'lookup', `look-${c}`, batch(`b${c}`, 'p1', 100, c), c);
+}
+
+/** `calls` scanRowsByIndex lookups of `limit` rows each over populateIndexed's rows, every other one after a cursor. */
+export async function indexLookups(storage, calls, limit) {
+  for (let i = 0; i < calls; i++) {
+    const rows = await storage.scanRowsByIndex('lookup', { table: TABLE, index: INDEX, values: ['p1'], afterRowId: i % 2 ? 'b1' : null, limit });
+    if (rows.length !== limit) throw new Error(`scanRowsByIndex: ${rows.length} rows, not ${limit}`);
   }
 }
 

@@ -1,10 +1,11 @@
 //! Row lists and commit windows in their packed form: one string holding
 //! every string of the answer, a list of every number, and one byte buffer
-//! holding every payload (`Records`). Both engines' window reads and scope
-//! scans write it as they step their rows (`crate::core::window`,
-//! `crate::core::scan`), and the binding packs other row lists with it; the binding hands the three parts to JS as they are
-//! (`src/napi/packed.rs`), where lib/values.js slices strings out of the
-//! text by their lengths and builds each object with a fixed shape. No
+//! holding every payload (`Records`). Both engines' window reads, scope
+//! scans and index lookups write it as they step their rows
+//! (`crate::core::window`, `crate::core::scan`); the binding hands the
+//! three parts to JS as they are (`src/napi/packed.rs`), where
+//! lib/values.js slices strings out of the text by their lengths and
+//! builds each object with a fixed shape. No
 //! JSON is written here and none is parsed in JS. Strings that repeat
 //! (scopes, table names, actor ids) cross once, in a dictionary at the end
 //! of the text.
@@ -46,6 +47,48 @@ impl Records {
     }
 }
 
+/// The row form, one row at a time: `rowCount`, then the rows as
+/// [`push`](Self::push) writes them.
+pub struct RowList {
+    out: Columns,
+    count: usize,
+}
+
+impl RowList {
+    /// Room for `rows` rows' numbers and ids (more grows as it must).
+    pub fn with_capacity(rows: usize) -> Self {
+        let mut out = Columns::with_capacity(1 + rows * 7, rows * 16, 0);
+        // rowCount, set by `finish`.
+        out.int(0);
+        RowList { out, count: 0 }
+    }
+
+    /// One row: `rowId` (inline), `serverVersion`, `scopes` (interned as
+    /// field 0), payload, column versions.
+    pub fn push(
+        &mut self, row_id: &str, server_version: i64, scopes: &str, payload: &[u8],
+        column_versions: Option<&[u8]>,
+    ) {
+        let out = &mut self.out;
+        out.inline(row_id);
+        out.int(server_version);
+        out.interned(0, scopes);
+        out.blob(Some(payload));
+        out.blob(column_versions);
+        self.count += 1;
+    }
+
+    /// Rows pushed so far.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn finish(mut self) -> Records {
+        self.out.nums[0] = self.count as f64;
+        self.out.finish()
+    }
+}
+
 /// Builds [`Records`]. Strings are copied in as they are given, so a
 /// caller may pass values borrowed from a database row it is stepping.
 pub struct Columns {
@@ -84,19 +127,6 @@ impl Columns {
 
     pub fn int(&mut self, v: i64) {
         self.nums.push(v as f64);
-    }
-
-    /// One record of the row form: `rowId` (inline), `serverVersion`,
-    /// `scopes` (interned as field 0), payload, column versions.
-    pub fn row(
-        &mut self, row_id: &str, server_version: i64, scopes: &str, payload: &[u8],
-        column_versions: Option<&[u8]>,
-    ) {
-        self.inline(row_id);
-        self.int(server_version);
-        self.interned(0, scopes);
-        self.blob(Some(payload));
-        self.blob(column_versions);
     }
 
     /// An integer or none (NaN).

@@ -5,8 +5,9 @@
 //! whose stored scopes are not an object is a corrupt value, never skipped.
 
 use crate::core::model::StoredRow;
-use crate::core::records::{Columns, Records};
+use crate::core::records::{Records, RowList};
 use crate::core::scope::{ScopeFilter, ScopeMemo};
+use crate::core::stored::{self, Form, Shape};
 use crate::Result;
 
 /// A matched row's fields after its id and scopes, borrowed from the
@@ -22,8 +23,7 @@ pub struct ScanFold<'f> {
     table: &'f str,
     partition: &'f str,
     limit: i64,
-    out: Columns,
-    rows: i64,
+    out: RowList,
     seen: i64,
     memo: ScopeMemo,
     /// The page cursor: the last candidate row id.
@@ -34,17 +34,12 @@ impl<'f> ScanFold<'f> {
     pub fn new(
         filter: &'f ScopeFilter, table: &'f str, partition: &'f str, after_row_id: &str, limit: i64,
     ) -> Self {
-        let n = limit.clamp(0, 1000) as usize;
-        let mut out = Columns::with_capacity(1 + n * 7, n * 16, 0);
-        // rowCount, set by `finish`.
-        out.int(0);
         ScanFold {
             filter,
             table,
             partition,
             limit,
-            out,
-            rows: 0,
+            out: RowList::with_capacity(limit.clamp(0, 1000) as usize),
             seen: 0,
             memo: ScopeMemo::default(),
             after: after_row_id.to_owned(),
@@ -59,16 +54,15 @@ impl<'f> ScanFold<'f> {
     fn wants(&mut self, row_id: &str, scopes: &str) -> Result<bool> {
         self.filter
             .matches_json_memo(&mut self.memo, scopes)
-            .ok_or_else(|| crate::core::stored::row_corrupt(self.table, self.partition, row_id))
+            .ok_or_else(|| stored::row_corrupt(self.table, self.partition, row_id))
     }
 
     /// Packs a matched row; `false` once the limit is reached.
     fn put(&mut self, row_id: &str, scopes: &str, rest: RowRest<'_>) -> bool {
         let (server_version, payload, column_versions) = rest;
         self.out
-            .row(row_id, server_version, scopes, payload, column_versions);
-        self.rows += 1;
-        self.rows < self.limit
+            .push(row_id, server_version, scopes, payload, column_versions);
+        (self.out.len() as i64) < self.limit
     }
 
     /// Feeds one owned candidate; `row` is `None` when the row vanished.
@@ -117,8 +111,46 @@ impl<'f> ScanFold<'f> {
     }
 
     /// The packed rows: `crate::core::records`' row form.
-    pub fn finish(mut self) -> Records {
-        self.out.nums[0] = self.rows as f64;
+    pub fn finish(self) -> Records {
+        self.out.finish()
+    }
+}
+
+/// An index lookup's rows (storage-layout §7.6) packed as they are read
+/// (`crate::core::records`, the row form). Each row's stored scopes are
+/// read as an object in the engine's form first: a row whose scopes are
+/// not one is a corrupt value, as a row read anywhere is.
+pub struct IndexFold<'f> {
+    form: Form,
+    /// The row table and partition, named by a corrupt-value error.
+    table: &'f str,
+    partition: &'f str,
+    out: RowList,
+}
+
+impl<'f> IndexFold<'f> {
+    pub fn new(form: Form, table: &'f str, partition: &'f str, limit: i64) -> Self {
+        IndexFold {
+            form,
+            table,
+            partition,
+            out: RowList::with_capacity(limit.clamp(0, 1000) as usize),
+        }
+    }
+
+    /// Packs one row, its fields borrowed from the database row being
+    /// stepped; `scopes` is its stored scope text.
+    pub fn add(&mut self, row_id: &str, scopes: &str, rest: RowRest<'_>) -> Result<()> {
+        let Some(scopes) = stored::read_ref(self.form, scopes, Shape::Object) else {
+            return Err(stored::row_corrupt(self.table, self.partition, row_id));
+        };
+        let (server_version, payload, column_versions) = rest;
+        self.out
+            .push(row_id, server_version, &scopes, payload, column_versions);
+        Ok(())
+    }
+
+    pub fn finish(self) -> Records {
         self.out.finish()
     }
 }
@@ -147,5 +179,34 @@ pub fn check_index_lookup<'t, 'v>(
     match values {
         Some(v) if v.len() == ix.columns.len() => Ok((ix, v, limit as i64)),
         _ => Err(Error::query("sync.storage.index_value_count_mismatch")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_rows_pack_each_stored_scopes_form_and_refuse_a_corrupt_one() {
+        let mut fold = IndexFold::new(Form::Jsonb, "tasks", "p", 10);
+        fold.add("a", r#"{"p":"1"}"#, (3, b"x", None)).unwrap();
+        // Bun.SQL's form: a jsonb string holding the object's text.
+        let bun = serde_json::to_string(r#"{"p":"1"}"#).unwrap();
+        fold.add("b", &bun, (4, b"yz", Some(b"v"))).unwrap();
+        let r = fold.finish();
+        // Both rows share one dictionary entry, the object's text.
+        assert_eq!(r.text, r#"ab{"p":"1"}"#);
+        assert_eq!(r.head, vec![1.0, 9.0]);
+        let row_b = [1.0, 4.0, 0.0, 1.0, 2.0, 3.0, 1.0];
+        assert_eq!(r.nums[0], 2.0);
+        assert_eq!(&r.nums[1..8], &[1.0, 3.0, 0.0, 0.0, 1.0, -1.0, 0.0]);
+        assert_eq!(&r.nums[8..], &row_b);
+        assert_eq!(r.bytes, b"xyzv");
+
+        for (form, bad) in [(Form::Jsonb, "[1]"), (Form::Text, "{} x")] {
+            let mut fold = IndexFold::new(form, "tasks", "p", 10);
+            let e = fold.add("c", bad, (1, b"", None)).unwrap_err();
+            assert_eq!(e, stored::row_corrupt("tasks", "p", "c"));
+        }
     }
 }

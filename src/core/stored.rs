@@ -13,6 +13,7 @@ use crate::core::codec::is_valid_json;
 use crate::core::error::Error;
 use crate::core::model::reactions::StoredReaction;
 use crate::core::model::{ClientRecord, StoredRow};
+use std::borrow::Cow;
 
 /// What a JSON column holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,28 +51,39 @@ pub enum Form {
 /// The JSON text of a stored value of `shape`, or `None` when unreadable.
 /// The common form costs one byte check on PostgreSQL.
 pub fn read(form: Form, text: String, shape: Shape) -> Option<String> {
+    let content = match read_ref(form, &text, shape)? {
+        Cow::Borrowed(_) => None,
+        Cow::Owned(content) => Some(content),
+    };
+    Some(content.unwrap_or(text))
+}
+
+/// [`read`] of a borrowed text (a column of the row being stepped): the
+/// text itself when it is the value, an owned copy only of a jsonb
+/// string's content.
+pub fn read_ref(form: Form, text: &str, shape: Shape) -> Option<Cow<'_, str>> {
     match form {
         Form::Jsonb => from_jsonb(text, shape),
-        Form::Text => shape.holds(&text).then_some(text),
+        Form::Text => shape.holds(text).then_some(Cow::Borrowed(text)),
     }
 }
 
 /// A JSONB value's text (always valid JSON, no leading whitespace).
-fn from_jsonb(text: String, shape: Shape) -> Option<String> {
+fn from_jsonb(text: &str, shape: Shape) -> Option<Cow<'_, str>> {
     match (shape, text.as_bytes().first()) {
-        (Shape::Object, Some(b'{')) | (Shape::Array, Some(b'[')) => Some(text),
+        (Shape::Object, Some(b'{')) | (Shape::Array, Some(b'[')) => Some(Cow::Borrowed(text)),
         (_, Some(b'"')) => {
-            let content = serde_json::from_str::<String>(&text).ok();
+            let content = serde_json::from_str::<String>(text).ok();
             match content {
-                Some(inner) if shape.holds(&inner) => Some(inner),
+                Some(inner) if shape.holds(&inner) => Some(Cow::Owned(inner)),
                 // A string payload as node-postgres, pglite and this
                 // package before it wrapped strings stored it ("hi"): the
                 // string itself. The in-tree reader throws on it.
-                _ if shape == Shape::Any => Some(text),
+                _ if shape == Shape::Any => Some(Cow::Borrowed(text)),
                 _ => None,
             }
         }
-        (Shape::Any, Some(_)) => Some(text),
+        (Shape::Any, Some(_)) => Some(Cow::Borrowed(text)),
         _ => None,
     }
 }

@@ -1,8 +1,8 @@
 //! Row lists and commit windows cross as three values: one string holding
 //! every string of the answer, one `Float64Array` of every number, and one
 //! byte buffer holding every payload, in the form `crate::core::records`
-//! describes (the engines write windows and scope scans in it as they
-//! read; other row lists are packed here). The JS layer slices strings out of the text by their
+//! describes (the engines write windows, scope scans and index lookups in
+//! it as they read). The JS layer slices strings out of the text by their
 //! lengths and builds each object with a fixed shape (lib/values.js); each
 //! scopes text is parsed once per answer and copied per record.
 //!
@@ -12,7 +12,6 @@
 use super::args::js_type;
 use super::bytes::{typed_array, Bytes};
 use crate::core::model::{StoredRow, Tomb};
-use crate::core::records::Columns;
 pub use crate::core::records::Records;
 use crate::seam::Prefetch;
 use napi::bindgen_prelude::{check_status, ToNapiValue};
@@ -159,23 +158,4 @@ fn f64_bytes(v: &[f64]) -> &[u8] {
     // SAFETY: any initialized f64 is 8 initialized bytes, u8 has no
     // alignment, and the slice borrows `v`.
     unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
-}
-
-/// Rows as the engines read them: their scopes are JSON objects (every
-/// row read checks them, `crate::core::stored`), so JS parses each text as is.
-pub fn rows(list: Vec<StoredRow>) -> Records {
-    let payloads = list.iter().map(|r| r.payload.len()).sum();
-    let ids = list.iter().map(|r| r.row_id.len()).sum();
-    let mut c = Columns::with_capacity(1 + list.len() * 7, ids, payloads);
-    c.int(list.len() as i64);
-    for r in &list {
-        c.row(
-            &r.row_id,
-            r.server_version,
-            &r.scopes_json,
-            &r.payload,
-            r.column_versions.as_deref(),
-        );
-    }
-    c.finish()
 }

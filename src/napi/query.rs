@@ -6,7 +6,7 @@ use super::args::js_type;
 use super::args::At;
 use super::bytes::Bytes;
 use super::convert::int;
-use super::packed::{self, Records};
+use super::packed::Records;
 use super::records::{object, set, Gate, Raw};
 use super::reply::Reply;
 use super::storage::NativeEngine;
@@ -301,15 +301,14 @@ impl NativeEngine {
     ) -> Reply<Records> {
         self.run("scanRowsByIndex", |e| {
             let vals = values_in.map(values);
-            let rows = match at {
+            Ok(match at {
                 At::Committed(p) => {
                     e.scan_rows_by_index(p, table, index, vals, after_row_id, limit)
                 }
                 At::Tx(lease) => {
                     e.tx_scan_rows_by_index(lease, table, index, vals, after_row_id, limit)
                 }
-            };
-            Ok(rows.map(packed::rows))
+            })
         })
     }
 }

@@ -84,7 +84,7 @@ impl Reads for Arc<PgEngine> {
     fn scan_rows_by_index(
         &self, p: String, table: String, index: String, values: Option<Vec<Value>>,
         after_row_id: String, limit: f64,
-    ) -> Call<Vec<StoredRow>> {
+    ) -> Call<Records> {
         pg!(self, |e| {
             e.scan_rows_by_index(&p, &table, &index, values.as_deref(), &after_row_id, limit)
                 .await

@@ -243,7 +243,7 @@ pub fn row_from_parts(r: &PgRow, row_id: String, offset: usize) -> Result<Stored
     })
 }
 
-pub fn row_from(r: &PgRow, offset: usize) -> Result<StoredRow> {
+fn row_from(r: &PgRow, offset: usize) -> Result<StoredRow> {
     Ok(StoredRow {
         row_id: r.try_get(offset).map_err(map_err)?,
         server_version: r.try_get(offset + 1).map_err(map_err)?,

@@ -148,7 +148,7 @@ impl Reads for Arc<SqliteEngine> {
     fn scan_rows_by_index(
         &self, p: String, table: String, index: String, values: Option<Vec<Value>>,
         after_row_id: String, limit: f64,
-    ) -> Call<Vec<StoredRow>> {
+    ) -> Call<Records> {
         SqliteEngine::scan_rows_by_index(
             self,
             &p,

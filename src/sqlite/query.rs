@@ -17,12 +17,13 @@ use super::rows;
 use super::rows::Loaded;
 use super::storage::SqliteEngine;
 use crate::core::error::{Error, Result};
-use crate::core::model::StoredRow;
 use crate::core::model::{Cell as SqlValue, QueryOutput};
 use crate::core::query::result::{Limits, Tally, CELL};
 use crate::core::query::{self, Bind, Prepared, Request, Value};
+use crate::core::records::Records;
+use crate::core::scan::IndexFold;
 use crate::core::schema::{quote_ident, Table};
-use crate::core::stored::{self, Form};
+use crate::core::stored::Form;
 use crate::core::telemetry::{self, Site, Slow};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, ToSql};
@@ -206,18 +207,18 @@ fn run(
 
 // ---- index lookups (§7.6) ---------------------------------------------------------
 
-const INDEX_ROW_FIELDS: &str = r#""_sync_row_id", "_sync_server_version", "_sync_scopes", "_sync_payload", "_sync_column_versions""#;
-
-/// Validates an index lookup (codes in the §7.6 order) and runs it.
+/// Validates an index lookup (codes in the §7.6 order) and runs it, its
+/// rows packed as they are stepped (`crate::core::scan::IndexFold`).
 /// `values` is `None` when the caller's `values` is not an array.
 #[allow(clippy::too_many_arguments)]
 pub fn scan_rows_by_index(
     conn: &Connection, table: &Table, partition: &str, index: &str, values: Option<&[Value]>,
     after_row_id: &str, limit: f64,
-) -> Result<Vec<StoredRow>> {
+) -> Result<Records> {
     let (ix, values, limit) = crate::core::scan::check_index_lookup(table, index, values, limit)?;
     let mut text = format!(
-        r#"SELECT {INDEX_ROW_FIELDS} FROM {} WHERE "_sync_partition" = ?"#,
+        r#"SELECT {} FROM {} WHERE "_sync_partition" = ?"#,
+        rows::ROW_FIELDS,
         table.quoted
     );
     let mut binds: Vec<Bound<'_>> = Vec::with_capacity(values.len());
@@ -238,11 +239,12 @@ pub fn scan_rows_by_index(
     all.push(&after_row_id);
     all.push(&limit);
     let mut st = conn.prepare_cached(&text).map_err(map_err)?;
-    let rows = st
-        .query_map(&*all, |r| rows::row_from(r, 0))
-        .map_err(map_err)?;
-    rows.map(|r| stored::row(Form::Text, r.map_err(map_err)?, &table.name, partition))
-        .collect()
+    let mut stepped = st.query(&*all).map_err(map_err)?;
+    let mut fold = IndexFold::new(Form::Text, &table.name, partition, limit);
+    while let Some(r) = stepped.next().map_err(map_err)? {
+        rows::fold_row(r, &mut fold)?;
+    }
+    Ok(fold.finish())
 }
 
 // ---- the rewrite cache ---------------------------------------------------------------
@@ -399,7 +401,7 @@ impl SqliteEngine {
     pub fn scan_rows_by_index(
         &self, partition: &str, table: &str, index: &str, values: Option<&[Value]>,
         after_row_id: &str, limit: f64,
-    ) -> Result<Vec<StoredRow>> {
+    ) -> Result<Records> {
         self.table_sql(table, |t, _| {
             self.read(|c| scan_rows_by_index(c, t, partition, index, values, after_row_id, limit))
         })
@@ -408,7 +410,7 @@ impl SqliteEngine {
     pub fn tx_scan_rows_by_index(
         &self, id: u32, table: &str, index: &str, values: Option<&[Value]>, after_row_id: &str,
         limit: f64,
-    ) -> Result<Vec<StoredRow>> {
+    ) -> Result<Records> {
         self.table_sql(table, |t, _| {
             self.with_tx(id, |h, p| {
                 scan_rows_by_index(h.conn, t, p, index, values, after_row_id, limit)

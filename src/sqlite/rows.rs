@@ -36,7 +36,7 @@ pub struct TableSql {
     table_quoted: String,
 }
 
-const ROW_FIELDS: &str = r#""_sync_row_id", "_sync_server_version", "_sync_scopes", "_sync_payload", "_sync_column_versions""#;
+pub const ROW_FIELDS: &str = r#""_sync_row_id", "_sync_server_version", "_sync_scopes", "_sync_payload", "_sync_column_versions""#;
 
 impl TableSql {
     /// [`TableSql::new`] for each table of a schema in order (as
@@ -130,7 +130,7 @@ pub fn json_text_opt(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option
 }
 
 /// The row as stored; [`stored::row`] checks its scopes.
-pub fn row_from(r: &rusqlite::Row<'_>, offset: usize) -> rusqlite::Result<StoredRow> {
+fn row_from(r: &rusqlite::Row<'_>, offset: usize) -> rusqlite::Result<StoredRow> {
     Ok(StoredRow {
         row_id: r.get(offset)?,
         server_version: r.get(offset + 1)?,
@@ -575,6 +575,15 @@ fn rest_of<'r>(
     let payload = blob(3, false)?.unwrap_or_default();
     budget.copy(payload.len())?;
     Ok((r.get(1).map_err(map_err)?, payload, blob(4, true)?))
+}
+
+/// A row read by [`ROW_FIELDS`] (an index lookup's), packed into `fold`
+/// borrowed from the row being stepped. Stored scopes that are not TEXT
+/// (or not UTF-8) read as `""`, which `fold` reports as corrupt.
+pub fn fold_row(r: &rusqlite::Row<'_>, fold: &mut crate::core::scan::IndexFold<'_>) -> Result<()> {
+    let row_id = text_ref(r, 0)?;
+    let scopes = text_ref(r, 2).unwrap_or("");
+    fold.add(row_id, scopes, rest_of(r, &mut Budget::unbounded())?)
 }
 
 /// A TEXT column borrowed from the current row.

@@ -62,7 +62,7 @@ impl Transaction for Arc<SqliteEngine> {
     fn tx_scan_rows_by_index(
         &self, lease: u32, table: String, index: String, values: Option<Vec<Value>>,
         after_row_id: String, limit: f64,
-    ) -> Call<Vec<StoredRow>> {
+    ) -> Call<Records> {
         SqliteEngine::tx_scan_rows_by_index(
             self,
             lease,

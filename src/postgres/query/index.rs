@@ -4,15 +4,17 @@
 use super::cells::bind_value;
 use crate::core::codec::ColumnType;
 use crate::core::error::Result;
-use crate::core::model::StoredRow;
 use crate::core::query::Value;
+use crate::core::records::Records;
+use crate::core::scan::IndexFold;
 use crate::core::schema::{quote_ident, Table};
-use crate::core::stored::{self, Form};
+use crate::core::stored::Form;
 use crate::postgres::error::map_err;
 use crate::postgres::handle::PgEngine;
 use crate::postgres::rows;
 use crate::postgres::run::{read, with_tx};
-use sqlx::{AssertSqlSafe, PgConnection};
+use crate::postgres::stmt::next_row;
+use sqlx::{AssertSqlSafe, PgConnection, Row};
 
 /// One index value as bound: booleans from numbers, JSON as text.
 enum IndexBind<'v> {
@@ -50,16 +52,17 @@ fn index_bind(n: usize, ty: Option<ColumnType>, v: &Value) -> (String, IndexBind
     }
 }
 
-const INDEX_ROW_FIELDS: &str = r#""_sync_row_id", "_sync_server_version", "_sync_scopes"::text, "_sync_payload", "_sync_column_versions""#;
-
+/// Validates an index lookup (codes in the §7.6 order) and runs it, its
+/// rows packed as they arrive (`crate::core::scan::IndexFold`).
 #[allow(clippy::too_many_arguments)]
 pub async fn scan_rows_by_index(
     c: &mut PgConnection, table: &Table, partition: &str, index: &str, values: Option<&[Value]>,
     after_row_id: &str, limit: f64,
-) -> Result<Vec<StoredRow>> {
+) -> Result<Records> {
     let (ix, values, limit) = crate::core::scan::check_index_lookup(table, index, values, limit)?;
     let mut text = format!(
-        r#"SELECT {INDEX_ROW_FIELDS} FROM {} WHERE "_sync_partition" = $1"#,
+        r#"SELECT {} FROM {} WHERE "_sync_partition" = $1"#,
+        rows::ROW_FIELDS,
         table.quoted
     );
     let mut binds = Vec::with_capacity(values.len());
@@ -91,22 +94,25 @@ pub async fn scan_rows_by_index(
             IndexBind::Value(v) => bind_value(q, v),
         };
     }
-    let rows = q
-        .bind(after_row_id)
-        .bind(limit)
-        .fetch_all(&mut *c)
-        .await
-        .map_err(map_err)?;
-    rows.iter()
-        .map(|r| stored::row(Form::Jsonb, rows::row_from(r, 0)?, &table.name, partition))
-        .collect()
+    let mut fold = IndexFold::new(Form::Jsonb, &table.name, partition, limit);
+    let mut stream = q.bind(after_row_id).bind(limit).fetch(&mut *c);
+    while let Some(r) = next_row(&mut stream).await? {
+        // Read in the order a stored row is; `fold` checks the scopes.
+        let row_id: &str = r.try_get(0).map_err(map_err)?;
+        let server_version: i64 = r.try_get(1).map_err(map_err)?;
+        let scopes: &str = r.try_get(2).map_err(map_err)?;
+        let payload: &[u8] = r.try_get(3).map_err(map_err)?;
+        let column_versions: Option<&[u8]> = r.try_get(4).map_err(map_err)?;
+        fold.add(row_id, scopes, (server_version, payload, column_versions))?;
+    }
+    Ok(fold.finish())
 }
 
 impl PgEngine {
     pub async fn scan_rows_by_index(
         &self, partition: &str, table: &str, index: &str, values: Option<&[Value]>,
         after_row_id: &str, limit: f64,
-    ) -> Result<Vec<StoredRow>> {
+    ) -> Result<Records> {
         let (loaded, i) = self.table(table)?;
         let t = &loaded.schema.tables[i];
         read!(self, |c| scan_rows_by_index(
@@ -124,7 +130,7 @@ impl PgEngine {
     pub async fn tx_scan_rows_by_index(
         &self, id: u32, table: &str, index: &str, values: Option<&[Value]>, after_row_id: &str,
         limit: f64,
-    ) -> Result<Vec<StoredRow>> {
+    ) -> Result<Records> {
         let (loaded, i) = self.table(table)?;
         let t = &loaded.schema.tables[i];
         with_tx!(self, id, |_st, c, p| scan_rows_by_index(
