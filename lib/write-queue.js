@@ -40,11 +40,11 @@
 // the host's writes queued behind it, stalls no read of other partitions.
 //
 // With many writers a write may be `hidden`: one whose effect no read of
-// its partition but a registry read can see (the host's fire-and-forget
-// `touchPartition` of a partition already registered, which refreshes
-// only the registry row's timestamp). Later writes still wait for it; a
-// read waits for it only when it asks for that (`afterRead(p, true)`), so
-// the host's next reads do not wait for its round trip.
+// its partition but a registry read can see (`touchPartition` of a
+// partition already registered, which refreshes only the registry row's
+// timestamp). Later writes still wait for it; a read waits for it only when
+// it asks for that (`afterRead(p, true)`), so a caller that fires the touch
+// without awaiting it does not wait for its round trip on its next reads.
 
 const { attachRollbackError } = require('./errors');
 
@@ -470,11 +470,12 @@ class WriteQueue {
     this.writes++;
     this.writesDone = this.exclusive || this.writes === 1 ? settled : Promise.all([this.writesDone, settled]).then(noop);
     const key = partition ?? EVERY;
-    const untrack = [count(this.pending, key, settled)];
-    if (!hidden) untrack.push(count(this.visible, key, settled));
+    const uncount = count(this.pending, key, settled);
+    const uncountVisible = hidden ? noop : count(this.visible, key, settled);
     settled.then(() => {
       this.writes--;
-      for (const f of untrack) f();
+      uncount();
+      uncountVisible();
     });
     return done;
   }
