@@ -12,7 +12,7 @@
 //
 //   bun bench/alternate.mjs --server <tree>/packages/server/src/index-bun.ts \
 //     [--figure window|push1|push10|clients16|fresh1|bootstrap|point|aggregate] [--rounds N] \
-//     [--floor] [--profile] [--collect] --module A.mjs --module B.mjs ...
+//     [--floor] [--profile] [--collect] [--arrive] --module A.mjs --module B.mjs ...
 //
 // Each module exports createStorage(context) and label, as for run.mjs.
 // The order of the storages turns by one each round (the first of a round
@@ -45,6 +45,12 @@
 // them less steady (bench/README.md, "How steady a share is").
 // With --floor, each share ratio is also printed as the median of per-round
 // ratios (each round's shares against that round's floor).
+// --arrive (host figures): each request starts in an event-loop turn of
+// its own (a setImmediate before the handler), as a request read from a
+// socket does. Without it a round's requests follow one another in
+// promise turns, and the loop turns only where a storage waits for one:
+// its deferred work (V8's tasks among it) is then paid inside the rounds
+// of a storage that yields and after those of one that never does.
 // --profile (fresh1): every storage member the handler calls is timed in
 // the timed pushes (bench/lib/profile.mjs) and printed as a table; the
 // Proxy's own cost then weighs on every round.
@@ -52,7 +58,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { loadCore, createHost, fill, windowPulls, pushSequential, pushConcurrent, bootstrap } from './lib/server.mjs';
+import { loadCore, createHost, arriveInTurns, fill, windowPulls, pushSequential, pushConcurrent, bootstrap } from './lib/server.mjs';
 import { populate, queries } from './lib/workloads.mjs';
 import { replaying, replayingEach } from './lib/floor.mjs';
 import { CallProfile, profileTable, profiled } from './lib/profile.mjs';
@@ -60,12 +66,14 @@ import { benchArgs } from './lib/args.mjs';
 import { collectGarbage } from './lib/collect.mjs';
 
 const figures = ['window', 'push1', 'push10', 'clients16', 'fresh1', 'bootstrap', 'point', 'aggregate'];
-const { serverPath, modules, figure, rounds, flags } = benchArgs('alternate.mjs', { figures, rounds: 12, flags: ['--floor', '--profile', '--collect'] });
-const { floor, profile, collect } = flags;
+const { serverPath, modules, figure, rounds, flags } = benchArgs('alternate.mjs', { figures, rounds: 12, flags: ['--floor', '--profile', '--collect', '--arrive'] });
+const { floor, profile, collect, arrive } = flags;
 const storageLevel = figure === 'point' || figure === 'aggregate';
 const pushFigure = figure === 'push1' || figure === 'push10' || figure === 'clients16';
 const CLIENTS = 16;
 if (floor && storageLevel) throw new Error('--floor: only with a host figure');
+if (arrive && storageLevel) throw new Error('--arrive: only with a host figure');
+if (arrive) arriveInTurns();
 if (profile && figure !== 'fresh1') throw new Error('--profile: only with --figure fresh1');
 
 const server = await import(pathToFileURL(serverPath).href);

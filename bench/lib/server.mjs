@@ -95,6 +95,23 @@ export async function loadCore(serverPath) {
  * `schema` replaces the bench's own (the same `tasks` table with, say, a
  * unique index).
  */
+let arrivals = false;
+
+/**
+ * From now on every host's request starts in an event-loop turn of its
+ * own, as one read from a socket does (a check-phase callback, like a
+ * socket's): the loop then turns between requests for every storage,
+ * instead of only where a storage waits for a turn.
+ */
+export function arriveInTurns() {
+  arrivals = true;
+}
+
+async function arrive(server, bytes, ctx) {
+  await new Promise(setImmediate);
+  return server.handleSyncRequest(bytes, ctx);
+}
+
 export async function createHost(server, core, storage, partition, { schema = serverSchema, segments } = {}) {
   if (typeof server?.handleSyncRequest !== 'function') throw new Error('--server exports no handleSyncRequest');
   const ctx = {
@@ -121,7 +138,7 @@ export async function createHost(server, core, storage, partition, { schema = se
         frames: [{ type: 'REQ_HEADER', clientId, schemaVersion: schema.version, logEpoch: EPOCH }, ...frames],
       });
     },
-    handle: (bytes) => server.handleSyncRequest(bytes, ctx),
+    handle: (bytes) => (arrivals ? arrive(server, bytes, ctx) : server.handleSyncRequest(bytes, ctx)),
     decode(bytes) {
       const message = core.decodeMessage(bytes);
       if (message.msgKind !== 'response') throw new Error('expected a response message');
