@@ -10,6 +10,8 @@ import { tempDbPath, sqliteFileUrl } from './support/engines.mjs';
 import { NativeStorage } from './support/package.mjs';
 import { fixtureSchema } from './support/schema.mjs';
 import { noteRow, taskRow, upsertChange, writeCommit } from './support/harness.mjs';
+import { measured } from './support/measure.mjs';
+import { TIME_SCALE } from './support/emulation.mjs';
 
 const require = createRequire(import.meta.url);
 const native = require('../lib/native.js');
@@ -83,6 +85,48 @@ describe('sqlite reads on the calling thread', () => {
       assert.deepEqual(all.map((c) => c.changes.map((ch) => ch.rowId)), all.map((c, i) => [`a${String(i).padStart(4, '0')}`]));
     } finally {
       await engine.close();
+      await storage.close();
+    }
+  });
+
+  test('a loop of reads answered at once lets the event loop turn every few milliseconds, not after every read', async () => {
+    const { storage } = await filled(200);
+    try {
+      const window = { table: 'tasks', scopeFilter: { project_id: ['p1'] }, afterSeq: 100, throughSeq: 200, limitChanges: 50 };
+      const scan = { table: 'tasks', scopeFilter: { project_id: ['p1'] }, limit: 50 };
+      const commits = (await storage.readCommitWindow('p', window)).length;
+      assert.ok(commits > 0);
+      let reads = 0;
+      let turns = 0;
+      let counting = true;
+      const count = () => {
+        turns++;
+        if (counting) setImmediate(count);
+      };
+      setImmediate(count);
+      // A host's loop of small reads, each answered on the calling thread,
+      // for 400 ms: with nothing to make it wait, it would hold the event
+      // loop all that time.
+      const r = await measured(async () => {
+        const until = performance.now() + 400 * TIME_SCALE;
+        while (performance.now() < until) {
+          const w = await storage.readCommitWindow('p', window);
+          assert.equal(w.length, commits);
+          const rows = await storage.scanRows('p', scan);
+          assert.equal(rows.length, 50);
+          reads += 2;
+        }
+      });
+      counting = false;
+      assert.ok(r.ok, String(r.error));
+      assert.ok(r.stall < 50 * TIME_SCALE, `event loop stalled ${r.stall.toFixed(1)} ms`);
+      assert.ok(turns > 10, `the event loop turned ${turns} times in 400 ms`);
+      if (TIME_SCALE === 1) {
+        // A read takes well under a millisecond here, so most do not wait
+        // for a turn (each would add one to \`turns\`).
+        assert.ok(turns < reads / 2, `${turns} turns for ${reads} reads`);
+      }
+    } finally {
       await storage.close();
     }
   });

@@ -20,6 +20,32 @@ const { defineDb } = require('./db');
 const native = require('./native');
 const C = require('./copy');
 
+/**
+ * How long answers given at once may follow one another on the calling
+ * thread before one waits for a turn of the event loop.
+ */
+const SLICE_MS = 2;
+/** When the first answer given at once since the event loop last turned came (undefined: none yet). */
+let sliceStarted;
+function turned() {
+  sliceStarted = undefined;
+}
+
+/**
+ * Whether this slice of the event loop's time is spent: the first answer
+ * given at once since the last turn starts a slice (and asks to hear of
+ * the next turn), and SLICE_MS later the slice is spent.
+ */
+function sliceSpent() {
+  const now = performance.now();
+  if (sliceStarted === undefined) {
+    sliceStarted = now;
+    setImmediate(turned);
+    return false;
+  }
+  return now - sliceStarted >= SLICE_MS;
+}
+
 const METHODS = [
   'ensureSchema',
   'touchPartition',
@@ -300,15 +326,17 @@ class NativeStorage {
 
   /**
    * A read that may answer on the calling thread with a page of rows
-   * (SQLite's small windows, scans and cheap registered queries, well under
-   * a millisecond each): an answer that came at once is handed back after
-   * one turn of the event loop, so a host's loop of such reads never holds
-   * the loop longer than one of them. One setImmediate costs a few
-   * microseconds; the thread hop it replaces, tens.
+   * (SQLite's small windows, scans and cheap registered queries, each held
+   * to the engine's calling-thread budget): an answer that came at once is
+   * handed back at once while the event loop turned within the last
+   * SLICE_MS, and after one turn otherwise (`sliceSpent`), so a host's loop
+   * of such reads holds the loop for at most about SLICE_MS plus one read.
+   * Waiting for a turn on every read cost a window pull 230 us of wall
+   * time under Node 24 (bench/README.md, "One turn per slice").
    */
   async #readYielding(partition, fn) {
     const out = this.#settle(() => this.#engine.read(fn, partition));
-    if (out instanceof Promise) return out;
+    if (out instanceof Promise || !sliceSpent()) return out;
     await new Promise(setImmediate);
     return out;
   }
