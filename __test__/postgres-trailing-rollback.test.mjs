@@ -1,9 +1,13 @@
-// PostgreSQL: a storage-level registered query answers as soon as its rows
-// are in; the ROLLBACK of its READ ONLY transaction runs after the answer,
-// on a task that owns the connection until the rollback succeeded (then
-// the connection is reused) or failed (then it is closed). The test hook
-// `testArmFaults` arms the next such rollback: `(false, true)` makes it
-// fail, `(true, false)` holds it 2 s (a sleep in its place) and then fails.
+// PostgreSQL: a storage-level registered query sent in two messages (with
+// the serve gate, or a value that cannot be a literal; one message ends
+// its transaction in its batch, see postgres-query-message.test.mjs)
+// answers as soon as its rows are in; the ROLLBACK of its READ ONLY
+// transaction runs after the answer, on a task that owns the connection
+// until the rollback succeeded (then the connection is reused) or failed
+// (then it is closed). The test hook `testArmFaults` arms the next such
+// rollback, and sends the next query the two-message way: `(false, true)`
+// makes the rollback fail, `(true, false)` holds it 2 s (a sleep in its
+// place) and then fails.
 // Runs whenever the contract suite's postgres engine does
 // (SYNCULAR_TEST_PG_URL; required under CI=true, see support/engines.mjs).
 import assert from 'node:assert/strict';

@@ -142,6 +142,10 @@ async fn first_connection(opts: &PgConnectOptions, cfg: &Config) -> Result<sqlx:
 /// (`query::confine`).
 pub const GENERIC_PLANS: &str = "SET plan_cache_mode = force_generic_plan";
 
+/// String literals read as the SQL standard says (backslash is an ordinary
+/// character), whatever a role's or database's default says.
+pub const CONFORMING: &str = "SET standard_conforming_strings = on";
+
 /// Opens the pool. `prepare`: text run on each session connection (and
 /// once more after the meta layout is made) that prepares statements for
 /// the layers above; it must not fail where it cannot apply, and a failure
@@ -155,9 +159,16 @@ pub async fn open(cfg: &Config, tag: &str, prepare: String) -> Result<PgPool> {
     // transaction sets its own (`Config::begin`), and unnamed statements
     // get a plan of their own anyway.
     let pooled = cfg.pooling == Pooling::Transaction;
+    // And `standard_conforming_strings` on, as the registered-query guard
+    // reads SQL: a simple-protocol message is tokenized whole before any
+    // `SET LOCAL` in it runs, so the one-message registered query
+    // (`query::one_message`) relies on the session's own setting.
     let settings = match cfg.schema.as_deref() {
-        Some(s) => format!("SET search_path TO {}; {GENERIC_PLANS}", quote_ident(s)),
-        None => GENERIC_PLANS.to_owned(),
+        Some(s) => format!(
+            "SET search_path TO {}; {GENERIC_PLANS}; {CONFORMING}",
+            quote_ident(s)
+        ),
+        None => format!("{GENERIC_PLANS}; {CONFORMING}"),
     };
     // Closed once checked: the pool opens its own (with the search_path set).
     let mut first = first_connection(&opts, cfg).await?;

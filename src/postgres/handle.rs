@@ -309,6 +309,13 @@ impl PgEngine {
         });
     }
 
+    /// Whether a test armed a fault for the next trailing rollback; the
+    /// next storage-level registered query then takes the path that has
+    /// one (`query::one_message` ends its own transaction in its batch).
+    pub(in crate::postgres) fn trailing_fault_armed(&self) -> bool {
+        self.trailing.fault.load(Ordering::SeqCst) != 0
+    }
+
     /// Test hook (`arm_faults`): the next trailing rollback is replaced by
     /// a statement that fails (`fail`, leaving the transaction open and
     /// aborted) or one that sleeps 2 s (`hold`) and then fails.

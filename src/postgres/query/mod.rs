@@ -29,6 +29,7 @@ mod guard;
 #[cfg(test)]
 mod guard_tests;
 mod index;
+mod one_message;
 pub(in crate::postgres) mod run;
 
 use crate::core::error::{Error, Result};
@@ -44,22 +45,13 @@ use crate::postgres::quote::lit;
 use crate::postgres::rows::Loaded;
 use crate::postgres::run::with_tx;
 use crate::postgres::stmt::exec;
-use run::{confine, counter_of, max_commit_seq_then, missing_view, run, Where, ABANDON_AFTER};
+use run::{
+    confine, counter_of, max_commit_seq_then, missing_view, run, Left, Where, ABANDON_AFTER,
+};
 use sqlx::{AssertSqlSafe, Executor, PgConnection, Postgres};
 use std::sync::Arc;
 
 const SAVEPOINT: &str = "syncular_query";
-
-/// What a storage-level attempt left its connection in.
-#[derive(Clone, Copy)]
-enum Left {
-    /// Outside any transaction.
-    Clean,
-    /// Inside its transaction, which still needs its `ROLLBACK`.
-    Open,
-    /// Not to be used again (lost, given up, or a result abandoned).
-    Broken,
-}
 
 impl PgEngine {
     /// The loaded schema; registered queries refuse to run before
@@ -296,6 +288,30 @@ impl PgEngine {
         confined: &str,
     ) -> (Result<QueryOutput>, Left) {
         let timeout = self.cfg.query_timeout;
+        if gate_running.is_none() {
+            let slow = Slow::start(
+                telemetry::POSTGRES,
+                "query",
+                Site::Text("queryAuthoritative"),
+            )
+            .sql(&g.sql);
+            let ended = self
+                .query_one_message(
+                    conn,
+                    w,
+                    g,
+                    &prepared.binds,
+                    params,
+                    partition,
+                    confined,
+                    run::CONFINED,
+                )
+                .await;
+            drop(slow);
+            if let one_message::Ended::Done(out, left) = ended {
+                return (out, left);
+            }
+        }
         let (gate, max_commit_seq) = match self
             .open_query(conn, w, g, partition, gate_running, confined)
             .await

@@ -12,7 +12,9 @@ use crate::core::query::result::{Limits, Tally};
 use crate::core::query::{self, Bind, Value};
 use crate::postgres::error::{map_err, sqlstate};
 use crate::postgres::quote::lit;
+use sqlx::postgres::PgRow;
 use sqlx::{AssertSqlSafe, Column, Executor, PgConnection, Row};
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -22,6 +24,43 @@ pub struct State {
     /// The storage's schema and the partition counter read qualified by it.
     pub(super) schema: tokio::sync::OnceCell<Where>,
     pub(super) cache: Mutex<guard::Cache>,
+    /// The statements the one-message path names (`one_message`).
+    pub(super) named: Named,
+}
+
+/// The most distinct statement texts one storage names; a text past them
+/// takes the two-message path (sqlx keeps 100 statements a connection
+/// there, and evicts).
+pub(super) const MAX_NAMED: usize = 256;
+
+/// Per storage: the name of each statement text this path prepares.
+#[derive(Default)]
+pub(super) struct Named(Mutex<HashMap<String, u32>>);
+
+impl Named {
+    pub(super) fn id(&self, sql: &str) -> Option<u32> {
+        let mut names = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(id) = names.get(sql) {
+            return Some(*id);
+        }
+        if names.len() >= MAX_NAMED {
+            return None;
+        }
+        let id = names.len() as u32;
+        names.insert(sql.to_owned(), id);
+        Some(id)
+    }
+}
+
+/// What a storage-level attempt left its connection in.
+#[derive(Clone, Copy)]
+pub(super) enum Left {
+    /// Outside any transaction.
+    Clean,
+    /// Inside its transaction, which still needs its `ROLLBACK`.
+    Open,
+    /// Not to be used again (lost, given up, or a result abandoned).
+    Broken,
 }
 
 /// Where the storage's tables live (read once per storage).
@@ -41,6 +80,9 @@ pub const ABANDON_AFTER: Duration = Duration::from_millis(50);
 /// `syncular.partition` is the partition the views show. The host's SQL is
 /// planned as PostgreSQL plans by default (the storage's own statements
 /// use generic plans: `conn::GENERIC_PLANS`).
+/// How many statements [`confine`]'s text holds.
+pub(super) const CONFINED: usize = 5;
+
 pub(super) fn confine(timeout: Duration, partition: &str) -> Result<String> {
     // PostgreSQL text cannot hold U+0000: no stored row has such a partition.
     let p = lit(partition)
@@ -70,7 +112,7 @@ pub(super) fn missing_view(e: &Error) -> bool {
 
 /// A query error: the time limit and the bounds of `bounds` become their
 /// coded errors.
-fn run_err(e: sqlx::Error, timeout: Duration, limits: Limits) -> Error {
+pub(super) fn run_err(e: sqlx::Error, timeout: Duration, limits: Limits) -> Error {
     if let sqlx::Error::Database(d) = &e {
         if let Some(out) = d
             .code()
@@ -86,31 +128,30 @@ fn run_err(e: sqlx::Error, timeout: Duration, limits: Limits) -> Error {
     }
 }
 
-/// Binds and runs guarded SQL on `c`; column names come from the first
-/// row. The text carries the bound types, so the statement sqlx prepares
-/// and caches for it is never reused with values of other types.
-pub(super) async fn run(
-    c: &mut PgConnection, g: &guard::Guarded, binds: &[Bind], params: &[Value], partition: &str,
-    timeout: Duration, limits: Limits, abandoned: &mut bool,
-) -> Result<(Vec<String>, Vec<Vec<Cell>>)> {
-    let partition_value = Value::Text(partition.to_owned());
-    let unused = Value::Text(String::new());
+/// The guarded SQL as it runs (wrapped in the result bounds, its bound
+/// types in a trailing comment) and the value of each of its slots. The
+/// text carries the bound types, so a statement prepared for it is never
+/// reused with values of other types.
+pub(super) fn statement(
+    g: &guard::Guarded, binds: &[Bind], params: &[Value], partition: &str, limits: Limits,
+) -> Result<(String, Vec<Value>)> {
     let mut sql = bounds::wrap(&g.sql, limits);
     sql.push_str(" /* types:");
     let mut values = Vec::with_capacity(g.slots.len());
     for (slot, used) in g.slots.iter().zip(&g.used) {
         let v = match slot {
-            guard::Slot::Partition => &partition_value,
+            guard::Slot::Partition => Value::Text(partition.to_owned()),
             guard::Slot::Bind(i) => match binds.get(*i) {
                 Some(Bind::Param(p)) => params
                     .get(*p)
-                    .ok_or_else(|| Error::plain(query::PLAN_ERROR, query::MSG_BINDS))?,
+                    .ok_or_else(|| Error::plain(query::PLAN_ERROR, query::MSG_BINDS))?
+                    .clone(),
                 _ => return Err(Error::plain(query::PLAN_ERROR, query::MSG_BINDS)),
             },
         };
         // An unused untyped NULL would leave its type undeterminable.
         let v = match v {
-            Value::Null | Value::Undefined if !*used => &unused,
+            Value::Null | Value::Undefined if !*used => Value::Text(String::new()),
             v => v,
         };
         sql.push(' ');
@@ -124,52 +165,91 @@ pub(super) async fn run(
         values.push(v);
     }
     sql.push_str(" */");
-    let mut q = crate::postgres::stmt::query(AssertSqlSafe(sql));
-    for v in values {
-        q = bind_value(q, v);
-    }
-    // Rows are counted as they arrive, each converted and dropped at once,
-    // so the result never holds more than its bounds.
-    let mut tally = Tally::new(limits);
-    let mut columns: Option<Vec<String>> = None;
-    let mut out = Vec::new();
+    Ok((sql, values))
+}
+
+/// A query's rows, read as they arrive: each converted and dropped at
+/// once and counted against the result bounds, so the result never holds
+/// more than its bounds; column names come from the first row.
+pub(super) struct Reader {
+    tally: Tally,
+    columns: Option<Vec<String>>,
+    out: Vec<Vec<Cell>>,
+    timeout: Duration,
     // The server's statement_timeout does not cover the time spent here
     // on rows it has already sent (a fast server fills the socket, and
     // reading buffered rows never waits, so no timer runs meanwhile): the
     // limit is checked on this side too, every few rows.
-    let deadline = std::time::Instant::now() + timeout;
-    let mut rows = q.fetch(&mut *c);
-    while let Some(r) = std::future::poll_fn(|cx| rows.as_mut().poll_next(cx)).await {
-        let r = r.map_err(|e| run_err(e, timeout, limits))?;
-        if out.len() % 16 == 15 && std::time::Instant::now() >= deadline {
-            *abandoned = true;
-            return Err(query::timed_out(timeout));
+    deadline: std::time::Instant,
+}
+
+impl Reader {
+    pub(super) fn new(timeout: Duration, limits: Limits) -> Reader {
+        Reader {
+            tally: Tally::new(limits),
+            columns: None,
+            out: Vec::new(),
+            timeout,
+            deadline: std::time::Instant::now() + timeout,
         }
-        let names = columns.get_or_insert_with(|| {
+    }
+
+    /// One more row. Past a bound or the time limit the rest of the result
+    /// is not to be read: `abandoned` is set, and the caller closes the
+    /// connection rather than wait for it.
+    pub(super) fn row(&mut self, r: &PgRow, abandoned: &mut bool) -> Result<()> {
+        if self.out.len() % 16 == 15 && std::time::Instant::now() >= self.deadline {
+            *abandoned = true;
+            return Err(query::timed_out(self.timeout));
+        }
+        let names = self.columns.get_or_insert_with(|| {
             r.columns()
                 .iter()
                 .map(|col| col.name().to_owned())
                 .collect()
         });
-        // Past a bound the rest of the result is not read: the caller
-        // closes the connection rather than wait for it (`abandoned`).
-        let mut over = tally.row().err();
+        let mut over = self.tally.row().err();
         let mut row = Vec::with_capacity(names.len());
         for i in 0..names.len() {
             if over.is_some() {
                 break;
             }
-            let v = cell(&r, i)?;
-            over = tally.bytes(query::result::cell_bytes(&v)).err();
+            let v = cell(r, i)?;
+            over = self.tally.bytes(query::result::cell_bytes(&v)).err();
             row.push(v);
         }
         if let Some(e) = over {
             *abandoned = true;
             return Err(e);
         }
-        out.push(row);
+        self.out.push(row);
+        Ok(())
     }
-    Ok((columns.unwrap_or_default(), out))
+
+    pub(super) fn done(self) -> (Vec<String>, Vec<Vec<Cell>>) {
+        (self.columns.unwrap_or_default(), self.out)
+    }
+}
+
+/// Binds and runs guarded SQL on `c` (extended protocol: the statement is
+/// prepared and cached by sqlx).
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn run(
+    c: &mut PgConnection, g: &guard::Guarded, binds: &[Bind], params: &[Value], partition: &str,
+    timeout: Duration, limits: Limits, abandoned: &mut bool,
+) -> Result<(Vec<String>, Vec<Vec<Cell>>)> {
+    let (sql, values) = statement(g, binds, params, partition, limits)?;
+    let mut q = crate::postgres::stmt::query(AssertSqlSafe(sql));
+    for v in &values {
+        q = bind_value(q, v);
+    }
+    let mut reader = Reader::new(timeout, limits);
+    let mut rows = q.fetch(&mut *c);
+    while let Some(r) = std::future::poll_fn(|cx| rows.as_mut().poll_next(cx)).await {
+        let r = r.map_err(|e| run_err(e, timeout, limits))?;
+        reader.row(&r, abandoned)?;
+    }
+    Ok(reader.done())
 }
 
 impl Where {
