@@ -54,6 +54,42 @@ test('postgres: a registered query is one message, BEGIN through ROLLBACK, and l
   }
 });
 
+test('postgres: with a host that evaluates the serve gate, the gate is read first in the same message', { skip, timeout: 30_000 }, async () => {
+  const { schema, open } = pgEngine.shared();
+  const gates = [];
+  const host = {
+    serveGateRefusal: (gate) => {
+      gates.push(gate);
+      return undefined;
+    },
+    serveNotReadyError: () => new Error('not ready'),
+  };
+  const s = await filled((o) => open({ maxConnections: 1, errors: host, ...o }));
+  const c = new pg.Client({ connectionString: pgEngine.url });
+  await c.connect();
+  try {
+    await s.touchPartition('p', 1, 'epoch-1');
+    for (const id of ['t1', 't2']) {
+      const out = await s.queryAuthoritative('p', query('SELECT id FROM tasks WHERE id = ?', [id]), []);
+      assert.deepEqual(out.rows, [{ id }]);
+      assert.equal(out.maxCommitSeq, 1);
+    }
+    assert.deepEqual(gates.at(-1), { storedSchemaVersion: 1, logEpoch: 'epoch-1', pending: [] });
+    const { rows } = await c.query(
+      `SELECT state, query FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%max_commit_seq%' AND query LIKE $1`,
+      [`%"${schema}"%`],
+    );
+    assert.equal(rows.length, 1, JSON.stringify(rows));
+    assert.equal(rows[0].state, 'idle');
+    assert.match(rows[0].query, /^BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 0::int AS k, .*sync_backfill_checkpoints.*; SET LOCAL /);
+    assert.match(rows[0].query, /; EXECUTE syncular_rq_\d+\(E't2'\); ROLLBACK$/);
+  } finally {
+    await c.end();
+    await s.close();
+  }
+});
+
 test('postgres: values written into the one message read back as the values bound', { skip, timeout: 30_000 }, async () => {
   const { open } = pgEngine.shared();
   const s = await filled(open);

@@ -1,6 +1,7 @@
-// PostgreSQL: a storage-level registered query sent in two messages (with
-// the serve gate, or a value that cannot be a literal; one message ends
-// its transaction in its batch, see postgres-query-message.test.mjs)
+// PostgreSQL: a storage-level registered query sent in two messages
+// (behind a transaction pooler, or with a value that cannot be a literal;
+// one message ends its transaction in its batch, see
+// postgres-query-message.test.mjs)
 // answers as soon as its rows are in; the ROLLBACK of its READ ONLY
 // transaction runs after the answer, on a task that owns the connection
 // until the rollback succeeded (then the connection is reused) or failed

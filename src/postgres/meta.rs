@@ -402,12 +402,29 @@ pub async fn read_serve_gate(
         .fetch_all(&mut *c)
         .await
         .map_err(map_err)?;
+    serve_gate_of(&rows)
+}
+
+/// [`sql::SERVE_GATE`](super::sql::SERVE_GATE) written out for a
+/// simple-protocol batch: the partition as the literal `p`, the running
+/// version clamped as [`read_serve_gate`] binds it.
+pub fn serve_gate_sql(p: &str, running: i64) -> String {
+    let running = i32::try_from(running).unwrap_or(i32::MAX);
+    // $2 first: the literal put in for $1 may itself hold "$2".
+    super::sql::SERVE_GATE
+        .replacen("$2", &running.to_string(), 1)
+        .replacen("$1", p, 1)
+}
+
+/// The serve gate from [`sql::SERVE_GATE`](super::sql::SERVE_GATE)'s rows
+/// (binary or text).
+pub fn serve_gate_of(rows: &[sqlx::postgres::PgRow]) -> Result<ServeGate> {
     let mut gate = ServeGate {
         stored_schema_version: 0,
         log_epoch: None,
         pending: Vec::new(),
     };
-    for r in &rows {
+    for r in rows {
         let a: Option<String> = r.try_get(1).map_err(map_err)?;
         let b: Option<String> = r.try_get(2).map_err(map_err)?;
         if r.try_get::<i32, _>(0).map_err(map_err)? == 0 {

@@ -288,7 +288,7 @@ impl PgEngine {
         confined: &str,
     ) -> (Result<QueryOutput>, Left) {
         let timeout = self.cfg.query_timeout;
-        if gate_running.is_none() {
+        {
             let slow = Slow::start(
                 telemetry::POSTGRES,
                 "query",
@@ -303,6 +303,7 @@ impl PgEngine {
                     &prepared.binds,
                     params,
                     partition,
+                    gate_running,
                     confined,
                     run::CONFINED,
                 )

@@ -1,7 +1,8 @@
 //! The storage-level registered query in one message, where it can be:
-//! its transaction, the confined settings, `max_commit_seq`, the query and
-//! the `ROLLBACK`, sent as one simple-protocol batch, so the caller waits
-//! for one round trip instead of two (the opening, then the query).
+//! its transaction, the serve gate (when the host evaluates one), the
+//! confined settings, `max_commit_seq`, the query and the `ROLLBACK`, sent
+//! as one simple-protocol batch, so the caller waits for one round trip
+//! instead of two (the opening, then the query; four with the gate).
 //!
 //! The query runs as `EXECUTE` of an SQL-level statement this storage
 //! prepared on the session by name (`PREPARE`, in the same batch, after the
@@ -22,14 +23,13 @@
 //! - it is prepared, and so parsed and analyzed, under the confined
 //!   `search_path` (and a prepared statement keeps the path it was
 //!   analyzed under);
-//! - REPEATABLE READ READ ONLY, `max_commit_seq` read first, so it takes
-//!   the snapshot the query reads;
+//! - REPEATABLE READ READ ONLY; the gate, else `max_commit_seq`, read
+//!   first, so it takes the snapshot the query reads;
 //! - rows come as text; `cells::cell` reads every type it returns in either
 //!   format.
 //!
 //! Not used behind a transaction pooler (no statement is prepared by name
-//! there), with the serve gate (read between `BEGIN` and the rest), for a
-//! value that cannot be written as a literal (a NUL in text, a subnormal
+//! there), for a value that cannot be written as a literal (a NUL in text, a subnormal
 //! double), past `run::MAX_NAMED` distinct texts per storage, or while a
 //! test has armed a fault for the rollback the other path runs after its
 //! answer.
@@ -43,6 +43,7 @@ use crate::core::model::QueryOutput;
 use crate::core::query::{Bind, Value};
 use crate::postgres::error::is_connection_lost;
 use crate::postgres::handle::PgEngine;
+use crate::postgres::meta::{serve_gate_of, serve_gate_sql};
 use crate::postgres::quote::{bytea, lit};
 use sqlx::postgres::Postgres;
 use sqlx::{AssertSqlSafe, Either};
@@ -120,11 +121,15 @@ pub(super) enum Ended {
 impl PgEngine {
     /// One storage-level attempt in one message (see the module's
     /// comment); `confined` is `run::confine`'s text and `statements` how
-    /// many statements it holds.
+    /// many statements it holds. With `gate_running`, the serve gate is
+    /// read right after `BEGIN`, under the session's own `search_path` (its
+    /// statement names the storage's tables unqualified), and takes the
+    /// snapshot the counter and the query read.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn query_one_message(
         &self, conn: &mut sqlx::pool::PoolConnection<Postgres>, w: &Where, g: &Guarded,
-        binds: &[Bind], params: &[Value], partition: &str, confined: &str, statements: usize,
+        binds: &[Bind], params: &[Value], partition: &str, gate_running: Option<i64>,
+        confined: &str, statements: usize,
     ) -> Ended {
         let limits = self.cfg.result_limits;
         let timeout = self.cfg.query_timeout;
@@ -141,11 +146,16 @@ impl PgEngine {
         let Some(b) = batch(id, &sql, &values) else {
             return Ended::NotHere;
         };
-        // BEGIN, the confined settings, the counter: then the query's
-        // statements, then ROLLBACK.
-        let counter_at = 1 + statements;
+        // BEGIN, the gate, the confined settings, the counter: then the
+        // query's statements, then ROLLBACK.
+        let gate_read = match gate_running {
+            Some(running) => format!("{}; ", serve_gate_sql(&p, running)),
+            None => String::new(),
+        };
+        let gate_at = 1;
+        let counter_at = 1 + usize::from(gate_running.is_some()) + statements;
         let opening = format!(
-            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; {confined}; {}",
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; {gate_read}{confined}; {}",
             w.counter_sql(&p)
         );
         let mut prepared_here = false;
@@ -159,6 +169,7 @@ impl PgEngine {
             let execute_at = counter_at + 1 + usize::from(prepared_here);
             let mut at = 0usize;
             let mut counter = Ok(0);
+            let mut gate_rows = Vec::new();
             let mut reader = Reader::new(timeout, limits);
             let mut abandoned = false;
             let failed = {
@@ -168,6 +179,9 @@ impl PgEngine {
                     match next {
                         None => break None,
                         Some(Ok(Either::Left(_))) => at += 1,
+                        Some(Ok(Either::Right(row))) if gate_running.is_some() && at == gate_at => {
+                            gate_rows.push(row);
+                        }
                         Some(Ok(Either::Right(row))) if at == counter_at => {
                             counter = counter_of(std::slice::from_ref(&row));
                         }
@@ -186,8 +200,23 @@ impl PgEngine {
                     }
                 }
             };
+            // A failure of the query's own statements, with the gate read:
+            // the gate decides first (the transaction is aborted now).
+            let gated = |e: Error| match gate_running {
+                Some(_) if at > counter_at => match serve_gate_of(&gate_rows) {
+                    Ok(gate) => Ok(QueryOutput {
+                        gate: Some(gate),
+                        error: Some(e),
+                        columns: Vec::new(),
+                        rows: Vec::new(),
+                        max_commit_seq: 0,
+                    }),
+                    Err(ge) => Err(ge),
+                },
+                _ => Err(e),
+            };
             match failed {
-                Some(e) if abandoned => return Ended::Done(Err(e), Left::Broken),
+                Some(e) if abandoned => return Ended::Done(gated(e), Left::Broken),
                 // Nothing reached the server: a connection that died while
                 // idle. Once more on a tested one.
                 Some(e) if at == 0 && !retried && is_connection_lost(&e) => {
@@ -208,11 +237,18 @@ impl PgEngine {
                     prepared_here = true;
                 }
                 // Aborted inside the transaction: the caller rolls it back.
-                Some(e) => return Ended::Done(Err(e), Left::Open),
+                Some(e) => return Ended::Done(gated(e), Left::Open),
                 None => {
                     let (columns, rows) = reader.done();
+                    let gate = match gate_running {
+                        Some(_) => match serve_gate_of(&gate_rows) {
+                            Ok(gate) => Some(gate),
+                            Err(e) => return Ended::Done(Err(e), Left::Clean),
+                        },
+                        None => None,
+                    };
                     let out = counter.map(|max_commit_seq| QueryOutput {
-                        gate: None,
+                        gate,
                         error: None,
                         columns,
                         rows,
@@ -283,6 +319,20 @@ mod tests {
         }
         assert_eq!(named.id("one more"), None);
         assert_eq!(named.id("b"), Some(1));
+    }
+
+    #[test]
+    fn the_gate_written_out_names_the_partition_and_version_once() {
+        let sql = serve_gate_sql("E'p$2'", 7);
+        assert!(sql.contains("WHERE partition = E'p$2')"), "{sql}");
+        assert!(sql.contains("WHERE schema_version = 7 AND"), "{sql}");
+        assert!(!sql.contains("$1"), "{sql}");
+        assert_eq!(
+            serve_gate_sql("E'p'", i64::MAX)
+                .matches("2147483647")
+                .count(),
+            1
+        );
     }
 
     #[test]
