@@ -64,6 +64,9 @@ class Proxy {
   errors = [];
   injected = 0;
   forget = false;
+  /** Registered queries' messages; `forgetGate` drops the gate statement before the next one. */
+  queries = [];
+  forgetGate = false;
   #server;
 
   constructor(target) {
@@ -79,6 +82,15 @@ class Proxy {
             this.injected += 1;
             swallow += 1;
             upstream.write(query([GATE, RESULT, LOCK, PUT, APPEND].map((s) => `DEALLOCATE ${s}`).join('; ')));
+          }
+        }
+        if (text.startsWith('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;')) {
+          this.queries.push(text);
+          if (this.forgetGate) {
+            this.forgetGate = false;
+            this.injected += 1;
+            swallow += 1;
+            upstream.write(query(`DEALLOCATE ${GATE}`));
           }
         }
         if (text.endsWith('; COMMIT') && (text.includes('sync_push_results') || text.includes(`EXECUTE ${PUT}(`))) this.commits.push(text);
@@ -182,6 +194,40 @@ if (pg) {
         assert.equal(await storage.getMaxCommitSeq('p1'), third.seq);
         for (const id of ['r1', 'r1b', 'r2', 'r3']) assert.ok(await storage.getRow('p1', 'tasks', id), `${id} was written`);
         for (const k of ['k1', 'k1b', 'k2', 'k3']) assert.equal((await storage.getPushResult('p1', 'c1', k)).status, 'applied');
+      } finally {
+        await storage.close();
+        await proxy.close();
+      }
+    });
+
+    test('a registered query on a session that lost the gate statement reads the gate written out', async () => {
+      const { proxy, url } = await proxied();
+      const host = { serveGateRefusal: () => undefined, serveNotReadyError: () => new Error('not ready') };
+      const storage = new NativeStorage({ url, schema: freshPgSchema(), maxConnections: 1, errors: host });
+      try {
+        await storage.ensureSchema(fixtureSchema());
+        await storage.touchPartition('p1', 1, 'e1');
+        await storage.declareCheckpoint('p2', 'b', 1, 1000);
+        const { seq } = await push(storage, 'k1', 'r1');
+        const q = { sql: 'SELECT id FROM tasks WHERE id = ?', params: ['r1'], tables: ['tasks'] };
+        const seen = [];
+        const gated = (gate) => {
+          seen.push({ ...gate, pending: gate.pending.map((p) => ({ ...p })) });
+          return undefined;
+        };
+        host.serveGateRefusal = gated;
+        const expected = { storedSchemaVersion: 1, logEpoch: 'e1', pending: [{ partition: 'p2', name: 'b' }] };
+        const first = await storage.queryAuthoritative('p1', q, []);
+        assert.deepEqual(first, { rows: [{ id: 'r1' }], maxCommitSeq: seq });
+        assert.match(proxy.queries.at(-1), new RegExp(`^BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; EXECUTE ${GATE}\\(E'p1'\\); `));
+        proxy.forgetGate = true;
+        const errorsBefore = proxy.errors.length;
+        const second = await storage.queryAuthoritative('p1', q, []);
+        assert.equal(proxy.injected, 1);
+        assert.deepEqual(proxy.errors.slice(errorsBefore), ['26000'], 'the message met the missing statement once');
+        assert.deepEqual(second, first);
+        assert.match(proxy.queries.at(-1), /^BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 0::int AS k, /, 'sent again with the gate written out');
+        assert.deepEqual(seen, [expected, expected], 'the same gate both ways');
       } finally {
         await storage.close();
         await proxy.close();

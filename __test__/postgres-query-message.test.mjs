@@ -82,7 +82,8 @@ test('postgres: with a host that evaluates the serve gate, the gate is read firs
     );
     assert.equal(rows.length, 1, JSON.stringify(rows));
     assert.equal(rows[0].state, 'idle');
-    assert.match(rows[0].query, /^BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 0::int AS k, .*sync_backfill_checkpoints.*; SET LOCAL /);
+    // The lock batch's gate statement, prepared when the session connected.
+    assert.match(rows[0].query, /^BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; EXECUTE syncular_after_lock_gate_v3\(E'p'\); SET LOCAL /);
     assert.match(rows[0].query, /; EXECUTE syncular_rq_\d+\(E't2'\); ROLLBACK$/);
   } finally {
     await c.end();

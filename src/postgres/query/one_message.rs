@@ -40,11 +40,14 @@ use super::run::{counter_of, run_err, statement, Left, Reader, Where};
 use super::run::{Named, MAX_NAMED};
 use crate::core::error::{Error, Result};
 use crate::core::model::QueryOutput;
+use crate::core::model::ServeGate;
 use crate::core::query::{Bind, Value};
 use crate::postgres::error::is_connection_lost;
 use crate::postgres::handle::PgEngine;
 use crate::postgres::meta::{serve_gate_of, serve_gate_sql};
 use crate::postgres::quote::{bytea, lit};
+use crate::postgres::tx::lock_reads::{self, GATE};
+use sqlx::postgres::PgRow;
 use sqlx::postgres::Postgres;
 use sqlx::{AssertSqlSafe, Either};
 
@@ -122,9 +125,10 @@ impl PgEngine {
     /// One storage-level attempt in one message (see the module's
     /// comment); `confined` is `run::confine`'s text and `statements` how
     /// many statements it holds. With `gate_running`, the serve gate is
-    /// read right after `BEGIN`, under the session's own `search_path` (its
-    /// statement names the storage's tables unqualified), and takes the
-    /// snapshot the counter and the query read.
+    /// read right after `BEGIN` (the lock batch's prepared statement, or on
+    /// a session without it the gate's reads written out, under the
+    /// session's own `search_path`: they name the storage's tables
+    /// unqualified), and takes the snapshot the counter and the query read.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn query_one_message(
         &self, conn: &mut sqlx::pool::PoolConnection<Postgres>, w: &Where, g: &Guarded,
@@ -147,20 +151,39 @@ impl PgEngine {
             return Ended::NotHere;
         };
         // BEGIN, the gate, the confined settings, the counter: then the
-        // query's statements, then ROLLBACK.
-        let gate_read = match gate_running {
-            Some(running) => format!("{}; ", serve_gate_sql(&p, running)),
-            None => String::new(),
-        };
+        // query's statements, then ROLLBACK. The gate is the lock batch's
+        // statement, which every session prepares when it connects (planned
+        // once); a session without it reads the gate written out.
         let gate_at = 1;
         let counter_at = 1 + usize::from(gate_running.is_some()) + statements;
-        let opening = format!(
-            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; {gate_read}{confined}; {}",
-            w.counter_sql(&p)
-        );
+        let mut gate_prepared = true;
         let mut prepared_here = false;
         let mut retried = false;
         loop {
+            let gate_read = match gate_running {
+                Some(_) if gate_prepared => format!("EXECUTE {GATE}({p}); "),
+                Some(running) => format!("{}; ", serve_gate_sql(&p, running)),
+                None => String::new(),
+            };
+            let opening = format!(
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; {gate_read}{confined}; {}",
+                w.counter_sql(&p)
+            );
+            let read_gate = |rows: &[PgRow]| -> Result<ServeGate> {
+                let running = gate_running.unwrap_or(0);
+                if gate_prepared {
+                    lock_reads::read(rows, Vec::new())
+                        .and_then(|mut a| a.take_gate(running))
+                        .ok_or_else(|| {
+                            Error::plain(
+                                "ERR_SYNCULAR_INTERNAL",
+                                "registered query: the serve gate's rows could not be read",
+                            )
+                        })
+                } else {
+                    serve_gate_of(rows)
+                }
+            };
             let text = if prepared_here {
                 format!("{opening}; {}; {}; ROLLBACK", b.prepare, b.execute)
             } else {
@@ -203,7 +226,7 @@ impl PgEngine {
             // A failure of the query's own statements, with the gate read:
             // the gate decides first (the transaction is aborted now).
             let gated = |e: Error| match gate_running {
-                Some(_) if at > counter_at => match serve_gate_of(&gate_rows) {
+                Some(_) if at > counter_at => match read_gate(&gate_rows) {
                     Ok(gate) => Ok(QueryOutput {
                         gate: Some(gate),
                         error: Some(e),
@@ -228,6 +251,14 @@ impl PgEngine {
                     };
                 }
                 Some(e) if is_connection_lost(&e) => return Ended::Done(Err(e), Left::Broken),
+                Some(e) if gate_prepared && at == gate_at && unprepared(&e, GATE) => {
+                    // A session made before the storage's tables: rolled
+                    // back, then the gate written out.
+                    if crate::postgres::stmt::exec(conn, "ROLLBACK").await.is_err() {
+                        return Ended::Done(Err(e), Left::Broken);
+                    }
+                    gate_prepared = false;
+                }
                 Some(e) if !prepared_here && at == execute_at && unprepared(&e, &b.name) => {
                     // The session has not prepared it yet: its transaction is
                     // aborted; rolled back, then sent with the PREPARE.
@@ -241,7 +272,7 @@ impl PgEngine {
                 None => {
                     let (columns, rows) = reader.done();
                     let gate = match gate_running {
-                        Some(_) => match serve_gate_of(&gate_rows) {
+                        Some(_) => match read_gate(&gate_rows) {
                             Ok(gate) => Some(gate),
                             Err(e) => return Ended::Done(Err(e), Left::Clean),
                         },
