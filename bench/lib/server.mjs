@@ -87,21 +87,13 @@ export async function loadCore(serverPath) {
   return core;
 }
 
-/**
- * A sync request context over `storage` for one partition, as a host sets
- * one up per authenticated request: the schema, one actor, a scope resolver
- * allowing project p1, an in-memory segment store (or `segments`). Returns
- * helpers to build request bytes and run them through the handler.
- * `schema` replaces the bench's own (the same `tasks` table with, say, a
- * unique index).
- */
 let arrivals = false;
 
 /**
  * From now on every host's request starts in an event-loop turn of its
- * own, as one read from a socket does (a check-phase callback, like a
- * socket's): the loop then turns between requests for every storage,
- * instead of only where a storage waits for a turn.
+ * own (after a setImmediate), as a request read from a socket starts in
+ * the turn that read it: the loop then turns between requests for every
+ * storage, instead of only where a storage waits for a turn.
  */
 export function arriveInTurns() {
   arrivals = true;
@@ -112,6 +104,14 @@ async function arrive(server, bytes, ctx) {
   return server.handleSyncRequest(bytes, ctx);
 }
 
+/**
+ * A sync request context over `storage` for one partition, as a host sets
+ * one up per authenticated request: the schema, one actor, a scope resolver
+ * allowing project p1, an in-memory segment store (or `segments`). Returns
+ * helpers to build request bytes and run them through the handler.
+ * `schema` replaces the bench's own (the same `tasks` table with, say, a
+ * unique index).
+ */
 export async function createHost(server, core, storage, partition, { schema = serverSchema, segments } = {}) {
   if (typeof server?.handleSyncRequest !== 'function') throw new Error('--server exports no handleSyncRequest');
   const ctx = {

@@ -162,7 +162,9 @@ pub async fn open(cfg: &Config, tag: &str, prepare: String) -> Result<PgPool> {
     // And `standard_conforming_strings` on, as the registered-query guard
     // reads SQL: a simple-protocol message is tokenized whole before any
     // `SET LOCAL` in it runs, so the one-message registered query
-    // (`query::one_message`) relies on the session's own setting.
+    // (`query::one_message`) is read under the session's own setting. Its
+    // text reads the same either way (the guard's printer and the engine's
+    // literals write backslash strings as E''); this keeps it so.
     let settings = match cfg.schema.as_deref() {
         Some(s) => format!(
             "SET search_path TO {}; {GENERIC_PLANS}; {CONFORMING}",

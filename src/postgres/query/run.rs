@@ -28,10 +28,12 @@ pub struct State {
     pub(super) named: Named,
 }
 
-/// The most distinct statement texts one storage names; a text past them
-/// takes the two-message path (sqlx keeps 100 statements a connection
-/// there, and evicts).
-pub(super) const MAX_NAMED: usize = 256;
+/// The most distinct statement texts one storage names (`one_message`),
+/// as many as sqlx keeps prepared on a connection: a session holds each
+/// one it met until it closes (a prepared statement costs the server
+/// session memory), and a text past them takes the two-message path, whose
+/// statements sqlx evicts least recently used first.
+pub(super) const MAX_NAMED: usize = 100;
 
 /// Per storage: the name of each statement text this path prepares.
 #[derive(Default)]
