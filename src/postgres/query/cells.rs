@@ -33,14 +33,14 @@ impl Encode<'_, Postgres> for UntypedNull {
 }
 
 pub(super) fn bind_value<'q>(
-    q: Query<'q, Postgres, PgArguments>, v: &Value,
+    q: Query<'q, Postgres, PgArguments>, v: Value,
 ) -> Query<'q, Postgres, PgArguments> {
     match v {
         Value::Null | Value::Undefined => q.bind(UntypedNull),
-        Value::Integer(i) => q.bind(*i),
-        Value::Real(f) => q.bind(*f),
-        Value::Text(s) => q.bind(s.clone()),
-        Value::Blob(b) => q.bind(b.clone()),
+        Value::Integer(i) => q.bind(i),
+        Value::Real(f) => q.bind(f),
+        Value::Text(s) => q.bind(s),
+        Value::Blob(b) => q.bind(b),
     }
 }
 

@@ -91,7 +91,7 @@ pub async fn scan_rows_by_index(
         q = match b {
             IndexBind::Bool(v) => q.bind(v),
             IndexBind::Text(v) => q.bind(v),
-            IndexBind::Value(v) => bind_value(q, v),
+            IndexBind::Value(v) => bind_value(q, v.clone()),
         };
     }
     let mut fold = IndexFold::new(Form::Jsonb, &table.name, partition, limit);

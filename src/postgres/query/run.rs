@@ -242,7 +242,7 @@ pub(super) async fn run(
 ) -> Result<(Vec<String>, Vec<Vec<Cell>>)> {
     let (sql, values) = statement(g, binds, params, partition, limits)?;
     let mut q = crate::postgres::stmt::query(AssertSqlSafe(sql));
-    for v in &values {
+    for v in values {
         q = bind_value(q, v);
     }
     let mut reader = Reader::new(timeout, limits);
