@@ -2,22 +2,26 @@
 //! runs the bench; this includes it so `cargo test` keeps it building and
 //! checks that it runs the push sequence.
 
+/// A scratch directory of this test process, made anew.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("syncular-{name}-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 #[path = "../benches/floor.rs"]
 #[allow(dead_code)] // its `main` is the bench binary's
 mod floor;
 
 #[test]
 fn the_bench_floor_runs_the_push_sequence() {
-    let dir = std::env::temp_dir().join(format!("syncular-floor-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("floor.db");
+    let dir = scratch("floor");
     for sync in ["full", "normal", "off"] {
         let s = syncular_native_storage::sqlite::Synchronous::parse(Some(sync)).unwrap();
         let file = dir.join(format!("floor-{sync}.db"));
         let per = floor::direct_push(file.to_str().unwrap(), 5, 3, s).unwrap();
         assert!(per > 0.0);
     }
-    let _ = path;
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -27,8 +31,7 @@ mod request;
 
 #[test]
 fn the_request_floor_runs_each_variant_and_shape() {
-    let dir = std::env::temp_dir().join(format!("syncular-request-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("request");
     let normal = syncular_native_storage::sqlite::Synchronous::parse(Some("normal")).unwrap();
     for variant in ["host", "fold-touch", "one-tx"] {
         let v = request::Variant::parse(variant).unwrap();
