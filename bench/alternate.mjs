@@ -5,13 +5,16 @@
 // pushing at once (`clients16`: run.mjs's host workload, 100 one-op commits
 // each on one partition, each client with a request context of its own), a
 // bootstrap of 20,000 rows in 1,000-row pages. Storage-level figures: the registered
-// point query and 10k-row aggregate of run.mjs's `queries` workload.
+// point query and 10k-row aggregate of run.mjs's `queries` workload, and
+// scanRowsByIndex lookups of 100 or 1,000 rows (`index100`, `index1000`:
+// 200 a round over 2,000 rows of one indexed value, every other lookup
+// after a cursor).
 // `fresh1` is a host just started: each round opens a new storage on a new
 // file, pushes 20 one-op commits to warm up, then times 400 more (a host
 // restarts on every deploy; issue 50 saw ours pay about 2x there).
 //
 //   bun bench/alternate.mjs --server <tree>/packages/server/src/index-bun.ts \
-//     [--figure window|push1|push10|clients16|fresh1|bootstrap|point|aggregate] [--rounds N] \
+//     [--figure window|push1|push10|clients16|fresh1|bootstrap|point|aggregate|index100|index1000] [--rounds N] \
 //     [--floor] [--profile] [--collect] [--arrive] --module A.mjs --module B.mjs ...
 //
 // Each module exports createStorage(context) and label, as for run.mjs.
@@ -59,16 +62,17 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { loadCore, createHost, arriveInTurns, fill, windowPulls, pushSequential, pushConcurrent, bootstrap } from './lib/server.mjs';
-import { populate, queries } from './lib/workloads.mjs';
+import { populate, populateIndexed, queries, indexLookups } from './lib/workloads.mjs';
 import { replaying, replayingEach } from './lib/floor.mjs';
 import { CallProfile, profileTable, profiled } from './lib/profile.mjs';
 import { benchArgs } from './lib/args.mjs';
 import { collectGarbage } from './lib/collect.mjs';
 
-const figures = ['window', 'push1', 'push10', 'clients16', 'fresh1', 'bootstrap', 'point', 'aggregate'];
+const figures = ['window', 'push1', 'push10', 'clients16', 'fresh1', 'bootstrap', 'point', 'aggregate', 'index100', 'index1000'];
 const { serverPath, modules, figure, rounds, flags } = benchArgs('alternate.mjs', { figures, rounds: 12, flags: ['--floor', '--profile', '--collect', '--arrive'] });
 const { floor, profile, collect, arrive } = flags;
-const storageLevel = figure === 'point' || figure === 'aggregate';
+const lookupRows = { index100: 100, index1000: 1000 }[figure];
+const storageLevel = figure === 'point' || figure === 'aggregate' || lookupRows !== undefined;
 const pushFigure = figure === 'push1' || figure === 'push10' || figure === 'clients16';
 const CLIENTS = 16;
 if (floor && storageLevel) throw new Error('--floor: only with a host figure');
@@ -93,7 +97,8 @@ try {
     }
     if (figure === 'window') await fill(host, 'w', 3000, 1);
     if (figure === 'bootstrap') await fill(host, 'b', 200, 100);
-    if (storageLevel) await populate(storage, 10_000, 0);
+    if (lookupRows !== undefined) await populateIndexed(storage);
+    else if (storageLevel) await populate(storage, 10_000, 0);
     runs.push({ label: mod.label ?? path, host, storage, values: [] });
     if (floor && k === 0) {
       const real = await mod.createStorage({ path: join(dir, 'floor.sqlite'), server });
@@ -120,6 +125,8 @@ try {
           ? (await queries(run.storage, 10_000, 300, 0)).queryPointsPerSec
           : figure === 'aggregate'
             ? (await queries(run.storage, 10_000, 0, 150)).queryAggregatesPerSec
+            : lookupRows !== undefined
+            ? (await indexLookups(run.storage, 200, lookupRows)).lookupsPerSec
             : figure === 'window'
           ? keepCpu(run, await windowPulls(run.host, 300), 'pullsPerSec')
           : figure === 'bootstrap'
@@ -219,7 +226,7 @@ function mergeProfile(into, from) {
   }
 }
 const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
-const unit = { window: 'pulls/s', bootstrap: 'rows/s', point: 'queries/s', aggregate: 'queries/s' }[figure] ?? 'commits/s';
+const unit = { window: 'pulls/s', bootstrap: 'rows/s', point: 'queries/s', aggregate: 'queries/s', index100: 'lookups/s', index1000: 'lookups/s' }[figure] ?? 'commits/s';
 for (const run of runs) console.log(`${run.label}: median ${median(run.values).toFixed(0)} ${unit}; rounds ${run.values.map((v) => v.toFixed(0)).join(' ')}`);
 const fmt = (x) => (x >= 100 ? x.toFixed(0) : x.toFixed(1));
 // The unit a host figure's CPU and shares are per, and how many of them a second of its rate is.
