@@ -4,6 +4,8 @@
 //! rows here for full-filter verification and the stop rule. A candidate
 //! whose stored scopes are not an object is a corrupt value, never skipped.
 
+use std::borrow::Cow;
+
 use crate::core::model::StoredRow;
 use crate::core::records::{Records, RowList};
 use crate::core::scope::{ScopeFilter, ScopeMemo};
@@ -126,6 +128,10 @@ pub struct IndexFold<'f> {
     table: &'f str,
     partition: &'f str,
     out: RowList,
+    /// The last stored scope text read as an object that is its own
+    /// object text: the rows of a lookup mostly share their scopes, and a
+    /// text equal to it is not read again.
+    known: Option<String>,
 }
 
 impl<'f> IndexFold<'f> {
@@ -135,14 +141,25 @@ impl<'f> IndexFold<'f> {
             table,
             partition,
             out: RowList::with_capacity(limit.clamp(0, 1000) as usize),
+            known: None,
         }
     }
 
     /// Packs one row, its fields borrowed from the database row being
     /// stepped; `scopes` is its stored scope text.
     pub fn add(&mut self, row_id: &str, scopes: &str, rest: RowRest<'_>) -> Result<()> {
-        let Some(scopes) = stored::read_ref(self.form, scopes, Shape::Object) else {
-            return Err(stored::row_corrupt(self.table, self.partition, row_id));
+        let scopes = if self.known.as_deref() == Some(scopes) {
+            Cow::Borrowed(scopes)
+        } else {
+            let Some(read) = stored::read_ref(self.form, scopes, Shape::Object) else {
+                return Err(stored::row_corrupt(self.table, self.partition, row_id));
+            };
+            if let Cow::Borrowed(text) = read {
+                let known = self.known.get_or_insert_with(String::new);
+                known.clear();
+                known.push_str(text);
+            }
+            read
         };
         let (server_version, payload, column_versions) = rest;
         self.out
@@ -202,6 +219,13 @@ mod tests {
         assert_eq!(&r.nums[1..8], &[1.0, 3.0, 0.0, 0.0, 1.0, -1.0, 0.0]);
         assert_eq!(&r.nums[8..], &row_b);
         assert_eq!(r.bytes, b"xyzv");
+
+        // A text read once is not read again, but a different one is.
+        let mut fold = IndexFold::new(Form::Text, "tasks", "p", 10);
+        fold.add("a", r#"{"p":"1"}"#, (1, b"", None)).unwrap();
+        fold.add("b", r#"{"p":"1"}"#, (1, b"", None)).unwrap();
+        let e = fold.add("c", r#"{"p":"1"} x"#, (1, b"", None)).unwrap_err();
+        assert_eq!(e, stored::row_corrupt("tasks", "p", "c"));
 
         for (form, bad) in [(Form::Jsonb, "[1]"), (Form::Text, "{} x")] {
             let mut fold = IndexFold::new(form, "tasks", "p", 10);
