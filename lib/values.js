@@ -101,6 +101,8 @@ class Records {
     this.dictionary = dictionary;
     /** Per scopes entry: its parsed object when every value is a primitive (copied per record), else false. */
     this.templates = new Array(n);
+    /** Per scopes entry with a template: its one key, when it has exactly one. */
+    this.soleKeys = new Array(n);
     this.at = 1 + n;
     this.pos = 0;
   }
@@ -120,7 +122,8 @@ class Records {
     let t = this.templates[k];
     if (t === undefined) {
       t = JSON.parse(this.dictionary[k]);
-      for (const key in t) {
+      const keys = Object.keys(t);
+      for (const key of keys) {
         const v = t[key];
         if (v !== null && typeof v === 'object') {
           t = false;
@@ -128,8 +131,14 @@ class Records {
         }
       }
       this.templates[k] = t;
+      if (t !== false && keys.length === 1) this.soleKeys[k] = keys[0];
     }
-    return t === false ? JSON.parse(this.dictionary[k]) : { ...t };
+    if (t === false) return JSON.parse(this.dictionary[k]);
+    // One key (the common case) is a literal with a computed key: under
+    // bun about a third of a spread's cost, under Node a little under.
+    // A computed key defines its property, so "__proto__" stays data.
+    const key = this.soleKeys[k];
+    return key === undefined ? { ...t } : { [key]: t[key] };
   }
 
   /** A view of `len` payload bytes at `offset`. */
