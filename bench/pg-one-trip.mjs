@@ -55,17 +55,28 @@ function bareSocket() {
     sock.setNoDelay(true);
     let pending = Buffer.alloc(0);
     let ready = false;
+    /** The round trip in flight: { resolve, reject }. */
     let waiter;
+    /** Ends the connection: the connect promise, or the trip in flight, fails with `error`. */
+    const fail = (error) => {
+      sock.destroy();
+      if (!ready) reject(error);
+      const w = waiter;
+      waiter = undefined;
+      w?.reject(error);
+    };
     const client = {
       trip: () =>
-        new Promise((r) => {
-          waiter = r;
+        new Promise((res, rej) => {
+          if (sock.destroyed) return rej(new Error('pg-one-trip: the connection is closed'));
+          waiter = { resolve: res, reject: rej };
           sock.write(query);
         }),
       close: () => sock.end(),
     };
     sock.on('connect', () => sock.write(startup));
-    sock.on('error', reject);
+    sock.on('error', fail);
+    sock.on('close', () => fail(new Error('pg-one-trip: the server closed the connection')));
     sock.on('data', (data) => {
       pending = pending.length === 0 ? data : Buffer.concat([pending, data]);
       let at = 0;
@@ -74,14 +85,11 @@ function bareSocket() {
         const len = pending.readInt32BE(at + 1);
         if (pending.length - at < 1 + len) break;
         if (type === 'R' && pending.readInt32BE(at + 5) !== 0) {
-          sock.destroy();
-          reject(new Error(`pg-one-trip: the server asks ${target.username || 'postgres'} for a password; use a user it trusts from this host`));
-          return;
+          return fail(new Error(`pg-one-trip: the server asks ${user} for a password; use a user it trusts from this host`));
         }
         if (type === 'E') {
-          sock.destroy();
-          reject(new Error(`pg-one-trip: the server answered an error: ${pending.subarray(at + 5, at + 1 + len).toString().replace(/\0/g, ' ')}`));
-          return;
+          const text = pending.subarray(at + 5, at + 1 + len).toString().replace(/\0/g, ' ');
+          return fail(new Error(`pg-one-trip: the server answered an error: ${text}`));
         }
         if (type === 'Z') {
           if (!ready) {
@@ -90,7 +98,7 @@ function bareSocket() {
           } else {
             const w = waiter;
             waiter = undefined;
-            w();
+            w?.resolve();
           }
         }
         at += 1 + len;
