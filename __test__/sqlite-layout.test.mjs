@@ -276,9 +276,9 @@ describe('sqlite layout repair on a large file', { skip: noShell }, () => {
       const own = unexplainedMs(gaps, await machine.stop());
       assert.deepEqual(query(path, "SELECT count(*) AS n FROM pragma_index_list('items') WHERE name = 'sync_ix_items_by_title'"), [{ n: 1 }]);
       // The timer kept firing while the index was built (the repair took
-      // `took` ms), but while another process's timer stopped too (the
-      // machine's stall, support/machine-gaps.mjs); a debug build or an
-      // emulated CPU gets its scale.
+      // `took` ms), apart from stalls another process's timer saw too (the
+      // machine's, support/machine-gaps.mjs); a debug build or an emulated
+      // CPU gets its scale.
       assert.ok(own < 100 * TIME_SCALE, `the event loop stalled ${worst.toFixed(0)} ms (${own.toFixed(0)} ms of it while another process's loop turned) during a ${took.toFixed(0)} ms repair`);
       // The storage serves as before.
       assert.equal(await b.getMaxCommitSeq('p1'), 0);
