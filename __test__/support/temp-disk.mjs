@@ -1,9 +1,16 @@
 // How many bytes of disk this process's SQLite temporary files hold now.
 // SQLite unlinks a temporary file as it opens it, so the files are seen
 // through /proc/self/fd, as links whose target ends in " (deleted)" (Linux
-// only; null elsewhere). Counted in allocated blocks, which is what the
-// disk loses.
+// only; null elsewhere), and without a name of their own: a file opened
+// with O_TMPFILE shows as "#" and its inode number (what SQLite's files
+// show here), one SQLite named and unlinked as "etilqs_" and random
+// letters. Any other deleted file the process still holds (a database
+// file a test removed while a connection to it was still open, say) is
+// not a temporary file and is not counted. Counted in allocated blocks,
+// which is what the disk loses.
 import fs from 'node:fs';
+
+const TEMP_FILE = /\/(#\d+|etilqs_[^/]*) \(deleted\)$/;
 
 export function tempDiskBytes() {
   let names;
@@ -16,7 +23,7 @@ export function tempDiskBytes() {
   for (const fd of names) {
     try {
       const target = fs.readlinkSync(`/proc/self/fd/${fd}`);
-      if (!target.endsWith(' (deleted)')) continue;
+      if (!TEMP_FILE.test(target)) continue;
       total += fs.statSync(`/proc/self/fd/${fd}`).blocks * 512;
     } catch {
       // Closed between the listing and the stat.
