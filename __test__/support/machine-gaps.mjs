@@ -11,6 +11,7 @@
 // the CPU taken from every process at once (by anything, this package's
 // worker threads among them) or the virtual CPU not running at all.
 import { spawn } from 'node:child_process';
+import { withLoopGap } from '../../bench/lib/loop-gap.mjs';
 
 const CHILD = `
 let last = performance.now();
@@ -80,4 +81,20 @@ export function unexplainedMs(own, machine) {
     worst = Math.max(worst, g.ms - covered);
   }
   return worst;
+}
+
+/**
+ * `withLoopGap(fn)` with the child watching beside it: its answer plus
+ * `machineGaps` (the child's) and `own`, the longest part of a gap of this
+ * loop the child's loop kept turning through (ms).
+ */
+export async function withOwnLoopGap(fn) {
+  const machine = await watchMachine();
+  try {
+    const out = await withLoopGap(fn);
+    const machineGaps = await machine.stop();
+    return { ...out, machineGaps, own: unexplainedMs(out.gaps, machineGaps) };
+  } finally {
+    await machine.stop();
+  }
 }
