@@ -19,7 +19,7 @@ test('the source tree has no new cycle and no arrow up the layers', () => {
   assert.match(r.stdout, /arrows up the layers or across the engines: 0/);
 });
 
-test('a cycle between files and an engine using the other engine are caught', () => {
+test('a cycle between files, an engine using the other engine and a JS file over the size are caught', () => {
   const repo = mkdtempSync(join(tmpdir(), 'layers-'));
   try {
     const put = (p, text) => {
@@ -33,10 +33,15 @@ test('a cycle between files and an engine using the other engine are caught', ()
     put('src/sqlite/b.rs', 'use super::{a, c::D};\npub fn h() { a::g(); crate::postgres::k() }\n');
     put('src/sqlite/c.rs', 'pub struct D;\n');
     put('src/postgres/mod.rs', 'pub fn k() { let _ = "crate::sqlite::f"; }\n');
+    // The JS surface is held to the Rust files' size.
+    put('lib/members/big.js', '// x\n'.repeat(801));
+    put('lib/small.js', '// x\n'.repeat(800));
     const r = run('--repo', repo);
     assert.equal(r.status, 1, r.stdout);
     assert.match(r.stdout, /NEW {3}crate::sqlite::a crate::sqlite::b/);
     assert.match(r.stdout, /crate::sqlite::b -> crate::postgres/);
+    assert.match(r.stdout, /NEW {3}lib\/members\/big\.js 801/);
+    assert.doesNotMatch(r.stdout, /lib\/small\.js/);
     // Paths inside strings and comments are not uses.
     assert.doesNotMatch(r.stdout, /crate::postgres -> crate::sqlite/);
   } finally {

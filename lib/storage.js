@@ -4,7 +4,8 @@
 // and tests can wrap it in a Proxy or replace `begin`. Writes queue on the
 // engine's write lease in submission order; reads run at once against
 // committed state, after any write of their partition submitted before
-// them (lib/write-queue.js).
+// them (lib/write-queue.js). The members a request makes, transactions
+// and close() are written here; the rest, by area, in lib/members/.
 
 const { resolveErrorClasses, translate, invalidArgument, queryError, syncError, WIRE_PREFIX } = require('./errors');
 const { Engine } = require('./engine');
@@ -13,12 +14,11 @@ const { guarded, settled, code, checkText, closedError, takeCurrent } = require(
 const ops = require('./ops');
 const V = require('./values');
 const Q = require('./query');
-const R = require('./reactions');
 const { installLogger } = require('./logging');
 const { checkOptions } = require('./options');
 const { defineDb } = require('./db');
 const native = require('./native');
-const C = require('./copy');
+const { installMembers } = require('./members');
 
 /**
  * How long answers given at once may follow one another on the calling
@@ -593,47 +593,6 @@ class NativeStorage {
     return V.unpackRows(rows);
   }
 
-  async readServeGate(partition, runningSchemaVersion) {
-    return V.gateOut(await this.#readEpoch(partition, (n) => n.readServeGate(partition, runningSchemaVersion)));
-  }
-
-  async readCheckpoints(partition) {
-    return this.#read(partition, (n) => n.readCheckpoints(partition));
-  }
-
-  async writerFenceAllows(partition, writerVersion) {
-    return this.#read(partition, (n) => n.writerFenceAllows(partition, writerVersion));
-  }
-
-  // ---- RFC 0007 checkpoints (storage-layout §14.2–§14.5) ---------------------
-
-  async declareCheckpoint(partition, name, schemaVersion, nowMs) {
-    return this.#write(partition, (n, id) => n.declareCheckpoint(id, { partition, name, schemaVersion }, nowMs));
-  }
-
-  async claimCheckpoint(partition, name, schemaVersion, nowMs) {
-    return this.#write(partition, (n, id) => n.claimCheckpoint(id, partition, name, schemaVersion, nowMs));
-  }
-
-  async advanceCheckpoint(partition, name, ownerEpoch, watermark, observedRows, nowMs) {
-    return this.#write(partition, (n, id) => n.advanceCheckpoint(id, partition, name, ownerEpoch, watermark, observedRows, nowMs));
-  }
-
-  async sourceCoverageSeq(partition, tables) {
-    if (!Array.isArray(tables)) throw invalidArgument('sourceCoverageSeq: tables must be an array');
-    return this.#read(partition, (n) => n.sourceCoverageSeq(partition, tables));
-  }
-
-  async hasSourceChangesAbove(partition, tables, seq) {
-    if (!Array.isArray(tables)) throw invalidArgument('hasSourceChangesAbove: tables must be an array');
-    return this.#read(partition, (n) => n.hasSourceChangesAbove(partition, tables, seq));
-  }
-
-  async activateCheckpoint(partition, name, ownerEpoch, watermark, sources, nowMs) {
-    if (!Array.isArray(sources)) throw invalidArgument('activateCheckpoint: sources must be an array');
-    return this.#write(partition, (n, id) => n.activateCheckpoint(id, partition, name, ownerEpoch, watermark, sources, nowMs));
-  }
-
   // ---- clients ------------------------------------------------------------------------
 
   getClientRecord(partition, clientId) {
@@ -663,224 +622,7 @@ class NativeStorage {
     );
   }
 
-  async listClientCursors(partition) {
-    return this.#read(partition, (n) => n.listClientCursors(partition));
-  }
-
-  async advanceClientCursor(partition, clientId, actorId, logEpoch, cursor, updatedAtMs) {
-    if (typeof actorId !== 'string' || typeof logEpoch !== 'string') {
-      throw invalidArgument('advanceClientCursor: actorId and logEpoch must be strings');
-    }
-    await this.#write(partition, (n, id) => n.advanceClientCursor(id, partition, clientId, actorId, logEpoch, cursor, updatedAtMs));
-  }
-
-  async updateClientCursor(partition, clientId, cursor, updatedAtMs) {
-    await this.#write(partition, (n, id) => n.advanceClientCursor(id, partition, clientId, undefined, undefined, cursor, updatedAtMs));
-  }
-
-  async getActiveClientCursorFloor(partition, cutoffMs) {
-    return this.#read(partition, (n) => n.getActiveClientCursorFloor(partition, cutoffMs));
-  }
-
-  // ---- reactions (storage-layout §15) -------------------------------------------
-
-  async claimReactions(partition, query) {
-    if (!query || typeof query !== 'object' || !Array.isArray(query.types)) {
-      throw invalidArgument('claimReactions: query must be a ReactionClaimQuery with a types array');
-    }
-    if (typeof partition !== 'string') throw invalidArgument('claimReactions: partition must be a string');
-    if (query.types.length === 0 || query.limit <= 0) return [];
-    const types = [...query.types];
-    const list = await this.#write(partition, (n, id) =>
-      n.claimReactions(id, partition, query.leaseOwner, types, query.nowMs, query.leaseDurationMs, query.limit),
-    );
-    return R.claimedOut(list);
-  }
-
-  async completeReaction(partition, idempotencyKey, leaseOwner, completedAtMs) {
-    return this.#write(partition, (n, id) => n.updateReaction(id, partition, idempotencyKey, { kind: 'complete', leaseOwner, atMs: completedAtMs }));
-  }
-
-  async extendReactionLease(partition, idempotencyKey, leaseOwner, leaseExpiresAtMs) {
-    return this.#write(partition, (n, id) => n.updateReaction(id, partition, idempotencyKey, { kind: 'extend', leaseOwner, atMs: leaseExpiresAtMs }));
-  }
-
-  async failReaction(partition, idempotencyKey, update) {
-    if (!update || typeof update !== 'object') throw invalidArgument('failReaction: update must be a ReactionFailureUpdate');
-    const json = R.failureJson(update.failure);
-    const atMs = update.failure.atMs;
-    // As in-tree: a present retryAtMs (even null) means retry, at retryAtMs ?? failure.atMs.
-    const retryAt = update.retryAtMs === undefined ? undefined : (update.retryAtMs ?? atMs);
-    return this.#write(partition, (n, id) => n.updateReaction(id, partition, idempotencyKey, {
-        kind: 'fail',
-        leaseOwner: update.leaseOwner,
-        atMs,
-        failure: json,
-        retryAtMs: retryAt,
-      }),
-    );
-  }
-
-  async retryReaction(partition, idempotencyKey, nowMs) {
-    return this.#write(partition, (n, id) => n.updateReaction(id, partition, idempotencyKey, { kind: 'retry', atMs: nowMs }));
-  }
-
-  async getReaction(partition, idempotencyKey) {
-    const r = await this.#read(partition, (n) => n.getReaction(partition, idempotencyKey));
-    return r === null || r === undefined ? undefined : R.reactionOut(r);
-  }
-
-  async listReactions(partition, query) {
-    if (!query || typeof query !== 'object') throw invalidArgument('listReactions: query must be a ReactionListQuery');
-    const statuses = R.listFilter(query.statuses, 'statuses');
-    const types = R.listFilter(query.types, 'types');
-    const list = await this.#read(partition, (n) => n.listReactions(partition, statuses, types, query.limit));
-    return list.map(R.reactionOut);
-  }
-
-  async pruneReactions(partition, query) {
-    if (!query || typeof query !== 'object') throw invalidArgument('pruneReactions: query must be a ReactionPruneQuery');
-    if (typeof partition !== 'string') throw invalidArgument('pruneReactions: partition must be a string');
-    if (query.limit <= 0) return { completed: 0, deadLetter: 0 };
-    return this.#write(partition, (n, id) =>
-      n.pruneReactions(id, partition, query.completedBeforeMs, query.deadLetterBeforeMs, query.limit),
-    );
-  }
-
-  // ---- admin and blob reads (storage-layout §17) -----------------------------------
-
-  async listClientRecords(partition) {
-    return (await this.#read(partition, (n) => n.listClientRecords(partition))).map(V.clientOut);
-  }
-
-  async listCommitMetadata(partition, query) {
-    if (!query || typeof query !== 'object') throw invalidArgument('listCommitMetadata: query must be a CommitMetadataQuery');
-    const table = query.table ? query.table : undefined;
-    return this.#read(partition, (n) => n.listCommitMetadata(partition, query.afterSeq, query.limit, table));
-  }
-
-  async scopeActivity(partition, query) {
-    if (!query || typeof query !== 'object') throw invalidArgument('scopeActivity: query must be a ScopeActivityQuery');
-    return this.#read(partition, (n) => n.scopeActivity(partition, query.variable, query.value, query.limit));
-  }
-
-  async getRowScopes(partition, table, rowId) {
-    const r = await this.#read(partition, (n) => n.getRowScopes(partition, table, rowId));
-    return r === null || r === undefined ? undefined : { serverVersion: r.serverVersion, scopes: JSON.parse(r.scopes) };
-  }
-
-  async listRowsReferencingBlob(partition, blobId) {
-    const list = await this.#read(partition, (n) => n.listRowsReferencingBlob(partition, blobId));
-    return list.map((r) => ({ table: r.table, rowId: r.rowId, scopes: JSON.parse(r.scopes) }));
-  }
-
-  async listReferencedBlobIds(partition) {
-    return this.#read(partition, (n) => n.listReferencedBlobIds(partition));
-  }
-
-  // ---- operations (docs/operations.md) ------------------------------------------
-
-  /** One round trip to the database (not queued behind writes). */
-  async ping() {
-    const started = performance.now();
-    const serverVersion = await this.#settle(() => this.#engine.native.ping());
-    return { engine: this.#engine.native.kind, roundTripMs: performance.now() - started, serverVersion };
-  }
-
-  /** Plain numbers: calls and errors per member, waits, commits, pool and WAL. */
-  async stats() {
-    const n = this.#engine.native;
-    const e = this.#settle(() => n.engineStats());
-    const q = this.#engine.queue;
-    const out = {
-      engine: n.kind,
-      members: ops.snapshot(this.#counts, this._txCounts),
-      lockWaits: undefined,
-      groupCommit: undefined,
-      pool: undefined,
-      wal: undefined,
-    };
-    if (q.exclusive) {
-      out.lockWaits = { count: q.waits.count + e.lockWaits, totalMs: q.waits.totalMs + e.lockWaitMs };
-      out.groupCommit = { ...q.commits };
-    } else {
-      // The partition row locks transactions took (src/postgres/prefetch.rs).
-      out.lockWaits = { count: e.lockWaits, totalMs: e.lockWaitMs };
-    }
-    if (e.poolSize !== undefined && e.poolSize !== null) {
-      out.pool = { size: e.poolSize, idle: e.poolIdle, waiting: e.poolWaiting, acquires: e.poolWaits, acquireMs: e.poolWaitMs };
-    }
-    if (e.walBytes !== undefined && e.walBytes !== null) {
-      out.wal = { bytes: e.walBytes, checkpointLagFrames: e.checkpointLagFrames ?? undefined, checkpoints: e.checkpoints ?? undefined };
-    }
-    return out;
-  }
-
-  /**
-   * SQLite: an online copy of the database into a new file at `path`,
-   * holding every commit acknowledged before the call; writes go on
-   * meanwhile. PostgreSQL refuses (use pg_dump; docs/operations.md).
-   * Not queued behind writes: it copies what is committed, and a write
-   * still in line (behind an open transaction, say) is not acknowledged.
-   */
-  /**
-   * Swap back (README, migration runbook): gives the declared indexes the
-   * first ensureSchema rebuilt the form the older version created; the
-   * physical names restored.
-   */
-  async restoreLayout() {
-    return this.#write(undefined, (n, id) => n.restoreLayout(id));
-  }
-
-  async backup(path) {
-    if (typeof path !== 'string' || path.length === 0) throw invalidArgument('backup: path must be a non-empty string');
-    await this.#settle(() => this.#engine.native.backup(path));
-  }
-
-  /**
-   * Copies this storage's database (SQLite) into the PostgreSQL database
-   * `url` while the storage stays open (docs/copy.md): one snapshot,
-   * refused (ERR_SYNCULAR_COPY_TARGET_NOT_EMPTY) when the target holds
-   * sync data. `{ schema, verify, verifyOnly, finalPass, onProgress }`;
-   * resolves with the report (and verify's, `report.verify`, when asked).
-   * With `finalPass`, catch-up passes follow the snapshot until few commits
-   * are left, then a last pass runs under the write lock, after which
-   * every write of this storage (and, through the mark it leaves in the
-   * file, of any process) is refused with ERR_SYNCULAR_MOVED; `verify`
-   * then reads the target as that pass left it, so the host may switch at
-   * its first refusal instead of waiting for the report.
-   * On PostgreSQL, `url` is a new SQLite file: one snapshot of this
-   * storage's schema (the addon refuses `schema`, `finalPass`, `resume`).
-   */
-  async copyTo(url, options) {
-    C.checkUrl('copyTo', 'url', url);
-    const { native: o, onProgress, finalPass } = C.copyOptions('copyTo', options);
-    const n = this.#engine.native;
-    const cb = C.progressCallback(onProgress);
-    if (!finalPass) return JSON.parse(await this.#settle(() => n.copyTo(url, o, cb)));
-    const report = JSON.parse(await this.#settle(() => n.copyTo(url, { ...o, verify: false }, cb)));
-    let positions = JSON.stringify(report.positions);
-    report.catchUp = [];
-    for (let i = 0; i < C.MAX_PASSES; i++) {
-      const pass = JSON.parse(await this.#settle(() => n.copyCatchUp(url, o, positions, cb)));
-      report.catchUp.push(pass);
-      positions = JSON.stringify(pass.positions);
-      if (pass.commits <= C.FINAL_PASS_COMMITS) break;
-    }
-    // Under the write lease: queued writes wait behind it, and find the
-    // storage refusing them once it ends.
-    const started = performance.now();
-    const startedAtMs = Date.now();
-    const last = await this.#write(undefined, (nat, id) => nat.copyFinish(id, url, o, positions));
-    const { verifyToken, ...finalPassReport } = JSON.parse(last);
-    report.finalPass = { ...finalPassReport, writesHeldMs: Math.round(performance.now() - started), startedAtMs, endedAtMs: Date.now() };
-    report.positions = report.finalPass.positions;
-    // Against the target as the final pass left it (a snapshot taken before
-    // its lease ended): a host that switches at its first ERR_SYNCULAR_MOVED
-    // may already write there while this runs.
-    if (verifyToken !== undefined) report.verify = JSON.parse(await this.#settle(() => n.copyVerifySnapshot(verifyToken, cb)));
-    return report;
-  }
+  // ---- lifecycle --------------------------------------------------------------------
 
   /**
    * Shutdown (README "Shutdown"): refuses new calls at once; transactions
@@ -943,6 +685,22 @@ class NativeStorage {
     // Those refusals reach the callers' promises through a few more promise
     // turns; one macrotask lets them all run, so close() resolves after.
     await new Promise(setImmediate);
+  }
+
+  // What the member modules (lib/members/) may use of a storage's private
+  // state: handed to them alone, so the object the host holds shows none of it.
+  static {
+    installMembers(
+      NativeStorage.prototype,
+      Object.freeze({
+        engine: (s) => s.#engine,
+        counts: (s) => s.#counts,
+        settle: (s, run) => s.#settle(run),
+        read: (s, partition, fn) => s.#read(partition, fn),
+        readEpoch: (s, partition, fn) => s.#readEpoch(partition, fn),
+        write: (s, partition, fn) => s.#write(partition, fn),
+      }),
+    );
   }
 }
 

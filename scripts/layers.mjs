@@ -1,6 +1,7 @@
 // Reads the Rust sources' imports and checks the plan of the tree
 // (issue 49): no module cycle between files, no arrow that runs back up
-// the layers, no source file over the size a newcomer reads in one sitting,
+// the layers, no source file (Rust, or the JS surface: lib/, bin/,
+// index.js) over the size a newcomer reads in one sitting,
 // and every file named in docs/architecture.md.
 //
 //   node scripts/layers.mjs            report
@@ -193,9 +194,36 @@ for (const [from, tos] of edges) {
 }
 
 const large = [];
+const countLines = (f) => readFileSync(f, 'utf8').split('\n').length - 1;
 for (const [m, f] of modules) {
   if (isTest(m)) continue;
-  const lines = readFileSync(f, 'utf8').split('\n').length - 1;
+  const lines = countLines(f);
+  if (lines > MAX_LINES) large.push([relative(repo, f), lines]);
+}
+// The JS surface is held to the same size: lib/ and the package's entry and command.
+const jsFiles = [];
+const walkJs = (d) => {
+  let entries;
+  try {
+    entries = readdirSync(d).sort();
+  } catch {
+    return;
+  }
+  for (const f of entries) {
+    const p = join(d, f);
+    if (statSync(p).isDirectory()) walkJs(p);
+    else if (/\.(c|m)?js$/.test(p)) jsFiles.push(p);
+  }
+};
+for (const d of ['lib', 'bin']) walkJs(join(repo, d));
+for (const f of ['index.js']) {
+  try {
+    statSync(join(repo, f));
+    jsFiles.push(join(repo, f));
+  } catch {}
+}
+for (const f of jsFiles) {
+  const lines = countLines(f);
   if (lines > MAX_LINES) large.push([relative(repo, f), lines]);
 }
 let architecture = '';
