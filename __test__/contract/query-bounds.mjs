@@ -15,7 +15,7 @@ import { withStorage } from '../support/harness.mjs';
 import { OWN, seedTenants } from '../support/isolation.mjs';
 import { TIME_SCALE } from '../support/emulation.mjs';
 import { measured } from '../support/measure.mjs';
-import { peakTempDisk, tempDiskBytes } from '../support/temp-disk.mjs';
+import { describeTempFiles, peakTempDisk, tempDiskBytes } from '../support/temp-disk.mjs';
 
 const TOO_LARGE = 'ERR_SYNCULAR_QUERY_RESULT_TOO_LARGE';
 const TIMEOUT = 'ERR_SYNCULAR_QUERY_TIMEOUT';
@@ -134,7 +134,7 @@ export function define(engine) {
                 if (past.peak !== null) {
                   assert.ok(past.peak <= budget + (4 << 20), `${name}: ${(past.peak / 2 ** 20).toFixed(0)} MiB of temporary files`);
                 }
-                assert.equal(tempDiskBytes() ?? 0, 0, `${name}: temporary files left open`);
+                assert.equal(tempDiskBytes() ?? 0, 0, `${name}: temporary files left open: ${describeTempFiles()}`);
               }
               // The storage's own statements after the refusal are unbounded
               // as before, and the connection serves the next query.

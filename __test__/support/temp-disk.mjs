@@ -13,23 +13,35 @@ import fs from 'node:fs';
 const TEMP_FILE = /\/(#\d+|etilqs_[^/]*) \(deleted\)$/;
 
 export function tempDiskBytes() {
+  const files = tempFiles();
+  return files === null ? null : files.reduce((n, f) => n + f.bytes, 0);
+}
+
+/** The temporary files counted: `{ fd, target, bytes }` each (null off Linux). */
+export function tempFiles() {
   let names;
   try {
     names = fs.readdirSync('/proc/self/fd');
   } catch {
     return null;
   }
-  let total = 0;
+  const out = [];
   for (const fd of names) {
     try {
       const target = fs.readlinkSync(`/proc/self/fd/${fd}`);
       if (!TEMP_FILE.test(target)) continue;
-      total += fs.statSync(`/proc/self/fd/${fd}`).blocks * 512;
+      out.push({ fd: Number(fd), target, bytes: fs.statSync(`/proc/self/fd/${fd}`).blocks * 512 });
     } catch {
       // Closed between the listing and the stat.
     }
   }
-  return total;
+  return out;
+}
+
+/** What an assertion that no temporary file is held prints: each file, or nothing. */
+export function describeTempFiles() {
+  const files = tempFiles() ?? [];
+  return files.map((f) => `fd ${f.fd} -> ${f.target}: ${f.bytes} bytes`).join('; ');
 }
 
 /** Runs `fn`, sampling the temp files' disk every few ms; the peak bytes. */
