@@ -25,6 +25,8 @@ mod row;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod value_tests;
 
 pub use blob_ref::check_blob_ref;
 pub use json::is_valid_json;
