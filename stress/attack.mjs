@@ -153,7 +153,7 @@ async function dropSchemas(url, prefix) {
   const psql = new Psql(url);
   try {
     const rows = await psql.query(`SELECT nspname FROM pg_namespace WHERE nspname LIKE '${prefix}%'`);
-    for (const { nspname } of rows) await psql.exec(`DROP SCHEMA "${nspname}" CASCADE`);
+    for (const { nspname } of rows) await psql.dropSchema(nspname, { ifExists: false });
   } finally {
     await psql.close();
   }

@@ -16,7 +16,8 @@ function exec(cmd, args, opts) {
 
 export async function runJs(cases, pgUrl) {
   const r = await exec(process.execPath, [fileURLToPath(import.meta.url), '--child', String(cases), ...(pgUrl ? [pgUrl] : [])], { timeout: 60 * 60_000 });
-  if (r.error) return { cases: 0, crashed: true, problem: `${r.error.signal ?? `code ${r.error.code}`}: ${r.stderr.slice(0, 800)}` };
+  // The seed line first, then the end, where a crash prints its error.
+  if (r.error) return { cases: 0, crashed: true, problem: `${r.error.signal ?? `code ${r.error.code}`}: ${r.stderr.slice(0, 200)} … ${r.stderr.slice(-1200)}` };
   return { crashed: false, ...JSON.parse(r.stdout.trim().split('\n').pop()) };
 }
 
@@ -50,7 +51,10 @@ export async function run({
 }
 
 if (process.argv[2] === '--child') {
-  const f = await runFuzz({ cases: Number(process.argv[3]), seed: Date.now() % 1e9, log: console.error, pgUrl: process.argv[4] });
+  // The seed goes to stderr first, so a failing run can be replayed (runFuzz's `seed`).
+  const seed = Number(process.env.STRESS_FUZZ_SEED ?? Date.now() % 1e9);
+  console.error(`fuzz: seed ${seed}`);
+  const f = await runFuzz({ cases: Number(process.argv[3]), seed, log: console.error, pgUrl: process.argv[4] });
   process.stdout.write(`${JSON.stringify(f)}\n`);
 } else if (import.meta.url === `file://${process.argv[1]}`) {
   console.log(JSON.stringify(await run(), null, 2));

@@ -1,7 +1,8 @@
 // npm run test:stress: the long versions of the reliability programs
 // (issue 7), then one table. Exits non-zero when any figure that must be
 // zero is not, or RSS grew by more than 10% over the warm-up figure.
-// Knobs: STRESS_KILLS, STRESS_SECONDS, STRESS_FUZZ_CASES,
+// Knobs: STRESS_KILLS, STRESS_SECONDS, STRESS_FUZZ_CASES, STRESS_FUZZ_SEED
+// (the hostile-input runs' seed, printed by each run; else the clock),
 // STRESS_PROPTEST_CASES, STRESS_LEAK_CALLS, STRESS_ATTACK_QUERIES (generated
 // registered-query attacks per engine, stress/attack.mjs).
 // With SYNCULAR_TEST_PG_URL set, the crash, concurrency, hostile-input and

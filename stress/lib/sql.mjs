@@ -52,6 +52,10 @@ export class Psql {
   #queue = Promise.resolve();
   #waiter;
   #n = 0;
+  /** What an unexpected exit reports: the session's last stderr and the last statement sent. */
+  #errTail = '';
+  #last = '';
+  #closing = false;
 
   constructor(url, { schema } = {}) {
     this.#child = spawn('psql', ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=0', url], { stdio: ['pipe', 'pipe', 'pipe'] });
@@ -63,6 +67,7 @@ export class Psql {
     });
     this.#child.stderr.on('data', (d) => {
       this.#err += d;
+      this.#errTail = (this.#errTail + d).slice(-800);
       this.#waiter?.();
     });
     this.#child.on('error', (err) => {
@@ -70,7 +75,8 @@ export class Psql {
       this.#waiter?.();
     });
     this.#child.on('exit', (code, signal) => {
-      this.dead ??= new Error(`psql exited (${signal ?? code}): ${this.#err.slice(0, 400)}`);
+      const how = this.#closing ? 'after close()' : 'unasked';
+      this.dead ??= new Error(`psql exited (${signal ?? code}, ${how}); its last stderr: ${this.#errTail.slice(-400) || '(none)'}; the last statement sent: ${this.#last.slice(0, 300)}`);
       this.#waiter?.();
     });
     this.exec('SET client_min_messages TO warning');
@@ -80,6 +86,26 @@ export class Psql {
   /** Runs `sql` (no result rows expected); rejects on a server error. */
   exec(sql) {
     return this.#run(`${sql};`).then(() => undefined);
+  }
+
+  /**
+   * DROP SCHEMA `name` CASCADE, tried again (up to 5 times) when the
+   * server ends it as a deadlock. Seen in `npm run test:stress`: a storage
+   * closed just before leaves backends whose exit drops their pg_temp
+   * views of the schema's tables (registered queries), and that cleanup
+   * and the cascade lock the same relations in opposite orders; PostgreSQL
+   * breaks the cycle by failing one of them, here the DROP.
+   */
+  async dropSchema(name, { ifExists = true } = {}) {
+    const sql = `DROP SCHEMA ${ifExists ? 'IF EXISTS ' : ''}${quoteIdent(name)} CASCADE`;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.exec(sql);
+      } catch (err) {
+        if (attempt >= 5 || !/deadlock detected/.test(err.message)) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
+      }
+    }
   }
 
   /** Rows of the SELECT `sql` as plain objects (numbers for integers). */
@@ -114,6 +140,7 @@ export class Psql {
         }
       };
       this.#waiter = check;
+      this.#last = statement;
       this.#child.stdin.write(`${statement}\n\\echo ${marker}\n\\warn ${marker}\n`);
       check();
     });
@@ -121,6 +148,7 @@ export class Psql {
 
   close() {
     if (this.dead) return Promise.resolve();
+    this.#closing = true;
     return new Promise((resolve) => {
       this.#child.once('exit', () => resolve());
       this.#child.stdin.end('\\q\n');
@@ -136,6 +164,7 @@ export function pgTarget(url, { schema = freshSchemaName(), maxConnections = 4 }
   const options = { url, schema, maxConnections };
   const psql = new Psql(url, { schema });
   let tables;
+  let closed;
   return {
     engine: 'postgres',
     schema,
@@ -163,12 +192,16 @@ export function pgTarget(url, { schema = freshSchemaName(), maxConnections = 4 }
       const rows = await psql.query(parts.join(' UNION ALL '));
       return rows.map((r) => `${r.t}=${r.h}`).join(' ');
     },
-    close: async () => {
-      try {
-        await psql.exec(`DROP SCHEMA IF EXISTS ${quoteIdent(schema)} CASCADE`);
-      } finally {
-        await psql.close();
-      }
-    },
+    // Once: a second call (a caller's `finally` after a failed first one)
+    // answers the first's outcome, rather than an error of the psql
+    // session the first one ended that would hide the real cause.
+    close: () =>
+      (closed ??= (async () => {
+        try {
+          await psql.dropSchema(schema);
+        } finally {
+          await psql.close();
+        }
+      })()),
   };
 }
